@@ -1,0 +1,274 @@
+"""The threaded NumPy backend: one persistent worker thread per logical node.
+
+All nodes share one address space, so a ring "link" is node ``i`` reading node ``i - 1``'s
+array at the chunk boundary the schedule names; reductions are NumPy ufuncs with ``out=``,
+which release the GIL on large chunks so nodes really run in parallel.
+
+Synchronisation uses raw locks as one-shot signals, because they are the cheapest blocking
+primitive CPython has (a ``threading.Barrier`` or ``Condition`` costs several lock round
+trips per wait).  Every signal lock starts locked; the producer releases it, the single
+consumer acquires it, which also re-arms it for the next call.
+
+* ``sync="pairwise"``: after step ``t`` node ``i`` releases ``signal[i][t]``; before step
+  ``t + 1`` node ``i + 1`` acquires it.  Node ``i`` waits only for its left neighbour, as
+  the original study's GPU code does with events; non-neighbours run ahead.  This is
+  enough: node ``i`` at step ``t`` transitively waits for node ``i + 1`` at step
+  ``t - (N - 1)``, the last step at which node ``i + 1`` reads a chunk that node ``i``
+  overwrites at step ``t`` (``tests/test_schedule.py`` checks every hazard).
+* ``sync="barrier"``: after every step all nodes wait for each other, as the original
+  study's CPU code does with ``std::barrier``.  The last node to arrive releases the
+  others' ``signal[j][t]``.
+
+Every call ends with the caller collecting one ``done`` signal per node, so consecutive
+calls never overlap.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from . import nvtx_ranges
+from .buffers import validate_buffers
+from .ops import resolve_op
+from .schedule import ALL_GATHER, REDUCE_SCATTER, chunk_range, ring_schedule
+
+__all__ = ["SYNC_MODES", "CommunicatorClosedError", "CpuCommunicator"]
+
+SYNC_MODES = ("pairwise", "barrier")
+MAX_NODES = 1024
+
+# Which schedule phases each collective runs.
+COLLECTIVE_PHASES = {
+    "allreduce": (REDUCE_SCATTER, ALL_GATHER),
+    "reduce_scatter": (REDUCE_SCATTER,),
+    "all_gather": (ALL_GATHER,),
+}
+
+
+class CommunicatorClosedError(RuntimeError):
+    """Raised when a closed communicator is asked to run a collective."""
+
+
+class _Aborted(Exception):
+    """Raised inside a healthy worker when another worker failed."""
+
+
+def _new_signal() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+@lru_cache(maxsize=1024)
+def chunk_bounds(count: int, nodes: int) -> tuple[tuple[int, int], ...]:
+    """``chunk_range`` for every chunk, cached because calls repeat the same sizes."""
+    return tuple(chunk_range(count, nodes, c) for c in range(nodes))
+
+
+def check_sync(sync: str) -> str:
+    if sync not in SYNC_MODES:
+        raise ValueError(f"unknown sync {sync!r}: expected one of {', '.join(SYNC_MODES)}")
+    return sync
+
+
+def check_nodes(nodes: int) -> int:
+    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)):
+        raise TypeError(f"nodes must be an integer, got {type(nodes).__name__}")
+    if not 1 <= nodes <= MAX_NODES:
+        raise ValueError(f"nodes must be in [1, {MAX_NODES}], got {nodes}")
+    return int(nodes)
+
+
+class CpuCommunicator:
+    """Owns ``nodes`` worker threads and runs ring collectives on lists of NumPy arrays.
+
+    Use it as a context manager, or call :meth:`close`; a closed communicator refuses work.
+    If a worker fails mid-collective, every other worker stops at its next wait, the
+    threads exit, and the caller receives the original exception.
+    """
+
+    backend = "cpu"
+
+    def __init__(self, nodes: int, *, sync: str = "pairwise"):
+        self.nodes = check_nodes(nodes)
+        self.sync = check_sync(sync)
+        self._closed = False
+        self._call_lock = threading.Lock()
+        self._fail_lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._failed = False
+        self._stopping = False
+        self._job = None
+
+        n = self.nodes
+        schedule = ring_schedule(n)
+        steps = 2 * (n - 1)
+        self._signal = [[_new_signal() for _ in range(steps)] for _ in range(n)]
+        self._arrivals = [itertools.count() for _ in range(steps)]
+        # Per node and collective: (chunk, accumulate, push-range) for each step, in order.
+        self._plans = [
+            {
+                name: tuple(
+                    (t.chunk, t.accumulate, nvtx_ranges.pusher(t.name))
+                    for t in schedule.for_node(node, phases)
+                )
+                for name, phases in COLLECTIVE_PHASES.items()
+            }
+            for node in range(n)
+        ]
+        self._start = [_new_signal() for _ in range(n)]
+        self._done = [_new_signal() for _ in range(n)]
+        self._threads: list[threading.Thread] = []
+        if n > 1:
+            for node in range(n):
+                thread = threading.Thread(
+                    target=self._worker, args=(node,), name=f"ring-cpu-node{node}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+
+    # -- public API -------------------------------------------------------------------
+
+    def allreduce(self, buffers: Sequence[np.ndarray], op: str = "sum") -> None:
+        """Reduce ``buffers`` element-wise with ``op``; every buffer receives the result."""
+        self._collective("allreduce", buffers, op)
+
+    def reduce_scatter(self, buffers: Sequence[np.ndarray], op: str = "sum") -> None:
+        """After this, node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced."""
+        self._collective("reduce_scatter", buffers, op)
+
+    def all_gather(self, buffers: Sequence[np.ndarray]) -> None:
+        """Copy chunk ``owned_chunk(i, N)`` of node ``i`` to every node (no reduction)."""
+        self._collective("all_gather", buffers, None)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop and join the worker threads.  Safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._call_lock:
+            self._stopping = True
+            for start in self._start:
+                start.release()
+            for thread in self._threads:
+                thread.join(timeout=5)
+            self._threads = []
+
+    def __enter__(self) -> CpuCommunicator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"CpuCommunicator(nodes={self.nodes}, sync={self.sync!r}, {state})"
+
+    # -- the caller's side -------------------------------------------------------------
+
+    def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
+        if self._closed:
+            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+        count, dtype = validate_buffers(buffers)
+        if len(buffers) != self.nodes:
+            raise ValueError(
+                f"this communicator has {self.nodes} nodes but {len(buffers)} buffers were given"
+            )
+        ufunc = resolve_op(op, dtype) if op is not None else None
+        if self.nodes == 1 or count == 0:
+            return
+        bounds = chunk_bounds(count, self.nodes)
+        with self._call_lock, nvtx_ranges.annotate(name):
+            if self._closed:
+                raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            self._job = (name, list(buffers), ufunc, bounds)
+            for start in self._start:
+                start.release()
+            for done in self._done:
+                done.acquire()
+            self._job = None
+        if self._error is not None:
+            error = self._error
+            self.close()
+            raise error
+
+    # -- the workers' side -------------------------------------------------------------
+
+    def _worker(self, node: int) -> None:
+        start, done = self._start[node], self._done[node]
+        while True:
+            start.acquire()
+            if self._stopping:
+                return
+            try:
+                self._run(node, *self._job)
+            except _Aborted:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self._fail(exc)
+            finally:
+                done.release()
+
+    def _run(self, node: int, name: str, buffers: list, ufunc, bounds) -> None:
+        n = self.nodes
+        mine, left = buffers[node], buffers[(node - 1) % n]
+        plan = self._plans[node][name]
+        last = len(plan) - 1
+        pop = nvtx_ranges.pop
+        pairwise = self.sync == "pairwise"
+        my_signals = self._signal[node]
+        left_signals = self._signal[(node - 1) % n]
+        for t, (chunk, accumulate, push) in enumerate(plan):
+            push()
+            try:
+                if t and pairwise:
+                    left_signals[t - 1].acquire()
+                    if self._failed:
+                        raise _Aborted
+                a, b = bounds[chunk]
+                if accumulate:
+                    dst = mine[a:b]
+                    ufunc(dst, left[a:b], out=dst)
+                else:
+                    mine[a:b] = left[a:b]
+                if t < last:
+                    if pairwise:
+                        my_signals[t].release()
+                    else:
+                        self._barrier(node, t)
+            finally:
+                pop()
+
+    def _barrier(self, node: int, t: int) -> None:
+        n = self.nodes
+        if next(self._arrivals[t]) % n == n - 1:
+            for other in range(n):
+                if other != node:
+                    self._signal[other][t].release()
+        else:
+            self._signal[node][t].acquire()
+            if self._failed:
+                raise _Aborted
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._fail_lock:
+            if self._failed:
+                return
+            self._error = exc
+            self._failed = True
+        # Wake every node that waits (or will wait) on a signal; they see _failed and stop.
+        for row in self._signal:
+            for signal in row:
+                try:
+                    signal.release()
+                except RuntimeError:  # already released
+                    pass
