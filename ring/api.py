@@ -59,7 +59,9 @@ def get_communicator(nodes: int, *, backend: str = "cpu", **options):
 def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     _check_backend(backend)
     if isinstance(buffers, (str, bytes)) or not isinstance(buffers, Sequence):
-        raise TypeError(f"buffers must be a list of arrays, one per node, got {type(buffers).__name__}")
+        raise TypeError(
+            f"buffers must be a list of arrays, one per node, got {type(buffers).__name__}"
+        )
     if len(buffers) == 0:
         raise ValueError("buffers is empty: pass one array per node")
     comm = get_communicator(len(buffers), backend=backend, **options)
@@ -92,5 +94,3 @@ def _close_cached() -> None:
         for comm in _cache.values():
             comm.close()
         _cache.clear()
-
-

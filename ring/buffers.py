@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,7 +69,7 @@ def _check_disjoint(buffers: Sequence) -> None:
         nbytes = buffers[0].nbytes
         pairs = (
             tuple(sorted((a, b)))
-            for (start_a, a), (start_b, b) in zip(spans, spans[1:], strict=False)
+            for (start_a, a), (start_b, b) in itertools.pairwise(spans)
             if start_a + nbytes > start_b
         )
     for a, b in pairs:

@@ -25,6 +25,7 @@ calls never overlap.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Sequence
@@ -268,7 +269,5 @@ class CpuCommunicator:
         # Wake every node that waits (or will wait) on a signal; they see _failed and stop.
         for row in self._signal:
             for signal in row:
-                try:
+                with contextlib.suppress(RuntimeError):  # already released
                     signal.release()
-                except RuntimeError:  # already released
-                    pass

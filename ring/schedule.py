@@ -109,10 +109,7 @@ class RingSchedule:
     def for_node(self, node: int, phases: tuple[PhaseName, ...]) -> tuple[Transfer, ...]:
         """Everything ``node`` does, in order, for the requested phases."""
         return tuple(
-            steps[node]
-            for phase in self.phases
-            if phase.name in phases
-            for steps in phase.steps
+            steps[node] for phase in self.phases if phase.name in phases for steps in phase.steps
         )
 
 
