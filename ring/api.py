@@ -15,7 +15,7 @@ import importlib
 import threading
 from collections.abc import Sequence
 
-from .cpu import CpuCommunicator, check_sync
+from .cpu import CpuCommunicator, check_sync, prepare_call
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
 
@@ -58,14 +58,21 @@ def get_communicator(nodes: int, *, backend: str = "cpu", **options):
 
 def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     _check_backend(backend)
+    if backend == "cpu":
+        # Validate before get_communicator, which may start threads.
+        check_sync(options.get("sync", "pairwise"))
+        ufunc, count = prepare_call(buffers, op)
+        get_communicator(len(buffers), backend=backend, **options)._execute(
+            name, buffers, ufunc, count
+        )
+        return
     if isinstance(buffers, (str, bytes)) or not isinstance(buffers, Sequence):
         raise TypeError(
             f"buffers must be a list of arrays, one per node, got {type(buffers).__name__}"
         )
     if len(buffers) == 0:
         raise ValueError("buffers is empty: pass one array per node")
-    comm = get_communicator(len(buffers), backend=backend, **options)
-    method = getattr(comm, name)
+    method = getattr(get_communicator(len(buffers), backend=backend, **options), name)
     if name == "all_gather":
         method(buffers)
     else:

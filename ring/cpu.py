@@ -71,6 +71,16 @@ def chunk_bounds(count: int, nodes: int) -> tuple[tuple[int, int], ...]:
     return tuple(chunk_range(count, nodes, c) for c in range(nodes))
 
 
+def prepare_call(buffers: Sequence[np.ndarray], op: str | None):
+    """Validate a call's buffers and op; return ``(ufunc or None, count)``.
+
+    Runs before any thread is woken, so bad input leaves every buffer untouched.
+    """
+    count, dtype = validate_buffers(buffers)
+    ufunc = resolve_op(op, dtype) if op is not None else None
+    return ufunc, count
+
+
 def check_sync(sync: str) -> str:
     if sync not in SYNC_MODES:
         raise ValueError(f"unknown sync {sync!r}: expected one of {', '.join(SYNC_MODES)}")
@@ -177,20 +187,25 @@ class CpuCommunicator:
     # -- the caller's side -------------------------------------------------------------
 
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
-        if self._closed:
-            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
-        count, dtype = validate_buffers(buffers)
+        self._check_open()
+        ufunc, count = prepare_call(buffers, op)
         if len(buffers) != self.nodes:
             raise ValueError(
                 f"this communicator has {self.nodes} nodes but {len(buffers)} buffers were given"
             )
-        ufunc = resolve_op(op, dtype) if op is not None else None
+        self._execute(name, buffers, ufunc, count)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+
+    def _execute(self, name: str, buffers: Sequence[np.ndarray], ufunc, count: int) -> None:
+        """Run a collective on buffers that :func:`prepare_call` accepted."""
         if self.nodes == 1 or count == 0:
             return
         bounds = chunk_bounds(count, self.nodes)
         with self._call_lock, nvtx_ranges.annotate(name):
-            if self._closed:
-                raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            self._check_open()
             self._job = (name, list(buffers), ufunc, bounds)
             for start in self._start:
                 start.release()

@@ -1,0 +1,139 @@
+"""How close the CPU backend gets to this machine's limits: ``python -m ring.cpu_perf``.
+
+* Large buffers: one allreduce of S bytes per node moves 3(N-1)·S bytes in reduce-scatter
+  (two reads and one write per received chunk) and 2(N-1)·S in all-gather.  The time that
+  traffic takes at the bandwidth of a large ``np.add(a, b, out=a)`` (2 reads + 1 write),
+  measured in the same run, is the model; the ratio measured/model is reported.
+* Small buffers: the median per-call time over many calls with the persistent threads,
+  divided by the 2(N-1) ring steps, next to the round trip of two threads handing a lock
+  back and forth (the floor for any design that wakes a sleeping thread per step).
+
+Timings drift on shared machines: the ratios within one run are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+
+import numpy as np
+
+from .cpu import SYNC_MODES, CpuCommunicator
+
+
+def _median_time(fn, repeats: int, before=None) -> float:
+    times = []
+    for _ in range(repeats):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def add_bandwidth(nbytes: int, repeats: int) -> float:
+    """Bytes read + written per second by one large in-place ``np.add``."""
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.ones(nbytes // 4, np.float32)
+    np.add(a, b, out=a)  # fault the pages in
+    t = _median_time(lambda: np.add(a, b, out=a), repeats)
+    return 3 * a.nbytes / t
+
+
+def lock_round_trip(rounds: int = 5000) -> float:
+    """Seconds for one wake-up of another thread and back, with raw locks."""
+    ping, pong = threading.Lock(), threading.Lock()
+    ping.acquire()
+    pong.acquire()
+
+    def echo():
+        for _ in range(rounds):
+            ping.acquire()
+            pong.release()
+
+    thread = threading.Thread(target=echo)
+    thread.start()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        ping.release()
+        pong.acquire()
+    elapsed = time.perf_counter() - start
+    thread.join()
+    return elapsed / rounds
+
+
+def large(nodes: int, sync: str, nbytes: int, repeats: int, bandwidth: float) -> dict:
+    count = nbytes // 4
+    rng = np.random.default_rng(nodes)
+    inputs = [rng.uniform(0.5, 1.5, count).astype(np.float32) for _ in range(nodes)]
+    buffers = [a.copy() for a in inputs]
+
+    def restore():
+        for buf, src in zip(buffers, inputs, strict=True):
+            np.copyto(buf, src)
+
+    with CpuCommunicator(nodes, sync=sync) as comm:
+        comm.allreduce(buffers)
+        t = _median_time(lambda: comm.allreduce(buffers), repeats, before=restore)
+    traffic = 5 * (nodes - 1) * count * 4
+    model = traffic / bandwidth
+    return {"time_s": t, "model_s": model, "ratio": t / model, "traffic_GBps": traffic / t / 1e9}
+
+
+def small(nodes: int, sync: str, nbytes: int, calls: int) -> dict:
+    buffers = [np.full(nbytes // 4, 1.0 / nodes, np.float32) for _ in range(nodes)]
+    with CpuCommunicator(nodes, sync=sync) as comm:
+        for _ in range(50):
+            comm.allreduce(buffers, "max")
+        t = _median_time(lambda: comm.allreduce(buffers, "max"), calls)
+    return {"time_s": t, "per_step_s": t / (2 * (nodes - 1))}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ring.cpu_perf",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--nodes", default="2,4")
+    parser.add_argument("--large-mib", type=int, default=256)
+    parser.add_argument("--large-repeats", type=int, default=7)
+    parser.add_argument("--small-bytes", type=int, default=1024)
+    parser.add_argument("--small-calls", type=int, default=2000)
+    args = parser.parse_args(argv)
+    node_counts = [int(n) for n in args.nodes.split(",")]
+    nbytes = args.large_mib << 20
+
+    bandwidth = add_bandwidth(nbytes, args.large_repeats)
+    print(
+        f"add ceiling: np.add(a, b, out=a) on {args.large_mib} MiB float32: "
+        f"{bandwidth / 1e9:.2f} GB/s (2 reads + 1 write)"
+    )
+    print(f"\nallreduce of {args.large_mib} MiB float32 per node (median of {args.large_repeats}):")
+    print(f"{'N':>3} {'sync':>9} {'time ms':>9} {'model ms':>9} {'ratio':>6} {'traffic GB/s':>13}")
+    for nodes in node_counts:
+        for sync in SYNC_MODES:
+            r = large(nodes, sync, nbytes, args.large_repeats, bandwidth)
+            print(
+                f"{nodes:>3} {sync:>9} {r['time_s'] * 1e3:>9.1f} {r['model_s'] * 1e3:>9.1f} "
+                f"{r['ratio']:>6.2f} {r['traffic_GBps']:>13.2f}"
+            )
+
+    trip = lock_round_trip()
+    print(
+        f"\nallreduce of {args.small_bytes} B per node (median of {args.small_calls} calls); "
+        f"lock round trip between two threads: {trip * 1e6:.1f} us"
+    )
+    print(f"{'N':>3} {'sync':>9} {'call us':>9} {'per step us':>12}")
+    for nodes in node_counts:
+        for sync in SYNC_MODES:
+            r = small(nodes, sync, args.small_bytes, args.small_calls)
+            print(f"{nodes:>3} {sync:>9} {r['time_s'] * 1e6:>9.1f} {r['per_step_s'] * 1e6:>12.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

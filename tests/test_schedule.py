@@ -1,0 +1,182 @@
+"""The ring schedule: chunk arithmetic, ownership, and that both sync strategies order
+every conflicting access (so any interleaving the backends allow gives the right result)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ring import chunk_range, owned_chunk, ring_schedule
+from ring.cpu import COLLECTIVE_PHASES
+from ring.nvtx_ranges import STEP_RANGE
+
+
+@given(total=st.integers(0, 10_000), num_chunks=st.integers(1, 200))
+def test_chunk_range_tiles_the_buffer_evenly(total, num_chunks):
+    ranges = [chunk_range(total, num_chunks, i) for i in range(num_chunks)]
+    assert ranges[0][0] == 0
+    assert ranges[-1][1] == total
+    for (_, stop), (start, _) in itertools.pairwise(ranges):
+        assert stop == start
+    lengths = [stop - start for start, stop in ranges]
+    assert max(lengths) - min(lengths) <= 1
+    extra = total % num_chunks
+    assert lengths == [total // num_chunks + (i < extra) for i in range(num_chunks)]
+
+
+@pytest.mark.parametrize(
+    ("total", "num_chunks", "expected"),
+    [
+        (10, 4, [(0, 3), (3, 6), (6, 8), (8, 10)]),
+        (2, 4, [(0, 1), (1, 2), (2, 2), (2, 2)]),
+        (0, 3, [(0, 0), (0, 0), (0, 0)]),
+        (7, 1, [(0, 7)]),
+        (13, 3, [(0, 5), (5, 9), (9, 13)]),
+    ],
+)
+def test_chunk_range_examples(total, num_chunks, expected):
+    assert [chunk_range(total, num_chunks, i) for i in range(num_chunks)] == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((10, 0, 0), "num_chunks"),
+        ((10, -1, 0), "num_chunks"),
+        ((10, 4, 4), "index"),
+        ((10, 4, -1), "index"),
+        ((-1, 4, 0), "total"),
+    ],
+)
+def test_chunk_range_rejects_bad_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        chunk_range(*args)
+
+
+def test_chunk_range_rejects_non_integers():
+    with pytest.raises(TypeError):
+        chunk_range(10.0, 4, 0)
+    with pytest.raises(TypeError):
+        chunk_range(10, True, 0)
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5, 8, 13])
+def test_each_node_owns_a_different_chunk(nodes):
+    owned = [owned_chunk(i, nodes) for i in range(nodes)]
+    assert sorted(owned) == list(range(nodes))
+
+
+def test_owned_chunk_rejects_bad_arguments():
+    with pytest.raises(ValueError):
+        owned_chunk(4, 4)
+    with pytest.raises(ValueError):
+        owned_chunk(0, 0)
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 7, 16])
+def test_schedule_shape(nodes):
+    schedule = ring_schedule(nodes)
+    for phase, accumulate in zip(schedule.phases, (True, False), strict=True):
+        assert len(phase.steps) == nodes - 1
+        for s, step in enumerate(phase.steps):
+            assert [t.node for t in step] == list(range(nodes))
+            # Every node receives a different chunk at each step, from its left neighbour.
+            assert sorted(t.chunk for t in step) == list(range(nodes))
+            for t in step:
+                assert t.src == (t.node - 1) % nodes
+                assert t.step == s
+                assert t.accumulate is accumulate
+                assert STEP_RANGE.match(t.name).group("phase") == phase.name
+
+
+def _simulate(nodes, phases, state):
+    """Lock-step execution on sets of contributions: accumulate must add each node's
+    contribution exactly once; copy overwrites."""
+    schedule = ring_schedule(nodes)
+    for phase in schedule.phases:
+        if phase.name not in phases:
+            continue
+        for step in phase.steps:
+            incoming = [state[t.src][t.chunk] for t in step]
+            for t, value in zip(step, incoming, strict=True):
+                if t.accumulate:
+                    assert not state[t.node][t.chunk] & value, "a contribution counted twice"
+                    state[t.node][t.chunk] = state[t.node][t.chunk] | value
+                else:
+                    state[t.node][t.chunk] = value
+    return state
+
+
+@pytest.mark.parametrize("nodes", range(1, 13))
+def test_schedule_reduces_every_contribution_exactly_once(nodes):
+    everyone = frozenset(range(nodes))
+    fresh = [[frozenset([i]) for _ in range(nodes)] for i in range(nodes)]
+    after_rs = _simulate(nodes, ("reduce_scatter",), [row[:] for row in fresh])
+    for i in range(nodes):
+        assert after_rs[i][owned_chunk(i, nodes)] == everyone
+    full = _simulate(nodes, ("reduce_scatter", "all_gather"), [row[:] for row in fresh])
+    assert all(chunk == everyone for row in full for chunk in row)
+    # all_gather alone distributes each node's owned chunk unchanged.
+    tagged = [[("junk", i, c) for c in range(nodes)] for i in range(nodes)]
+    for i in range(nodes):
+        tagged[i][owned_chunk(i, nodes)] = ("owned", i)
+    gathered = _simulate(nodes, ("all_gather",), tagged)
+    for i in range(nodes):
+        for c in range(nodes):
+            assert gathered[i][c] == ("owned", (c - 1) % nodes)
+
+
+def _happens_before(nodes, steps, sync):
+    """reach[(a, s)] = set of (node, step) events ordered after (a, s)."""
+    preds = {}
+    for t in range(steps):
+        for i in range(nodes):
+            p = set()
+            if t:
+                p.add((i, t - 1))
+                if sync == "pairwise":
+                    p.add(((i - 1) % nodes, t - 1))
+                else:
+                    p.update((j, t - 1) for j in range(nodes))
+            preds[(i, t)] = p
+    before = {}
+    for t in range(steps):
+        for i in range(nodes):
+            b = set()
+            for p in preds[(i, t)]:
+                b.add(p)
+                b |= before[p]
+            before[(i, t)] = b
+    return before
+
+
+@pytest.mark.parametrize("sync", ["pairwise", "barrier"])
+@pytest.mark.parametrize("nodes", range(2, 11))
+@pytest.mark.parametrize("collective", sorted(COLLECTIVE_PHASES))
+def test_sync_orders_every_conflicting_access(collective, nodes, sync):
+    """Reads see the writes of earlier steps and are never overtaken by later writes.
+
+    Node i at step t waits for node i-1's step t-1 (pairwise) or for every node's step
+    t-1 (barrier); within a step, no node reads a chunk another node writes.
+    """
+    schedule = ring_schedule(nodes)
+    plans = [schedule.for_node(i, COLLECTIVE_PHASES[collective]) for i in range(nodes)]
+    steps = len(plans[0])
+    before = _happens_before(nodes, steps, sync)
+    # accesses[(buffer, chunk)] = list of (step, node, "r" | "w")
+    accesses: dict[tuple[int, int], list] = {}
+    for i, plan in enumerate(plans):
+        for t, transfer in enumerate(plan):
+            accesses.setdefault((transfer.src, transfer.chunk), []).append((t, i, "r"))
+            accesses.setdefault((i, transfer.chunk), []).append((t, i, "w"))
+    for events in accesses.values():
+        for (t1, n1, k1), (t2, n2, k2) in itertools.combinations(sorted(events), 2):
+            if "w" not in (k1, k2) or n1 == n2:
+                continue
+            assert t1 != t2, "a chunk is read and written by different nodes in one step"
+            assert (n1, t1) in before[(n2, t2)], (
+                f"{k1}@node{n1}/step{t1} is not ordered before {k2}@node{n2}/step{t2}"
+            )
