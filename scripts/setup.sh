@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets up this checkout on a fresh Debian 12 machine: system packages (Open MPI, Nsight
+# Systems, Chromium for the report test) and a virtual environment in .venv with the project.
+#
+#   bash scripts/setup.sh          # what `snakemake --cores 8 all` needs
+#   bash scripts/setup.sh test     # the above plus the test tools
+#
+# System packages need root (or sudo); set RING_SKIP_APT=1 to skip them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-run}
+case "$mode" in
+  run) extras="mpi" ;;
+  test) extras="mpi,test" ;;
+  *) echo "usage: bash scripts/setup.sh [run|test]" >&2; exit 2 ;;
+esac
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else echo "setup: need root or sudo to run: $*" >&2; return 1
+  fi
+}
+
+if [ "${RING_SKIP_APT:-0}" != 1 ]; then
+  packages=(openmpi-bin libopenmpi-dev)
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    as_root apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${missing[@]}"
+  fi
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[$extras]"
+echo "setup: done (.venv with extras: $extras)"
