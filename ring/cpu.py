@@ -19,8 +19,8 @@ consumer acquires it, which also re-arms it for the next call.
   study's CPU code does with ``std::barrier``.  The last node to arrive releases the
   others' ``signal[j][t]``.
 
-Every call ends with the caller collecting one ``done`` signal per node, so consecutive
-calls never overlap.
+Every call ends when the last node to finish releases the caller's ``done`` signal (one
+wake-up for the caller instead of one per node), so consecutive calls never overlap.
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ class CpuCommunicator:
             for node in range(n)
         ]
         self._start = [_new_signal() for _ in range(n)]
-        self._done = [_new_signal() for _ in range(n)]
+        self._done = _new_signal()
+        self._finished = itertools.count()
         self._threads: list[threading.Thread] = []
         if n > 1:
             for node in range(n):
@@ -209,8 +210,7 @@ class CpuCommunicator:
             self._job = (name, list(buffers), ufunc, bounds)
             for start in self._start:
                 start.release()
-            for done in self._done:
-                done.acquire()
+            self._done.acquire()
             self._job = None
         if self._error is not None:
             error = self._error
@@ -220,7 +220,7 @@ class CpuCommunicator:
     # -- the workers' side -------------------------------------------------------------
 
     def _worker(self, node: int) -> None:
-        start, done = self._start[node], self._done[node]
+        start, n = self._start[node], self.nodes
         while True:
             start.acquire()
             if self._stopping:
@@ -232,7 +232,9 @@ class CpuCommunicator:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 self._fail(exc)
             finally:
-                done.release()
+                # itertools.count is atomic under the GIL: exactly one node sees n - 1.
+                if next(self._finished) % n == n - 1:
+                    self._done.release()
 
     def _run(self, node: int, name: str, buffers: list, ufunc, bounds) -> None:
         n = self.nodes
