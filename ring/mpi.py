@@ -1,0 +1,590 @@
+"""The MPI backend: the ring schedule executed by MPI ranks, one buffer per rank.
+
+Rank ``r`` of the communicator is node ``r`` of :func:`ring.schedule.ring_schedule`.  At
+every step it sends the chunk its right neighbour takes from it (the neighbour's scheduled
+transfer) and receives the chunk it takes from its left neighbour, with one ``Sendrecv`` so
+the two directions overlap and no pair of blocking calls can deadlock.  Reduce-scatter
+receives into a preallocated scratch segment and accumulates with the op's ufunc and
+``out=``; all-gather receives straight into place.  Chunks travel as ``MPI.BYTE``: the
+reduction is NumPy's (or CuPy's), so every dtype the CPU backend takes works, whatever
+datatypes the MPI library knows.
+
+Every call first exchanges one small row per rank (``Allgather``): the collective, length,
+dtype, op, buffer kind and whether the local buffer passed validation.  All ranks see the
+same table, so a mismatch raises the same error on every rank before any data moves.  An
+error *after* data started moving (a rank whose reduction raises) cannot be undone: the rank
+prints it and calls ``Abort``, so the job fails instead of its peers waiting forever.  A rank
+that dies outright is handled by the MPI runtime (``mpirun`` ends the job).
+
+Use under ``mpirun -n N python ...``::
+
+    from mpi4py import MPI
+    import numpy as np, ring
+
+    buf = np.full(1000, MPI.COMM_WORLD.rank + 1.0)
+    ring.allreduce([buf], backend="mpi")            # MPI.COMM_WORLD by default
+    with ring.mpi.MpiRing(MPI.COMM_WORLD) as comm:  # or a communicator of your own
+        comm.allreduce([buf], "max")
+
+CuPy buffers need a CUDA-aware MPI library (see :func:`cuda_aware`); they are handed to MPI
+as device pointers, and the reduction runs as a CuPy ufunc.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import traceback
+import weakref
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from . import nvtx_ranges
+from ._optional import MissingDependencyError, require
+from .buffers import validate_buffers
+from .cpu import COLLECTIVE_PHASES, CommunicatorClosedError, chunk_bounds
+from .ops import OPS, resolve_op
+from .schedule import ring_schedule
+
+__all__ = [
+    "CUDA_AWARE_ENV",
+    "DEFAULT_SEGMENT_BYTES",
+    "MpiRing",
+    "Watchdog",
+    "cache_key",
+    "cuda_aware",
+    "make_communicator",
+]
+
+# Reduce-scatter receives each chunk in segments of at most this many bytes, so the scratch
+# segment stays in cache between the receive and the reduction that reads it.
+DEFAULT_SEGMENT_BYTES = 1 << 20
+# Set to 1 or 0 to override CUDA-awareness detection (e.g. for MPI libraries that do not
+# export Open MPI's MPIX_Query_cuda_support).
+CUDA_AWARE_ENV = "RING_MPI_CUDA_AWARE"
+
+_COLLECTIVES = tuple(COLLECTIVE_PHASES)
+_OP_NAMES = tuple(OPS)
+_OPTIONS = frozenset({"comm", "segment_bytes"})
+# One row per rank in the pre-flight exchange.
+_STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE = range(6)
+_ROW = 6
+_ROW_FORMAT = struct.Struct("<6q")
+_pack_row = _ROW_FORMAT.pack_into
+_COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
+_OP_CODE = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
+_KINDS = ("NumPy", "CuPy")
+
+
+def _mpi():
+    return require("mpi4py.MPI", "the MPI backend (backend='mpi')")
+
+
+# -- CUDA-awareness -------------------------------------------------------------------------
+
+
+def _loaded_libmpi() -> list[str]:
+    """Paths of the libmpi this process has mapped (Linux), else the linker's guess."""
+    paths: list[str] = []
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.rsplit(None, 1)[-1]
+            name = os.path.basename(path)
+            if name.startswith("libmpi.so") and path not in paths:
+                paths.append(path)
+    found = ctypes.util.find_library("mpi")
+    if found and found not in paths:
+        paths.append(found)
+    return paths
+
+
+def _query_mpix() -> bool | None:
+    for path in _loaded_libmpi():
+        try:
+            query = ctypes.CDLL(path).MPIX_Query_cuda_support
+        except (OSError, AttributeError):
+            continue
+        query.restype, query.argtypes = ctypes.c_int, []
+        return bool(query())
+    return None
+
+
+def _query_ompi_info() -> bool | None:
+    ompi_info = shutil.which("ompi_info")
+    if ompi_info is None:
+        return None
+    try:
+        out = subprocess.run(
+            [ompi_info, "--parsable", "--all"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        if line.startswith("mca:mpi:base:param:mpi_built_with_cuda_support:value:"):
+            return line.rsplit(":", 1)[1].strip() == "true"
+    return None
+
+
+@lru_cache(maxsize=1)
+def cuda_aware() -> tuple[bool, str]:
+    """Whether the MPI library can take CUDA device pointers, and how that was decided.
+
+    In order: the ``RING_MPI_CUDA_AWARE`` environment variable (``1``/``0``); Open MPI's
+    ``MPIX_Query_cuda_support()`` in the loaded libmpi (true only when the library was built
+    with CUDA *and* its CUDA support is enabled at run time); ``ompi_info --parsable --all``
+    (``mpi_built_with_cuda_support:value``).  Unknown counts as not CUDA-aware.
+    """
+    forced = os.environ.get(CUDA_AWARE_ENV)
+    if forced is not None and forced.strip() in ("0", "1"):
+        return forced.strip() == "1", f"{CUDA_AWARE_ENV}={forced.strip()}"
+    _mpi()  # MPIX_Query_cuda_support needs MPI initialised
+    answer = _query_mpix()
+    if answer is not None:
+        return answer, f"MPIX_Query_cuda_support() returned {int(answer)}"
+    answer = _query_ompi_info()
+    if answer is not None:
+        return answer, f"ompi_info reports mpi_built_with_cuda_support={str(answer).lower()}"
+    return False, "neither MPIX_Query_cuda_support nor ompi_info could tell"
+
+
+def _is_device_array(buf) -> bool:
+    return not isinstance(buf, np.ndarray) and hasattr(buf, "__cuda_array_interface__")
+
+
+def _device_backend():
+    """``(cupy, cupy.ndarray)`` once device buffers are known to be usable, else raise."""
+    aware, how = cuda_aware()
+    if not aware:
+        raise RuntimeError(
+            "CuPy (device) buffers need a CUDA-aware MPI library, and this one is not "
+            f"({how}); use NumPy buffers, or an MPI built with CUDA support (check with "
+            "`ompi_info --parsable --all | grep mpi_built_with_cuda_support:value`; set "
+            f"{CUDA_AWARE_ENV}=1 if your library is CUDA-aware but not detected)"
+        )
+    cupy = require("cupy", "the MPI backend with device buffers")
+    return cupy, cupy.ndarray
+
+
+# -- the communicator -----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def _dtype_code(dtype: np.dtype) -> int:
+    return int.from_bytes(dtype.str.encode("ascii").ljust(8, b"\0")[:8], "little", signed=True)
+
+
+def _dtype_name(code: int) -> str:
+    return str(np.dtype(int(code).to_bytes(8, "little", signed=True).rstrip(b"\0").decode()))
+
+
+class MpiRing:
+    """Ring collectives over the ranks of an MPI intracommunicator, one buffer per rank.
+
+    The constructor duplicates ``comm`` (collective over ``comm``) so the ring's messages
+    never match the caller's; :meth:`close` frees the duplicate and is collective too.
+    Every collective must be called by all ranks, in the same order, with ``[buf]``: this
+    rank's one-dimensional, contiguous buffer of the same length and dtype on every rank.
+
+    ``segment_bytes``: reduce-scatter moves each chunk in segments of at most this size
+    (0 = whole chunks); every rank must use the same value.
+    """
+
+    backend = "mpi"
+
+    def __init__(self, comm=None, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES):
+        MPI = _mpi()
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        if not isinstance(comm, MPI.Intracomm):
+            raise TypeError(f"comm must be an mpi4py intracommunicator, got {type(comm).__name__}")
+        if comm == MPI.COMM_NULL:
+            raise ValueError("comm is MPI.COMM_NULL")
+        if isinstance(segment_bytes, bool) or not isinstance(segment_bytes, (int, np.integer)):
+            raise TypeError(f"segment_bytes must be an integer, got {type(segment_bytes).__name__}")
+        if segment_bytes < 0:
+            raise ValueError(f"segment_bytes must be >= 0, got {segment_bytes}")
+        self.segment_bytes = int(segment_bytes)
+        self._MPI = MPI
+        self._user_comm = weakref.ref(comm) if _weakrefable(comm) else None
+        self._comm = comm.Dup()
+        self.rank = self._comm.Get_rank()
+        self.nodes = self._comm.Get_size()
+        self.left = (self.rank - 1) % self.nodes
+        self.right = (self.rank + 1) % self.nodes
+        self._closed = False
+        self._call_lock = threading.Lock()
+        self._BYTE = MPI.BYTE
+        self._row = bytearray(_ROW_FORMAT.size)
+        self._table = bytearray(_ROW_FORMAT.size * self.nodes)
+        self._scratch = {kind: None for kind in _KINDS}
+
+        schedule = ring_schedule(self.nodes)
+        # Per collective: (chunk received from the left, chunk sent to the right,
+        # accumulate, push-range) for each of this rank's steps, in order.  What the right
+        # neighbour takes from us is its own scheduled transfer at the same step.
+        self._plans = {}
+        for name, phases in COLLECTIVE_PHASES.items():
+            plan = []
+            for phase in schedule.phases:
+                if phase.name not in phases:
+                    continue
+                for step in phase.steps:
+                    mine, theirs = step[self.rank], step[self.right]
+                    assert mine.src == self.left and theirs.src == self.rank
+                    push = nvtx_ranges.pusher(f"{mine.name} rank {self.rank}")
+                    plan.append((mine.chunk, theirs.chunk, mine.accumulate, push))
+            self._plans[name] = tuple(plan)
+        self._outer = {name: nvtx_ranges.pusher(name) for name in _COLLECTIVES}
+
+    # -- public API -------------------------------------------------------------------
+
+    def allreduce(self, buffers: Sequence, op: str = "sum") -> None:
+        """Reduce every rank's buffer element-wise with ``op``; each rank gets the result."""
+        self._collective("allreduce", buffers, op)
+
+    def reduce_scatter(self, buffers: Sequence, op: str = "sum") -> None:
+        """Afterwards rank ``r`` holds chunk ``owned_chunk(r, N)`` fully reduced."""
+        self._collective("reduce_scatter", buffers, op)
+
+    def all_gather(self, buffers: Sequence) -> None:
+        """Copy chunk ``owned_chunk(r, N)`` of every rank ``r`` to all ranks."""
+        self._collective("all_gather", buffers, None)
+
+    @property
+    def comm(self):
+        """The ring's own duplicate of the communicator it was given."""
+        return self._comm
+
+    @property
+    def closed(self) -> bool:
+        if self._closed:
+            return True
+        # The caller freed the communicator we were made from: a new one may reuse its
+        # handle, so a cache keyed on the handle must not hand this ring out again.
+        user = self._user_comm() if self._user_comm is not None else None
+        return self._user_comm is not None and (user is None or user == self._MPI.COMM_NULL)
+
+    def close(self) -> None:
+        """Free the duplicated communicator (collective).  Safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._call_lock:
+            MPI = self._MPI
+            if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
+                self._comm.Free()
+            self._scratch = {kind: None for kind in _KINDS}
+
+    def __enter__(self) -> MpiRing:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"MpiRing(rank={self.rank}, nodes={self.nodes}, {state})"
+
+    # -- one call ---------------------------------------------------------------------
+
+    def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
+        if self._closed:
+            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+        with self._call_lock:
+            self._outer[name]()
+            try:
+                buf, ufunc, device = self._preflight(name, buffers, op)
+                if self.nodes == 1 or buf.shape[0] == 0:
+                    return
+                try:
+                    self._run(name, buf, ufunc, device)
+                except BaseException:  # noqa: BLE001 - the peers are mid-collective
+                    self._abort(name)
+            finally:
+                nvtx_ranges.pop()
+
+    def _validate_local(self, name: str, buffers, op: str | None):
+        """This rank's buffer, reduction and buffer kind; raises on bad local input."""
+        if _is_device_array(buffers) or isinstance(buffers, np.ndarray):
+            raise TypeError("pass this rank's buffer in a list: [buf]")
+        if isinstance(buffers, Sequence) and not isinstance(buffers, (str, bytes)):
+            if len(buffers) != 1:
+                raise ValueError(
+                    f"the MPI backend takes one buffer per rank ([buf]), got {len(buffers)}"
+                )
+            device = _is_device_array(buffers[0])
+        else:
+            device = False
+        if device:
+            cupy, array_type = _device_backend()
+            validate_buffers(buffers, array_type=array_type, kind="CuPy")
+        else:
+            validate_buffers(buffers)
+        buf = buffers[0]
+        ufunc = resolve_op(op, buf.dtype) if op is not None else None
+        if device and ufunc is not None:
+            ufunc = getattr(cupy, ufunc.__name__)
+        return buf, ufunc, device
+
+    def _preflight(self, name: str, buffers, op: str | None):
+        """Validate locally, then agree with every rank before any data moves."""
+        try:
+            buf, ufunc, device = self._validate_local(name, buffers, op)
+        except Exception as exc:  # noqa: BLE001 - reported to every rank below
+            error = exc
+            _pack_row(self._row, 0, 1, _COLLECTIVE_CODE[name], 0, 0, 0, 0)
+        else:
+            error = None
+            _pack_row(
+                self._row,
+                0,
+                0,
+                _COLLECTIVE_CODE[name],
+                buf.shape[0],
+                _dtype_code(buf.dtype),
+                _OP_CODE[op],
+                int(device),
+            )
+        self._comm.Allgather([self._row, self._BYTE], [self._table, self._BYTE])
+        # Byte-wise equality of every row with ours is the fast path of the check.
+        if error is None and self._table == self._row * self.nodes:
+            return buf, ufunc, device
+        table = np.frombuffer(self._table, dtype=np.int64).reshape(self.nodes, _ROW)
+        if table[:, _STATUS].any():
+            self._raise_local_errors(name, error)
+        raise _mismatch(name, table)
+
+    def _raise_local_errors(self, name: str, error: BaseException | None) -> None:
+        errors = self._comm.allgather(
+            None if error is None else (type(error).__name__, str(error), type(error))
+        )
+        failed = [r for r, e in enumerate(errors) if e is not None]
+        first = failed[0]
+        type_name, message, cls = errors[first]
+        also = f" (ranks {', '.join(map(str, failed))} failed)" if len(failed) > 1 else ""
+        text = f"ring.mpi {name}: bad input on rank {first}{also}: {message}"
+        try:
+            exc = cls(text)
+        except Exception:  # noqa: BLE001 - an exception class with another signature
+            exc = RuntimeError(f"{type_name}: {text}")
+        raise exc from error
+
+    def _scratch_for(self, kind: str, nbytes: int, device_module=None):
+        scratch = self._scratch[kind]
+        if scratch is None or scratch.nbytes < nbytes:
+            if device_module is None:
+                scratch = np.empty(nbytes, dtype=np.uint8)
+            else:
+                scratch = device_module.empty(nbytes, dtype=np.uint8)
+            self._scratch[kind] = scratch
+        return scratch
+
+    def _run(self, name: str, buf, ufunc, device: bool) -> None:
+        BYTE = self._BYTE
+        sendrecv = self._comm.Sendrecv
+        left, right = self.left, self.right
+        pop = nvtx_ranges.pop
+        count, itemsize = buf.shape[0], buf.dtype.itemsize
+        bounds = chunk_bounds(count, self.nodes)
+        largest = bounds[0][1] - bounds[0][0]
+        seg = largest
+        if self.segment_bytes:
+            seg = min(largest, max(1, self.segment_bytes // itemsize))
+        # Every rank and step cuts chunks into the same number of segments, so sender and
+        # receiver pair their messages one for one even when chunk lengths differ.
+        segments = -(-largest // seg)
+        synchronize = scratch = None
+        if device:
+            cupy = require("cupy", "the MPI backend with device buffers")
+            # MPI reads and writes device memory directly, outside CuPy's stream order.
+            synchronize = cupy.cuda.get_current_stream().synchronize
+        if ufunc is not None:
+            kind, module = ("CuPy", cupy) if device else ("NumPy", None)
+            scratch = self._scratch_for(kind, seg * itemsize, module)[: seg * itemsize]
+            scratch = scratch.view(buf.dtype)
+
+        for recv_chunk, send_chunk, accumulate, push in self._plans[name]:
+            push()
+            try:
+                a, b = bounds[recv_chunk]
+                sa, sb = bounds[send_chunk]
+                if synchronize is not None:
+                    synchronize()
+                if not accumulate:
+                    sendrecv([buf[sa:sb], BYTE], right, 0, [buf[a:b], BYTE], left, 0)
+                elif segments == 1:
+                    incoming = scratch[: b - a]
+                    sendrecv([buf[sa:sb], BYTE], right, 0, [incoming, BYTE], left, 0)
+                    mine = buf[a:b]
+                    ufunc(mine, incoming, out=mine)
+                else:
+                    self._segmented_step(buf, ufunc, scratch, a, b, sa, sb, seg, segments)
+            finally:
+                pop()
+        if synchronize is not None:
+            synchronize()
+
+    def _segmented_step(self, buf, ufunc, scratch, a, b, sa, sb, seg, segments) -> None:
+        BYTE, sendrecv, left, right = self._BYTE, self._comm.Sendrecv, self.left, self.right
+        synchronize = None
+        if not isinstance(buf, np.ndarray):
+            synchronize = require("cupy", "device buffers").cuda.get_current_stream().synchronize
+        for k in range(segments):
+            lo, hi = min(a + k * seg, b), min(a + (k + 1) * seg, b)
+            slo, shi = min(sa + k * seg, sb), min(sa + (k + 1) * seg, sb)
+            if synchronize is not None and k:
+                synchronize()  # the previous reduction still reads the scratch segment
+            incoming = scratch[: hi - lo]
+            sendrecv([buf[slo:shi], BYTE], right, 0, [incoming, BYTE], left, 0)
+            if hi > lo:
+                mine = buf[lo:hi]
+                ufunc(mine, incoming, out=mine)
+
+    def _abort(self, name: str) -> None:
+        sys.stderr.write(
+            f"ring.mpi: rank {self.rank} failed during {name} after data started moving; "
+            "its peers cannot finish, so the MPI job is aborted:\n" + traceback.format_exc()
+        )
+        sys.stderr.flush()
+        self._MPI.COMM_WORLD.Abort(1)
+
+
+def _weakrefable(obj) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _mismatch(name: str, table: np.ndarray) -> Exception:
+    """The one error every rank raises when the ranks' calls disagree."""
+    header = f"ring.mpi {name}: the ranks' calls do not match, so no data was moved: "
+
+    def per_rank(column: int, show) -> str:
+        return ", ".join(f"rank {r}: {show(v)}" for r, v in enumerate(table[:, column]))
+
+    def differs(column: int) -> bool:
+        return bool((table[:, column] != table[0, column]).any())
+
+    if differs(_COLLECTIVE):
+        shown = per_rank(_COLLECTIVE, lambda v: _COLLECTIVES[v])
+        return ValueError(header + f"every rank must call the same collective ({shown})")
+    if differs(_DEVICE):
+        shown = per_rank(_DEVICE, lambda v: f"{_KINDS[v]} buffer")
+        return TypeError(header + f"every rank must pass the same kind of buffer ({shown})")
+    if differs(_COUNT):
+        shown = per_rank(_COUNT, lambda v: f"{v} elements")
+        return ValueError(header + f"buffer lengths differ between ranks ({shown})")
+    if differs(_DTYPE):
+        shown = per_rank(_DTYPE, _dtype_name)
+        return TypeError(header + f"buffer dtypes differ between ranks ({shown})")
+    shown = per_rank(_OP, lambda v: repr(_OP_NAMES[v]))
+    return ValueError(header + f"ops differ between ranks ({shown})")
+
+
+# -- the entry points ring.api calls ------------------------------------------------------
+
+
+def _check_options(options: dict) -> dict:
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise TypeError(f"unknown option(s) for backend 'mpi': {', '.join(sorted(unknown))}")
+    return options
+
+
+def cache_key(nodes: int, **options) -> tuple:
+    """Key under which :mod:`ring.api` caches the ring for ``comm``.
+
+    ``nodes`` (the number of buffers this rank passed) is not part of it: a count other than
+    one is reported by the collective itself, on every rank, so one rank's mistake cannot
+    leave the others waiting.
+    """
+    _check_options(options)
+    MPI = _mpi()
+    comm = options.get("comm")
+    if comm is None:
+        comm = MPI.COMM_WORLD
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError(f"comm must be an mpi4py communicator, got {type(comm).__name__}")
+    return ("mpi", comm.py2f(), options.get("segment_bytes", DEFAULT_SEGMENT_BYTES))
+
+
+def make_communicator(nodes: int, **options) -> MpiRing:
+    """A new :class:`MpiRing` over ``comm`` (default ``MPI.COMM_WORLD``); collective."""
+    _check_options(options)
+    return MpiRing(
+        options.get("comm"), segment_bytes=options.get("segment_bytes", DEFAULT_SEGMENT_BYTES)
+    )
+
+
+# -- a watchdog for jobs that must not hang -------------------------------------------------
+
+
+class Watchdog:
+    """Abort the whole MPI job if it is still running ``seconds`` after :meth:`start`.
+
+    A peer that died or stopped answering leaves the others blocked inside MPI, where no
+    Python code runs; a timer thread is the one place left to end the job from.  It prints
+    ``message`` and calls ``MPI.COMM_WORLD.Abort(exit_code)``, which makes ``mpirun`` kill
+    every rank.  ``seconds`` of ``None`` or 0 disables it.
+    """
+
+    def __init__(
+        self,
+        seconds: float | None,
+        *,
+        message: str = "timed out",
+        exit_code: int = 124,
+        stream=None,
+    ):
+        if seconds is not None and (isinstance(seconds, bool) or not seconds >= 0):
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {seconds!r}")
+        self.seconds = seconds or None
+        self.message = message
+        self.exit_code = exit_code
+        self._stream = stream
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> Watchdog:
+        if self.seconds is not None and self._timer is None:
+            self._timer = threading.Timer(self.seconds, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def __enter__(self) -> Watchdog:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+    def _fire(self) -> None:
+        try:
+            MPI = _mpi()
+            rank = MPI.COMM_WORLD.Get_rank()
+        except MissingDependencyError:  # pragma: no cover - started without MPI
+            MPI, rank = None, 0
+        stream = self._stream or sys.stderr
+        stream.write(
+            f"{self.message}: rank {rank} still running after {self.seconds:g} s; "
+            "aborting the MPI job\n"
+        )
+        stream.flush()
+        if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+            MPI.COMM_WORLD.Abort(self.exit_code)
+        os._exit(self.exit_code)
