@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib
 import os
 import shutil
 import struct
@@ -360,22 +361,38 @@ class MpiRing:
             return buf, ufunc, device
         table = np.frombuffer(self._table, dtype=np.int64).reshape(self.nodes, _ROW)
         if table[:, _STATUS].any():
-            self._raise_local_errors(name, error)
-        raise _mismatch(name, table)
+            self._raise_local_errors(table, error)
+        raise _mismatch(table)
 
-    def _raise_local_errors(self, name: str, error: BaseException | None) -> None:
+    def _raise_local_errors(self, table: np.ndarray, error: BaseException | None) -> None:
+        # Only what every rank knows goes into the message, so all ranks raise the same one.
+        # Plain strings travel, not exception objects: one that failed to pickle on a single
+        # rank would leave the others waiting in this allgather.
         errors = self._comm.allgather(
-            None if error is None else (type(error).__name__, str(error), type(error))
+            None
+            if error is None
+            else (str(error), type(error).__module__, type(error).__qualname__)
         )
         failed = [r for r, e in enumerate(errors) if e is not None]
         first = failed[0]
-        type_name, message, cls = errors[first]
-        also = f" (ranks {', '.join(map(str, failed))} failed)" if len(failed) > 1 else ""
-        text = f"ring.mpi {name}: bad input on rank {first}{also}: {message}"
+        message, module, qualname = errors[first]
+        name = _COLLECTIVES[table[first, _COLLECTIVE]]
+        if len(failed) == self.nodes:
+            where = "every rank"
+        elif len(failed) > 1:
+            where = f"ranks {', '.join(map(str, failed))} (rank {first} says)"
+        else:
+            where = f"rank {first}"
+        text = f"ring.mpi {name}: bad input on {where}: {message}"
+        cls = _exception_class(module, qualname)
         try:
-            exc = cls(text)
+            exc = None if cls is RuntimeError else cls(text)
         except Exception:  # noqa: BLE001 - an exception class with another signature
-            exc = RuntimeError(f"{type_name}: {text}")
+            exc = None
+        if exc is None:
+            if f"{module}.{qualname}" != "builtins.RuntimeError":
+                text = f"{text} ({module}.{qualname})"
+            exc = RuntimeError(text)
         raise exc from error
 
     def _scratch_for(self, kind: str, nbytes: int, device_module=None):
@@ -458,6 +475,17 @@ class MpiRing:
         self._MPI.COMM_WORLD.Abort(1)
 
 
+def _exception_class(module: str, qualname: str) -> type[Exception]:
+    """The exception class named ``module.qualname`` if it can be found, else RuntimeError."""
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return RuntimeError
+    return found if isinstance(found, type) and issubclass(found, Exception) else RuntimeError
+
+
 def _weakrefable(obj) -> bool:
     try:
         weakref.ref(obj)
@@ -466,9 +494,9 @@ def _weakrefable(obj) -> bool:
     return True
 
 
-def _mismatch(name: str, table: np.ndarray) -> Exception:
+def _mismatch(table: np.ndarray) -> Exception:
     """The one error every rank raises when the ranks' calls disagree."""
-    header = f"ring.mpi {name}: the ranks' calls do not match, so no data was moved: "
+    header = "ring.mpi: the ranks' calls do not match, so no data was moved: "
 
     def per_rank(column: int, show) -> str:
         return ", ".join(f"rank {r}: {show(v)}" for r, v in enumerate(table[:, column]))
@@ -479,6 +507,7 @@ def _mismatch(name: str, table: np.ndarray) -> Exception:
     if differs(_COLLECTIVE):
         shown = per_rank(_COLLECTIVE, lambda v: _COLLECTIVES[v])
         return ValueError(header + f"every rank must call the same collective ({shown})")
+    header = f"ring.mpi {_COLLECTIVES[table[0, _COLLECTIVE]]}: " + header[len("ring.mpi: ") :]
     if differs(_DEVICE):
         shown = per_rank(_DEVICE, lambda v: f"{_KINDS[v]} buffer")
         return TypeError(header + f"every rank must pass the same kind of buffer ({shown})")

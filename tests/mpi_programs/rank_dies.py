@@ -1,0 +1,46 @@
+"""Run under ``mpirun -n N``: one rank stops mid-collective; the job must end, not hang.
+
+``python rank_dies.py exit``: rank 1 exits (no MPI_Finalize) inside its first reduction.
+``python rank_dies.py raise``: rank 1's reduction raises; the backend aborts the job.
+``python rank_dies.py hang SECONDS``: rank 1 never joins; a :class:`ring.mpi.Watchdog` of
+SECONDS on every rank aborts the job with its message.
+Rank 0 prints ``finished`` only if its collective returned, which must not happen.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import ring.ops
+from ring.mpi import MpiRing, Watchdog
+
+world = MPI.COMM_WORLD
+rank = world.Get_rank()
+mode = sys.argv[1]
+
+
+def failing_add(a, b, out):
+    if rank == 1:
+        if mode == "exit":
+            os._exit(3)
+        raise FloatingPointError("injected failure in rank 1's reduction")
+    return np.add(a, b, out=out)
+
+
+comm = MpiRing(world)
+buf = np.ones(1000, dtype=np.float64)
+comm.allreduce([buf])  # a healthy call first: the ring itself works
+if mode in ("exit", "raise"):
+    ring.ops.OPS["sum"] = failing_add
+    comm.allreduce([buf])
+elif mode == "hang":
+    with Watchdog(float(sys.argv[2]), message="rank_dies.py: watchdog"):
+        if rank == 1:
+            time.sleep(600)
+        comm.allreduce([buf])
+print(f"finished on rank {rank}", flush=True)

@@ -1,0 +1,207 @@
+"""The MPI backend under ``mpirun``: correctness, bad input on every rank, dying ranks.
+
+Each test launches one small program from ``tests/mpi_programs/`` that batches many cases,
+so the whole file stays within a minute or two on two cores.  Every launch has a timeout: a
+bug that hangs the ring fails the test instead of the CI job.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+PROGRAMS = Path(__file__).parent / "mpi_programs"
+MPIRUN = shutil.which("mpirun")
+LAUNCH_TIMEOUT = 120
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(MPIRUN is None, reason="mpirun not found (apt-get install openmpi-bin)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("mpi4py") is None,
+        reason="mpi4py not installed (pip install '.[mpi]')",
+    ),
+]
+
+
+@cache
+def _is_open_mpi() -> bool:
+    out = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True, timeout=30)
+    return "Open MPI" in out.stdout + out.stderr
+
+
+def mpirun(nodes: int, program: str, *args: str, timeout: float = LAUNCH_TIMEOUT):
+    """Run ``program`` on ``nodes`` ranks; returns (returncode, stdout, stderr, seconds)."""
+    command = [MPIRUN]
+    if _is_open_mpi():
+        # Tests start more ranks than this machine may have cores.
+        command.append("--oversubscribe")
+    command += ["-n", str(nodes), sys.executable, str(PROGRAMS / program), *args]
+    env = dict(os.environ)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    start = time.monotonic()
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # mpirun forwards SIGTERM to its ranks; the group kill catches what is left.
+        process.terminate()
+        try:
+            out, err = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+        pytest.fail(f"mpirun -n {nodes} {program} {' '.join(args)} hung for {timeout} s:\n{err}")
+    return process.returncode, out, err, time.monotonic() - start
+
+
+def json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4])
+def test_collectives_match_reference(nodes):
+    """Every op and dtype, lengths 0, 1, < N, N, primes; also segmented chunks and the API."""
+    code, out, err, _ = mpirun(nodes, "collectives.py")
+    (result,) = json_lines(out)
+    assert result["nodes"] == nodes
+    reports = result["reports"]
+    assert [r["rank"] for r in reports] == list(range(nodes)), err
+    for report in reports:
+        assert report["cases"] > 2000
+        assert report["failures"] == [], "\n".join(report["failures"])
+    assert code == 0, err
+
+
+EXPECTED = {
+    "lengths": ("ValueError", "buffer lengths differ between ranks"),
+    "dtypes": ("TypeError", "buffer dtypes differ between ranks"),
+    "ops": ("ValueError", "ops differ between ranks"),
+    "collectives": ("ValueError", "every rank must call the same collective"),
+    "one_rank_not_contiguous": ("ValueError", "bad input on rank 1: buffers[0] is not contiguous"),
+    "one_rank_two_buffers": ("ValueError", "bad input on rank 1: the MPI backend takes one"),
+    "unknown_op": ("ValueError", "bad input on every rank: unknown op 'mean'"),
+    "complex_max": ("TypeError", "op 'max' is not defined for complex"),
+    "bare_array": ("TypeError", "pass this rank's buffer in a list: [buf]"),
+    "device_not_cuda_aware": ("RuntimeError", "need a CUDA-aware MPI library"),
+    "device_without_cupy": ("MissingDependencyError", "needs the Python package 'cupy'"),
+    "unpicklable_error": ("RuntimeError", "bad input on rank 1: raised on rank 1 only"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_input_report():
+    code, out, err, _ = mpirun(3, "bad_input.py")
+    assert code == 0, err
+    (report,) = json_lines(out)
+    assert report["nodes"] == 3
+    return report
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_bad_input_same_error_on_every_rank(bad_input_report, scenario):
+    """Each rank raises the same exception with the same message; no buffer was touched."""
+    seen = bad_input_report["scenarios"][scenario]
+    assert len(seen) == 3
+    kind, text = EXPECTED[scenario]
+    for type_name, message, untouched in seen:
+        assert (type_name, message) == tuple(seen[0][:2])
+        assert type_name == kind, message
+        assert text in message
+        assert untouched
+
+
+def test_ring_still_works_after_bad_input_then_refuses_once_closed(bad_input_report):
+    assert bad_input_report["after"]
+    for type_name, message, untouched in bad_input_report["scenarios"]["closed"]:
+        assert type_name == "CommunicatorClosedError" and "closed" in message and untouched
+
+
+def test_mismatched_lengths_name_every_rank(bad_input_report):
+    (_, message, _), *_ = bad_input_report["scenarios"]["lengths"]
+    assert "rank 0: 11 elements, rank 1: 11 elements, rank 2: 12 elements" in message
+
+
+@pytest.mark.parametrize("mode", ["exit", "raise"])
+def test_rank_failing_mid_collective_ends_the_job(mode):
+    code, out, err, _ = mpirun(3, "rank_dies.py", mode, timeout=60)
+    assert code != 0
+    assert "finished" not in out
+    if mode == "raise":
+        assert "rank 1 failed during allreduce after data started moving" in err
+        assert "injected failure in rank 1's reduction" in err
+
+
+def test_watchdog_aborts_a_hung_job():
+    code, out, err, _ = mpirun(2, "rank_dies.py", "hang", "2", timeout=60)
+    assert code != 0
+    assert "finished" not in out
+    assert "rank_dies.py: watchdog: rank 0 still running after 2 s; aborting the MPI job" in err
+
+
+# -- without mpirun: the pieces that need no second rank ----------------------------------
+
+
+def test_cache_key_and_options():
+    import ring.mpi
+
+    key = ring.mpi.cache_key(1)
+    assert key == ring.mpi.cache_key(1, comm=None) and key[0] == "mpi"
+    with pytest.raises(TypeError, match="unknown option"):
+        ring.mpi.cache_key(1, sync="barrier")
+    with pytest.raises(TypeError, match="communicator"):
+        ring.mpi.cache_key(1, comm="world")
+    with pytest.raises(ValueError, match="segment_bytes"):
+        ring.mpi.MpiRing(segment_bytes=-1)
+
+
+def test_single_rank_is_a_checked_no_op():
+    import ring
+
+    buf = np.arange(5.0)
+    ring.allreduce([buf], backend="mpi")
+    np.testing.assert_array_equal(buf, np.arange(5.0))
+    with pytest.raises(ValueError, match="unknown op"):
+        ring.allreduce([buf], "mean", backend="mpi")
+
+
+def test_cuda_awareness_is_reported_with_its_source(monkeypatch):
+    import ring.mpi
+
+    monkeypatch.setenv(ring.mpi.CUDA_AWARE_ENV, "1")
+    ring.mpi.cuda_aware.cache_clear()
+    assert ring.mpi.cuda_aware() == (True, "RING_MPI_CUDA_AWARE=1")
+    monkeypatch.delenv(ring.mpi.CUDA_AWARE_ENV)
+    ring.mpi.cuda_aware.cache_clear()
+    aware, how = ring.mpi.cuda_aware()
+    assert isinstance(aware, bool) and how
+    ring.mpi.cuda_aware.cache_clear()
+
+
+def test_watchdog_rejects_bad_timeouts():
+    from ring.mpi import Watchdog
+
+    for bad in (-1, float("nan"), True):
+        with pytest.raises(ValueError, match="timeout"):
+            Watchdog(bad)
+    assert Watchdog(0).seconds is None
+    assert Watchdog(None).start()._timer is None
