@@ -1,0 +1,491 @@
+"""The CuPy backend: one CUDA device per logical node, as the original study's ``gpu/``.
+
+Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The host only
+*enqueues*; the ring runs on the devices:
+
+* **Links.** Node ``i`` pulls each chunk from node ``i - 1`` on its own stream.  Between
+  two devices that is ``cudaMemcpyPeerAsync`` into a per-node scratch chunk (direct over
+  NVLink/PCIe where peer access is enabled, staged by the driver where it is not); all-gather
+  copies straight into place.  When both nodes share one device (``shared_devices=True``)
+  there is no link to cross: all-gather is an ordinary device-to-device copy, and
+  reduce-scatter's kernel reads the neighbour's chunk where it lies instead of first copying
+  it into scratch, which would move every reduced byte through memory twice more.
+  ``force_peer_copies=True`` treats such a pair like two GPUs instead (peer copy into
+  scratch, then the kernel), as the original study's single-GPU trick did; on one GPU that
+  runs exactly the code path of a multi-GPU ring.
+* **Reduction.** Right after a chunk lands, one elementwise kernel on the receiving node's
+  stream (the CuPy ufunc for the op, ``out=`` the node's own chunk); no host round trip.
+* **Synchronisation.** A stream per node and an event per node per step.  Step ``t`` on
+  node ``i`` waits (``cudaStreamWaitEvent``) only on node ``i - 1``'s event from step
+  ``t - 1``, exactly the dependency the schedule has.  That wait also covers the
+  write-after-read hazard: stream order makes node ``i``'s step ``t`` wait transitively for
+  node ``i + 1``'s step ``t - (N - 1)``, the last one that reads what node ``i``
+  overwrites at ``t`` (see :mod:`ring.cpu`).  The scratch chunk is written and read only
+  on its own node's stream, so reusing it every step is ordered by the stream itself.
+  Every call starts after the work already queued on the caller's current stream of each
+  device, and the host waits once, at the end, on a single event.
+
+The one schedule (:mod:`ring.schedule`) says which chunk moves when; this module only
+executes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from . import nvtx_ranges
+from ._optional import require
+from .buffers import validate_buffers
+from .cpu import COLLECTIVE_PHASES, CommunicatorClosedError, check_nodes
+from .ops import resolve_op
+from .schedule import chunk_range, ring_schedule
+
+__all__ = [
+    "OPTIONS",
+    "DeviceUnavailableError",
+    "GpuCommunicator",
+    "cache_key",
+    "device_count",
+    "make_communicator",
+    "node_devices",
+]
+
+OPTIONS = ("devices", "shared_devices", "force_peer_copies")
+# cudaErrorPeerAccessAlreadyEnabled: another library (or CuPy itself) got there first.
+_PEER_ACCESS_ALREADY_ENABLED = 704
+_FEATURE = "the GPU backend (ring.gpu)"
+
+
+class DeviceUnavailableError(RuntimeError):
+    """CuPy is installed but no CUDA device can be used."""
+
+
+def _cupy():
+    return require("cupy", _FEATURE)
+
+
+def device_count() -> int:
+    """How many CUDA devices CuPy sees; raises when CuPy or a usable device is missing."""
+    cupy = _cupy()
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError, or a driver library that fails to load
+        raise DeviceUnavailableError(
+            f"{_FEATURE} needs a CUDA device, but CuPy found none usable ({exc}). "
+            "Run on a machine with an NVIDIA GPU and its driver (nvidia-smi lists them); "
+            "CuPy itself is installed with: pip install '.[gpu]'"
+        ) from exc
+    if count < 1:
+        raise DeviceUnavailableError(
+            f"{_FEATURE} needs a CUDA device, but CuPy reports 0 devices "
+            "(is CUDA_VISIBLE_DEVICES empty?)"
+        )
+    return count
+
+
+def _check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) for backend 'gpu': {', '.join(sorted(unknown))} "
+            f"(expected {', '.join(OPTIONS)})"
+        )
+    devices = options.get("devices")
+    if devices is not None:
+        if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
+            raise TypeError(f"devices must be a list of device ids, got {type(devices).__name__}")
+        checked = []
+        for d in devices:
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+                raise TypeError(f"devices must hold integer device ids, got {d!r}")
+            if d < 0:
+                raise ValueError(f"device ids are >= 0, got {d}")
+            checked.append(int(d))
+        if not checked:
+            raise ValueError("devices is empty: name at least one device")
+        devices = tuple(checked)
+    flags = []
+    for name in ("shared_devices", "force_peer_copies"):
+        value = options.get(name, False)
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+        flags.append(bool(value))
+    return devices, flags[0], flags[1]
+
+
+def cache_key(nodes: int, **options) -> tuple:
+    """The key under which :func:`ring.get_communicator` caches a GPU communicator."""
+    devices, shared, force = _check_options(options)
+    return ("gpu", check_nodes(nodes), devices, shared, force)
+
+
+def make_communicator(nodes: int, **options) -> GpuCommunicator:
+    """A new :class:`GpuCommunicator` (the factory :mod:`ring.api` dispatches to)."""
+    _check_options(options)
+    return GpuCommunicator(nodes, **options)
+
+
+def node_devices(
+    nodes: int, devices: Sequence[int] | None, shared_devices: bool, available: int
+) -> tuple[int, ...]:
+    """The device of every node: ``devices[i]``, or round-robin over ``devices`` when
+    ``shared_devices`` allows several nodes on one device."""
+    hint = "pass shared_devices=True to place several nodes on one device, round-robin"
+    if devices is None:
+        if available >= nodes:
+            devices = tuple(range(nodes))
+        elif shared_devices:
+            devices = tuple(range(available))
+        else:
+            raise ValueError(
+                f"{nodes} nodes need {nodes} CUDA devices but this machine has {available}; " + hint
+            )
+    devices = tuple(devices)
+    for d in devices:
+        if d >= available:
+            raise ValueError(
+                f"device {d} does not exist: this machine has {available} CUDA device(s), "
+                f"ids 0..{available - 1}"
+            )
+    if len(devices) > nodes:
+        raise ValueError(f"{len(devices)} devices given for {nodes} nodes: name one per node")
+    if not shared_devices:
+        if len(devices) < nodes:
+            raise ValueError(
+                f"{nodes} nodes need {nodes} CUDA devices but only {len(devices)} were given "
+                f"(this machine has {available}); " + hint
+            )
+        repeated = sorted({d for d in devices if devices.count(d) > 1})
+        if repeated:
+            raise ValueError(f"device(s) {repeated} are listed more than once; " + hint)
+    return tuple(devices[i % len(devices)] for i in range(nodes))
+
+
+def _enable_peer(runtime, peer: int) -> None:
+    """Let the current device access ``peer``'s memory directly."""
+    ensure = getattr(runtime, "_deviceEnsurePeerAccess", None)
+    if ensure is not None:
+        # CuPy's own variant also clears CUDA's last-error slot when access was already
+        # enabled, so no later cudaGetLastError (in any library) trips over it.
+        ensure(peer)
+        return
+    try:
+        runtime.deviceEnablePeerAccess(peer)
+    except runtime.CUDARuntimeError as exc:
+        if exc.status != _PEER_ACCESS_ALREADY_ENABLED:
+            raise
+
+
+@lru_cache(maxsize=1024)
+def _chunk_bounds(count: int, nodes: int) -> tuple[tuple[int, int], ...]:
+    return tuple(chunk_range(count, nodes, c) for c in range(nodes))
+
+
+class GpuCommunicator:
+    """Runs ring collectives on lists of CuPy arrays, node ``i`` on ``self.devices[i]``.
+
+    Peer access is enabled once, here, for every ordered pair of distinct devices that
+    supports it; ``pairs_without_peer_access`` lists the others (a warning names them too).
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    backend = "gpu"
+
+    def __init__(
+        self,
+        nodes: int,
+        *,
+        devices: Sequence[int] | None = None,
+        shared_devices: bool = False,
+        force_peer_copies: bool = False,
+    ):
+        self.nodes = check_nodes(nodes)
+        requested, shared, force = _check_options(
+            {
+                "devices": devices,
+                "shared_devices": shared_devices,
+                "force_peer_copies": force_peer_copies,
+            }
+        )
+        cupy = self._cp = _cupy()
+        available = device_count()
+        self.devices = node_devices(self.nodes, requested, shared, available)
+        # True only when some device really hosts more than one node.
+        self.shared_devices = len(set(self.devices)) < self.nodes
+        self.force_peer_copies = force
+        self._runtime = cupy.cuda.runtime
+        self._closed = False
+        self._call_lock = threading.Lock()
+        self._timed = False
+
+        self.peer_access, self.pairs_without_peer_access = self._enable_peer_access()
+        if self.pairs_without_peer_access:
+            pairs = ", ".join(f"{a}->{b}" for a, b in self.pairs_without_peer_access)
+            warnings.warn(
+                f"no peer access between CUDA devices {pairs}: cudaMemcpyPeerAsync stages "
+                "those copies through host memory, so they are slower",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+        n = self.nodes
+        steps = 2 * (n - 1)
+        self._streams = []
+        self._events = []
+        for node in range(n):
+            with cupy.cuda.Device(self.devices[node]):
+                # Non-blocking: the legacy default stream must not serialise the nodes; the
+                # dependency on the caller's work is made explicit in _prologue.
+                self._streams.append(cupy.cuda.Stream(non_blocking=True))
+                self._events.append(
+                    [cupy.cuda.Event(disable_timing=True) for _ in range(max(steps, 1))]
+                )
+        distinct = sorted(set(self.devices))
+        self._ready = {}
+        for d in distinct:
+            with cupy.cuda.Device(d):
+                self._ready[d] = cupy.cuda.Event(disable_timing=True)
+        with cupy.cuda.Device(self.devices[0]):
+            # Only these two carry timestamps: from "every input is ready" to "every node
+            # has finished", on node 0's device.
+            self._entry = cupy.cuda.Event()
+            self._done = cupy.cuda.Event()
+        self._scratch: list[dict] = [{} for _ in range(n)]
+
+        schedule = ring_schedule(n)
+        # Node i reads node i - 1's memory in place (kernel / plain copy) instead of copying
+        # across a link when both live on one device.
+        self._direct = tuple(
+            self.devices[(i - 1) % n] == self.devices[i] and not force for i in range(n)
+        )
+        # Per collective, step-major: plans[name][t][i] = (src node, chunk, accumulate,
+        # direct, NVTX pusher) of node i at step t.
+        self._plans = {}
+        for name, phases in COLLECTIVE_PHASES.items():
+            per_node = [schedule.for_node(node, phases) for node in range(n)]
+            self._plans[name] = tuple(
+                tuple(
+                    (
+                        tr.src,
+                        tr.chunk,
+                        tr.accumulate,
+                        self._direct[tr.node],
+                        nvtx_ranges.pusher(tr.name),
+                    )
+                    for tr in row
+                )
+                for row in zip(*per_node, strict=True)
+            )
+
+    # -- public API -------------------------------------------------------------------
+
+    def allreduce(self, buffers: Sequence, op: str = "sum") -> None:
+        """Reduce ``buffers`` element-wise with ``op``; every buffer receives the result."""
+        self._collective("allreduce", buffers, op)
+
+    def reduce_scatter(self, buffers: Sequence, op: str = "sum") -> None:
+        """After this, node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced."""
+        self._collective("reduce_scatter", buffers, op)
+
+    def all_gather(self, buffers: Sequence) -> None:
+        """Copy chunk ``owned_chunk(i, N)`` of node ``i`` to every node (no reduction)."""
+        self._collective("all_gather", buffers, None)
+
+    def last_elapsed_ms(self) -> float:
+        """Device time of the last collective in milliseconds, measured with CUDA events
+        from the moment every input was ready to the moment the last node finished (the
+        host's enqueueing included, as a user sees it); 0.0 when it had nothing to move."""
+        if not self._timed:
+            return 0.0
+        return float(self._cp.cuda.get_elapsed_time(self._entry, self._done))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Release the streams, events and scratch chunks.  Safe to call more than once."""
+        if self._closed:
+            return
+        with self._call_lock:
+            self._closed = True
+            self._streams = []
+            self._events = []
+            self._scratch = []
+            self._ready = {}
+
+    def __enter__(self) -> GpuCommunicator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"GpuCommunicator(nodes={self.nodes}, devices={list(self.devices)}, {state})"
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def _enable_peer_access(self) -> tuple[dict, tuple]:
+        runtime = self._runtime
+        distinct = sorted(set(self.devices))
+        access: dict[tuple[int, int], bool] = {}
+        missing = []
+        for a in distinct:
+            for b in distinct:
+                if a == b:
+                    continue
+                ok = bool(runtime.deviceCanAccessPeer(a, b))
+                if ok:
+                    with self._cp.cuda.Device(a):
+                        _enable_peer(runtime, b)
+                else:
+                    missing.append((a, b))
+                access[(a, b)] = ok
+        return access, tuple(missing)
+
+    def _scratch_for(self, node: int, dtype: np.dtype, elements: int):
+        """Node ``node``'s scratch chunk, grown when a call needs more.  Only called before
+        any work of the call is queued, and every earlier call has finished, so replacing
+        it can never free memory a stream still uses."""
+        cache = self._scratch[node]
+        scratch = cache.get(dtype)
+        if scratch is None or scratch.size < elements:
+            with self._cp.cuda.Device(self.devices[node]):
+                scratch = cache[dtype] = self._cp.empty(elements, dtype=dtype)
+        return scratch
+
+    # -- one collective --------------------------------------------------------------------
+
+    def _check(self, buffers: Sequence):
+        count, dtype = validate_buffers(buffers, array_type=self._cp.ndarray, kind="CuPy")
+        if len(buffers) != self.nodes:
+            raise ValueError(
+                f"this communicator has {self.nodes} nodes but {len(buffers)} buffers were given"
+            )
+        for i, buf in enumerate(buffers):
+            where = buf.device.id
+            if where != self.devices[i]:
+                raise ValueError(
+                    f"buffers[{i}] is on device {where} but node {i} runs on device "
+                    f"{self.devices[i]}: allocate it there (with cupy.cuda.Device"
+                    f"({self.devices[i]}): ...) or pass devices=[...] to match the buffers"
+                )
+        return count, np.dtype(dtype)
+
+    def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
+        if self._closed:
+            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+        count, dtype = self._check(buffers)
+        ufunc = getattr(self._cp, resolve_op(op, dtype).__name__) if op is not None else None
+        with self._call_lock:
+            if self._closed:
+                raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            self._timed = False
+            if self.nodes == 1 or count == 0:
+                return
+            with nvtx_ranges.annotate(name):
+                self._run(name, list(buffers), ufunc, count, dtype)
+
+    def _run(self, name: str, buffers: list, ufunc, count: int, dtype: np.dtype) -> None:
+        runtime = self._runtime
+        n = self.nodes
+        devices = self.devices
+        streams = self._streams
+        events = self._events
+        itemsize = dtype.itemsize
+        bounds = _chunk_bounds(count, n)
+        plan = self._plans[name]
+        needs_scratch = ufunc is not None
+        longest = bounds[0][1] - bounds[0][0]
+        scratch = [
+            self._scratch_for(i, dtype, longest) if needs_scratch and not self._direct[i] else None
+            for i in range(n)
+        ]
+        ptrs = [buf.data.ptr for buf in buffers]
+        pop = nvtx_ranges.pop
+        copy_d2d = runtime.memcpyDeviceToDevice
+        caller_device = runtime.getDevice()
+        try:
+            self._prologue()
+            current = devices[0]
+            for t, row in enumerate(plan):
+                for i, (src, chunk, accumulate, direct, push) in enumerate(row):
+                    push()
+                    try:
+                        device = devices[i]
+                        if device != current:
+                            runtime.setDevice(device)
+                            current = device
+                        stream = streams[i]
+                        if t:
+                            stream.wait_event(events[src][t - 1])
+                        a, b = bounds[chunk]
+                        size = (b - a) * itemsize
+                        mine = ptrs[i] + a * itemsize
+                        theirs = ptrs[src] + a * itemsize
+                        if not size:
+                            pass  # an empty chunk (count < N): only the event moves on
+                        elif accumulate and direct:
+                            dst = buffers[i][a:b]
+                            with stream:
+                                ufunc(dst, buffers[src][a:b], out=dst)
+                        elif accumulate:
+                            landed = scratch[i][: b - a]
+                            self._peer_copy(landed.data.ptr, i, theirs, src, size, stream)
+                            dst = buffers[i][a:b]
+                            with stream:
+                                ufunc(dst, landed, out=dst)
+                        elif direct:
+                            runtime.memcpyAsync(mine, theirs, size, copy_d2d, stream.ptr)
+                        else:
+                            self._peer_copy(mine, i, theirs, src, size, stream)
+                        events[i][t].record(stream)
+                    finally:
+                        pop()
+            self._epilogue(len(plan) - 1)
+        except BaseException:
+            # Never hand back buffers that queued work may still be writing.
+            for stream in streams:
+                with contextlib.suppress(Exception):
+                    stream.synchronize()
+            raise
+        finally:
+            runtime.setDevice(caller_device)
+
+    def _peer_copy(self, dst: int, dst_node: int, src: int, src_node: int, size: int, stream):
+        self._runtime.memcpyPeerAsync(
+            dst, self.devices[dst_node], src, self.devices[src_node], size, stream.ptr
+        )
+
+    def _prologue(self) -> None:
+        """Make every node's stream start after the caller's queued work on every device
+        (e.g. whatever wrote the inputs), through one timed entry event on node 0."""
+        runtime = self._runtime
+        cuda = self._cp.cuda
+        for d, ready in self._ready.items():
+            runtime.setDevice(d)
+            ready.record(cuda.get_current_stream(d))
+        runtime.setDevice(self.devices[0])
+        first = self._streams[0]
+        for ready in self._ready.values():
+            first.wait_event(ready)
+        self._entry.record(first)
+        for stream in self._streams[1:]:
+            stream.wait_event(self._entry)
+
+    def _epilogue(self, last: int) -> None:
+        """Join every node's last step into node 0's stream; the host waits once."""
+        self._runtime.setDevice(self.devices[0])
+        first = self._streams[0]
+        for i in range(1, self.nodes):
+            first.wait_event(self._events[i][last])
+        self._done.record(first)
+        self._timed = True
+        self._done.synchronize()

@@ -1,0 +1,532 @@
+"""A CPU stand-in for the slice of CuPy and the CUDA runtime that ``ring.gpu`` uses.
+
+It lets the GPU backend's own code run here, without a GPU, under CUDA's ordering rules
+and nothing more: every stream is a queue; an op runs only when it reaches the head of
+its queue, and a ``wait_event`` only once the record it captured (the event's latest
+record when the wait was *enqueued*) has run.  No stream waits for the legacy default
+stream (the backend's streams are non-blocking).  Work runs lazily, when the host
+synchronises, and the order in which ready streams advance is drawn at random (in
+bursts, so one stream can run far ahead), so a missing dependency shows up as a wrong
+result.  Memory is one flat address space of NumPy bytes, each allocation tagged with its
+device, and the runtime calls check what CUDA would: a kernel or event record on a
+stream of another device than the current one fails, a peer copy is given the devices
+its pointers live on.
+
+The tests at the bottom check the simulator itself: that it really reorders work and
+catches a missing wait, and that its call signatures match the installed CuPy's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+import re
+import sys
+import types
+from collections import deque
+
+import numpy as np
+import pytest
+
+__all__ = ["FakeCuda", "fake_cupy"]
+
+
+class CUDARuntimeError(RuntimeError):
+    def __init__(self, status: int, message: str = ""):
+        self.status = status
+        super().__init__(f"CUDA error {status}: {message}")
+
+
+class FakeCuda:
+    """One simulated machine with ``devices`` CUDA devices (0 = CuPy sees none)."""
+
+    def __init__(
+        self, devices: int = 1, *, seed: int = 0, peer=None, drop_waits=False, ensure=True
+    ):
+        self.device_count = devices
+        # ensure: offer CuPy's private _deviceEnsurePeerAccess, as current CuPy does
+        self.ensure = ensure
+        self.rng = np.random.default_rng(seed)
+        # peer(a, b) -> whether device a can access device b's memory
+        self.peer = peer or (lambda a, b: True)
+        self.peer_enabled: set[tuple[int, int]] = set()
+        # True: every wait_event is ignored (a broken backend, for the self-tests)
+        self.drop_waits = drop_waits
+        self.current = 0
+        self.clock = 0
+        self.host_waits = 0
+        self.waits: list[tuple] = []  # (stream, event) of every wait_event, in order
+        self._blocks: list[tuple[int, np.ndarray, int]] = []  # (base, bytes, device)
+        self._next_address = 1 << 20
+        self._streams: dict[int, FakeStream] = {}
+        self._stream_ids = itertools.count(16)
+        self._legacy = {}
+        self.module = self._build_module()
+
+    # -- memory ------------------------------------------------------------------------
+
+    def alloc(self, nbytes: int, device: int) -> int:
+        base = self._next_address
+        # Poison: a read of memory nothing wrote gives garbage, not zeros.
+        block = self.rng.integers(0, 256, size=max(nbytes, 1), dtype=np.uint8)
+        self._blocks.append((base, block, device))
+        self._next_address += -(-max(nbytes, 1) // 256) * 256 + 256
+        return base
+
+    def resolve(self, ptr: int, nbytes: int) -> tuple[np.ndarray, int]:
+        for base, block, device in self._blocks:
+            if base <= ptr and ptr + nbytes <= base + block.size:
+                return block[ptr - base : ptr - base + nbytes], device
+        raise CUDARuntimeError(1, f"invalid device pointer {ptr:#x} (+{nbytes})")
+
+    # -- streams and the scheduler -----------------------------------------------------
+
+    def legacy_stream(self, device: int) -> FakeStream:
+        if device not in self._legacy:
+            self._legacy[device] = FakeStream(self, device, ptr=0)
+        return self._legacy[device]
+
+    def stream_by_ptr(self, ptr: int) -> FakeStream:
+        if ptr == 0:
+            return self.legacy_stream(self.current)
+        return self._streams[ptr]
+
+    def _queues(self):
+        return [*self._streams.values(), *self._legacy.values()]
+
+    def _ready(self, stream: FakeStream) -> bool:
+        if not stream.queue:
+            return False
+        kind, payload = stream.queue[0][0], stream.queue[0][1:]
+        if kind == "wait":
+            event, record = payload
+            return event.completed >= record
+        return True
+
+    def run_until(self, done) -> None:
+        """Advance random ready streams (in random bursts) until ``done()`` holds."""
+        last = None
+        while not done():
+            ready = [s for s in self._queues() if self._ready(s)]
+            if not ready:
+                raise AssertionError("deadlock: the host waits for work that can never run")
+            if last in ready and self.rng.random() < 0.7:
+                stream = last
+            else:
+                stream = ready[self.rng.integers(len(ready))]
+            self._execute(stream)
+            last = stream
+
+    def _execute(self, stream: FakeStream) -> None:
+        op = stream.queue.popleft()
+        self.clock += 1
+        if op[0] == "record":
+            event, record = op[1], op[2]
+            event.completed = max(event.completed, record)
+            event.time = self.clock
+        elif op[0] == "run":
+            op[1]()
+
+    def drain(self) -> None:
+        self.run_until(lambda: not any(s.queue for s in self._queues()))
+
+    def check_device(self, device: int) -> None:
+        if not 0 <= device < self.device_count:
+            raise CUDARuntimeError(101, f"invalid device ordinal {device}")
+
+    # -- the module ----------------------------------------------------------------------
+
+    def _build_module(self) -> types.ModuleType:
+        sim = self
+        cupy = types.ModuleType("cupy")
+        cupy.__fake__ = True
+        cuda = types.ModuleType("cupy.cuda")
+        runtime = types.ModuleType("cupy.cuda.runtime")
+        cupy.cuda = cuda
+        cuda.runtime = runtime
+
+        runtime.CUDARuntimeError = CUDARuntimeError
+        runtime.memcpyDeviceToDevice = 3
+
+        def getDeviceCount():
+            if sim.device_count == 0:
+                raise CUDARuntimeError(100, "cudaErrorNoDevice: no CUDA-capable device")
+            return sim.device_count
+
+        def getDevice():
+            return sim.current
+
+        def setDevice(device):
+            sim.check_device(device)
+            sim.current = device
+
+        def deviceCanAccessPeer(device, peerDevice):
+            sim.check_device(device)
+            sim.check_device(peerDevice)
+            return int(device != peerDevice and sim.peer(device, peerDevice))
+
+        def deviceEnablePeerAccess(peerDevice):
+            pair = (sim.current, peerDevice)
+            if pair in sim.peer_enabled:
+                raise CUDARuntimeError(704, "cudaErrorPeerAccessAlreadyEnabled")
+            if not deviceCanAccessPeer(*pair):
+                raise CUDARuntimeError(217, "cudaErrorPeerAccessUnsupported")
+            sim.peer_enabled.add(pair)
+
+        def memcpyPeerAsync(dst, dstDevice, src, srcDevice, size, stream):
+            dst_view, dst_dev = sim.resolve(dst, size)
+            src_view, src_dev = sim.resolve(src, size)
+            if (dst_dev, src_dev) != (dstDevice, srcDevice):
+                raise CUDARuntimeError(
+                    1, f"peer copy names devices {srcDevice}->{dstDevice}, memory is "
+                    f"on {src_dev}->{dst_dev}"
+                )  # fmt: skip
+            sim.stream_by_ptr(stream).enqueue(("run", lambda: np.copyto(dst_view, src_view)))
+
+        def memcpyAsync(dst, src, size, kind, stream):
+            if kind != runtime.memcpyDeviceToDevice:
+                raise CUDARuntimeError(1, f"memcpy kind {kind} is not simulated")
+            dst_view, _ = sim.resolve(dst, size)
+            src_view, _ = sim.resolve(src, size)
+            sim.stream_by_ptr(stream).enqueue(("run", lambda: np.copyto(dst_view, src_view)))
+
+        for f in (getDeviceCount, getDevice, setDevice, deviceCanAccessPeer):
+            setattr(runtime, f.__name__, f)
+        runtime.deviceEnablePeerAccess = deviceEnablePeerAccess
+        if self.ensure:
+
+            def _deviceEnsurePeerAccess(peerDevice):
+                with contextlib.suppress(CUDARuntimeError):
+                    deviceEnablePeerAccess(peerDevice)
+                if (sim.current, peerDevice) not in sim.peer_enabled:
+                    raise CUDARuntimeError(217, "cudaErrorPeerAccessUnsupported")
+
+            runtime._deviceEnsurePeerAccess = _deviceEnsurePeerAccess
+        runtime.memcpyPeerAsync = memcpyPeerAsync
+        runtime.memcpyAsync = memcpyAsync
+
+        class Device:
+            def __init__(self, device=None):
+                self.id = sim.current if device is None else int(device)
+                self._stack = []
+
+            def __enter__(self):
+                self._stack.append(sim.current)
+                setDevice(self.id)
+                return self
+
+            def __exit__(self, *exc):
+                sim.current = self._stack.pop()
+
+        class Stream(FakeStream):
+            def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+                super().__init__(sim, sim.current, ptr=next(sim._stream_ids))
+                sim._streams[self.ptr] = self
+
+        class Event(FakeEvent):
+            def __init__(self, block=False, disable_timing=False, interprocess=False):
+                super().__init__(sim, sim.current, timing=not disable_timing)
+
+        def get_current_stream(device_id=-1):
+            # Like cupy.cuda.Stream.null: ptr 0, device -1 (the current device's).
+            return sim.current_streams.get(device_id if device_id >= 0 else sim.current) or (
+                NullStream(sim)
+            )
+
+        def get_elapsed_time(start_event, end_event):
+            for event in (start_event, end_event):
+                if not event.timing:
+                    raise CUDARuntimeError(600, "cudaErrorInvalidResourceHandle (no timing)")
+                if event.completed < event.recorded or event.time is None:
+                    raise CUDARuntimeError(600, "cudaErrorNotReady")
+            return float(end_event.time - start_event.time) * 1e-3
+
+        sim.current_streams = {}
+        cuda.Device = Device
+        cuda.Stream = Stream
+        cuda.Event = Event
+        cuda.get_current_stream = get_current_stream
+        cuda.get_elapsed_time = get_elapsed_time
+
+        class ndarray(FakeArray):
+            pass
+
+        sim.ndarray = ndarray
+        cupy.ndarray = ndarray
+
+        def empty(shape, dtype=np.float64):
+            count = int(shape if np.isscalar(shape) else shape[0])
+            dtype = np.dtype(dtype)
+            return ndarray(sim, sim.alloc(count * dtype.itemsize, sim.current), count, dtype)
+
+        cupy.empty = empty
+        for name in ("add", "multiply", "maximum", "minimum"):
+            setattr(cupy, name, FakeUfunc(sim, getattr(np, name)))
+        return cupy
+
+    # -- helpers for tests ---------------------------------------------------------------
+
+    def to_device(self, host: np.ndarray, device: int) -> FakeArray:
+        host = np.ascontiguousarray(host)
+        ptr = self.alloc(host.nbytes, device)
+        view, _ = self.resolve(ptr, host.nbytes)
+        view[:] = host.view(np.uint8).reshape(-1)
+        return self.ndarray(self, ptr, host.shape[0], host.dtype)
+
+    def to_host(self, array: FakeArray) -> np.ndarray:
+        """The array's bytes *now*, without running queued work."""
+        return array.host().copy()
+
+
+class NullStream:
+    ptr = 0
+    device_id = -1
+
+    def __init__(self, sim):
+        self.sim = sim
+
+
+class FakeStream:
+    def __init__(self, sim: FakeCuda, device: int, ptr: int):
+        self.sim = sim
+        self.device_id = device
+        self.ptr = ptr
+        self.queue: deque = deque()
+        self._stack: list = []
+
+    def enqueue(self, op) -> None:
+        self.queue.append(op)
+
+    def __enter__(self):
+        if self.device_id != self.sim.current:
+            raise RuntimeError(
+                f"The device that the stream is created on ({self.device_id}) does not "
+                f"match with the current device ({self.sim.current})"
+            )
+        self._stack.append(self.sim.current_streams.get(self.device_id))
+        self.sim.current_streams[self.device_id] = self
+        return self
+
+    def __exit__(self, *exc):
+        previous = self._stack.pop()
+        if previous is None:
+            self.sim.current_streams.pop(self.device_id, None)
+        else:
+            self.sim.current_streams[self.device_id] = previous
+
+    def wait_event(self, event: FakeEvent) -> None:
+        self.sim.waits.append((self, event))
+        if not self.sim.drop_waits:
+            self.enqueue(("wait", event, event.recorded))
+
+    def synchronize(self) -> None:
+        self.sim.host_waits += 1
+        self.sim.run_until(lambda: not self.queue)
+
+
+class FakeEvent:
+    def __init__(self, sim: FakeCuda, device: int, timing: bool):
+        self.sim = sim
+        self.device = device
+        self.timing = timing
+        self.recorded = 0  # records enqueued
+        self.completed = 0  # records that have run
+        self.time = None
+
+    def record(self, stream=None) -> None:
+        sim = self.sim
+        target = sim.legacy_stream(sim.current) if stream is None or stream.ptr == 0 else stream
+        if target.device_id != self.device:
+            raise CUDARuntimeError(
+                400, f"event of device {self.device} recorded on a stream of {target.device_id}"
+            )
+        self.recorded += 1
+        target.enqueue(("record", self, self.recorded))
+
+    def synchronize(self) -> None:
+        self.sim.host_waits += 1
+        goal = self.recorded
+        self.sim.run_until(lambda: self.completed >= goal)
+
+
+class FakeArray:
+    """A one-dimensional, contiguous device array in the simulated address space."""
+
+    def __init__(self, sim: FakeCuda, ptr: int, count: int, dtype):
+        self.sim = sim
+        self.dtype = np.dtype(dtype)
+        self.shape = (count,)
+        self.size = count
+        self.ndim = 1
+        self.nbytes = count * self.dtype.itemsize
+        self.flags = types.SimpleNamespace(c_contiguous=True)
+        self.data = types.SimpleNamespace(ptr=ptr)
+        _, device = sim.resolve(ptr, self.nbytes)
+        self.device = types.SimpleNamespace(id=device)
+
+    def host(self) -> np.ndarray:
+        view, _ = self.sim.resolve(self.data.ptr, self.nbytes)
+        return view.view(self.dtype)
+
+    def __getitem__(self, item):
+        if not isinstance(item, slice) or item.step not in (None, 1):
+            raise TypeError("the simulator only slices contiguous ranges")
+        start, stop, _ = item.indices(self.size)
+        stop = max(start, stop)
+        return type(self)(
+            self.sim, self.data.ptr + start * self.dtype.itemsize, stop - start, self.dtype
+        )
+
+
+class FakeUfunc:
+    """An elementwise kernel: queued on the current stream of the current device."""
+
+    def __init__(self, sim: FakeCuda, ufunc: np.ufunc):
+        self.sim = sim
+        self.ufunc = ufunc
+        self.__name__ = ufunc.__name__
+
+    def __call__(self, x, y, out):
+        sim = self.sim
+        for array in (x, y, out):
+            if array.device.id != sim.current:
+                raise ValueError(
+                    f"array on device {array.device.id} used on current device {sim.current}"
+                )
+        stream = sim.current_streams.get(sim.current) or sim.legacy_stream(sim.current)
+        xv, yv, ov = x.host(), y.host(), out.host()
+        ufunc = self.ufunc
+
+        def kernel():
+            with np.errstate(all="ignore"):
+                ufunc(xv, yv, out=ov)
+
+        stream.enqueue(("run", kernel))
+        return out
+
+
+@contextlib.contextmanager
+def fake_cupy(sim: FakeCuda):
+    """Install ``sim``'s module as ``cupy`` for the duration of the block."""
+    saved = {name: sys.modules.get(name) for name in ("cupy", "cupy.cuda", "cupy.cuda.runtime")}
+    sys.modules["cupy"] = sim.module
+    sys.modules["cupy.cuda"] = sim.module.cuda
+    sys.modules["cupy.cuda.runtime"] = sim.module.cuda.runtime
+    try:
+        yield sim.module
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+# -- the simulator's own tests ---------------------------------------------------------------
+
+
+def test_simulator_runs_streams_out_of_program_order():
+    """Two independent streams: some seed runs the later-enqueued one first."""
+    orders = set()
+    for seed in range(20):
+        sim = FakeCuda(1, seed=seed)
+        with fake_cupy(sim) as cp:
+            a, b = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+            seen = []
+            a.enqueue(("run", lambda seen=seen: seen.append("a")))
+            b.enqueue(("run", lambda seen=seen: seen.append("b")))
+            sim.drain()
+            orders.add(tuple(seen))
+    assert orders == {("a", "b"), ("b", "a")}
+
+
+def test_simulator_honours_waits_and_catches_their_absence():
+    def run(drop_waits: bool, seed: int) -> list:
+        sim = FakeCuda(1, seed=seed, drop_waits=drop_waits)
+        with fake_cupy(sim) as cp:
+            producer, consumer = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+            event = cp.cuda.Event(disable_timing=True)
+            seen = []
+            producer.enqueue(("run", lambda: seen.append("write")))
+            event.record(producer)
+            consumer.wait_event(event)
+            consumer.enqueue(("run", lambda: seen.append("read")))
+            consumer.synchronize()
+            sim.drain()
+            return seen
+
+    assert all(run(False, seed) == ["write", "read"] for seed in range(30))
+    assert any(run(True, seed) == ["read", "write"] for seed in range(30))
+
+
+def test_simulator_refuses_what_cuda_refuses():
+    sim = FakeCuda(2)
+    with fake_cupy(sim) as cp:
+        with cp.cuda.Device(1):
+            stream = cp.cuda.Stream(non_blocking=True)
+        event = cp.cuda.Event()  # on device 0
+        with pytest.raises(CUDARuntimeError):
+            event.record(stream)
+        with pytest.raises(RuntimeError, match="does not match"), stream:
+            pass
+        x = sim.to_device(np.ones(4, np.float32), 1)
+        with pytest.raises(ValueError, match="current device"):
+            cp.add(x, x, out=x)
+        y = sim.to_device(np.ones(4, np.float32), 0)
+        with pytest.raises(CUDARuntimeError, match="names devices"):
+            cp.cuda.runtime.memcpyPeerAsync(y.data.ptr, 1, x.data.ptr, 0, 16, 0)
+
+
+def _signature_from_doc(function) -> list[str]:
+    """Parameter names from a Cython docstring's first line, e.g.
+    ``memcpyPeerAsync(intptr_t dst, int dstDevice, ...)``."""
+    first = (function.__doc__ or "").strip().splitlines()[0]
+    inside = re.match(r"^[\w.]+\((.*)\)", first).group(1)
+    names = []
+    for part in filter(None, (p.strip() for p in inside.split(","))):
+        part = part.split("=")[0].strip()
+        names.append(part.split()[-1].lstrip("*"))
+    return [n for n in names if n != "self"]
+
+
+def test_simulated_calls_match_the_installed_cupy():
+    """Every CuPy entry point ring.gpu calls exists in the real CuPy with the parameters the
+    simulator accepts (checked from CuPy's own signatures; skipped without CuPy)."""
+    real = pytest.importorskip("cupy")
+    if getattr(real, "__fake__", False):
+        pytest.skip("cupy is the simulator here")
+    sim = FakeCuda(1).module
+    runtime_calls = [
+        "getDeviceCount",
+        "getDevice",
+        "setDevice",
+        "deviceCanAccessPeer",
+        "deviceEnablePeerAccess",
+        "memcpyPeerAsync",
+        "memcpyAsync",
+    ]
+    for name in runtime_calls:
+        real_params = _signature_from_doc(getattr(real.cuda.runtime, name))
+        fake_params = list(inspect.signature(getattr(sim.cuda.runtime, name)).parameters)
+        assert real_params == fake_params, name
+    assert real.cuda.runtime.memcpyDeviceToDevice == sim.cuda.runtime.memcpyDeviceToDevice
+    ensure = getattr(real.cuda.runtime, "_deviceEnsurePeerAccess", None)
+    if ensure is not None:  # private in CuPy; ring.gpu falls back when it is gone
+        fake = sim.cuda.runtime._deviceEnsurePeerAccess
+        assert _signature_from_doc(ensure) == list(inspect.signature(fake).parameters)
+    assert issubclass(real.cuda.runtime.CUDARuntimeError, RuntimeError)
+    assert real.cuda.runtime.CUDARuntimeError(704).status == 704
+    for cls, names in (
+        (real.cuda.Stream, ["wait_event", "synchronize", "__enter__", "__exit__"]),
+        (real.cuda.Event, ["record", "synchronize"]),
+    ):
+        for name in names:
+            assert callable(getattr(cls, name)), (cls, name)
+    stream_params = inspect.signature(real.cuda.Stream).parameters
+    assert "non_blocking" in stream_params
+    assert "disable_timing" in inspect.signature(real.cuda.Event).parameters
+    assert _signature_from_doc(real.cuda.get_current_stream) == ["device_id"]
+    assert _signature_from_doc(real.cuda.get_elapsed_time) == ["start_event", "end_event"]
+    for name in ("add", "multiply", "maximum", "minimum"):
+        assert isinstance(getattr(real, name), real.ufunc), name
