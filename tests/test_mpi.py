@@ -7,6 +7,7 @@ bug that hangs the ring fails the test instead of the CI job.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import os
@@ -42,12 +43,14 @@ def _is_open_mpi() -> bool:
 
 
 def mpirun(nodes: int, program: str, *args: str, timeout: float = LAUNCH_TIMEOUT):
-    """Run ``program`` on ``nodes`` ranks; returns (returncode, stdout, stderr, seconds)."""
+    """Run ``program`` (a file in mpi_programs/, or ``-m module``) on ``nodes`` ranks;
+    returns (returncode, stdout, stderr, seconds)."""
     command = [MPIRUN]
     if _is_open_mpi():
         # Tests start more ranks than this machine may have cores.
         command.append("--oversubscribe")
-    command += ["-n", str(nodes), sys.executable, str(PROGRAMS / program), *args]
+    target = [program] if program == "-m" else [str(PROGRAMS / program)]
+    command += ["-n", str(nodes), sys.executable, *target, *args]
     env = dict(os.environ)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -156,6 +159,46 @@ def test_watchdog_aborts_a_hung_job():
     assert code != 0
     assert "finished" not in out
     assert "rank_dies.py: watchdog: rank 0 still running after 2 s; aborting the MPI job" in err
+
+
+def test_bench_under_mpirun_writes_a_valid_csv(tmp_path):
+    """``--backend mpi,mpi-allreduce`` on 3 ranks, sizes that do not divide by 3."""
+    out = tmp_path / "mpi.csv"
+    args = ["-b", "4", "-e", "4K", "-f", "7", "-n", "3", "-w", "1", "--out", str(out)]
+    code, _, err, _ = mpirun(3, "-m", "ring.bench", "--backend", "mpi,mpi-allreduce", *args)
+    assert code == 0, err
+    with out.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    sizes = [4, 28, 196, 1372]
+    assert [(r["backend"], int(r["bytes"])) for r in rows] == [
+        (backend, size) for backend in ("mpi", "mpi-allreduce") for size in sizes
+    ]
+    for row in rows:
+        assert (row["sync"], row["nodes"], row["dtype"], row["op"]) == (
+            "none",
+            "3",
+            "float32",
+            "sum",
+        )
+        assert int(row["count"]) == int(row["bytes"]) // 4 and row["iters"] == "3"
+        assert row["wrong"] == "0" and row["shared_devices"] == "true"
+        times = [float(row[k]) for k in ("time_us_min", "time_us_p25", "time_us", "time_us_p75")]
+        assert 0 < times[0] <= times[1] <= times[2] <= times[3] <= float(row["time_us_max"])
+        assert float(row["busbw_GBps"]) == pytest.approx(float(row["algbw_GBps"]) * 4 / 3, 1e-3)
+    ring_rows = [r for r in rows if r["backend"] == "mpi"]
+    for row in ring_rows:
+        traffic = 7 * 2 * int(row["bytes"]) / (float(row["time_us"]) * 1e-6) / 1e9
+        assert float(row["traffic_GBps"]) == pytest.approx(traffic, rel=1e-3)
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["schema"] == 1 and "mpi" in meta["config"]["backends"]
+    assert meta["environment"]["mpi_library"]
+
+
+def test_bench_registers_the_mpi_backend():
+    from ring.bench.backends import available_backends
+
+    backend = available_backends()["mpi"]
+    assert backend.needs_mpirun and backend.traffic_bytes(backend(), 100, 4) == 2100
 
 
 # -- without mpirun: the pieces that need no second rank ----------------------------------

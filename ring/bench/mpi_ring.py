@@ -1,0 +1,51 @@
+"""Backend ``mpi`` of the harness: our ring over MPI ranks (:class:`ring.mpi.MpiRing`).
+
+Registered by importing this module (``ring.bench.backends.PLUGIN_MODULES`` names it).
+It runs under ``mpirun -n N`` next to ``mpi-allreduce``, one rank per node, timed the same
+way (a barrier before each timed call, the slowest rank's time).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..mpi import MpiRing
+from .backends import Backend, MpiSession, Session, register_backend
+
+if TYPE_CHECKING:
+    from .cli import BenchConfig
+
+__all__ = ["MpiRingBackend"]
+
+
+class MpiRingSession(MpiSession):
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+        super().__init__(nodes, sync, config, world)
+        self.communicator = MpiRing(world.comm)
+
+    def collective(self) -> None:
+        self.communicator.allreduce(self.buffers, self.op)
+
+    def close(self) -> None:
+        self.communicator.close()
+
+
+@register_backend
+class MpiRingBackend(Backend):
+    name = "mpi"
+    description = (
+        "our ring over MPI ranks (ring.mpi.MpiRing): one Sendrecv per step and segment, "
+        "NumPy ufunc reduction, one rank per node, under mpirun"
+    )
+    # Per received chunk: one copy by the MPI transport (read + write, with a single-copy
+    # transport such as Open MPI's CMA), plus the ufunc's two reads and one write in
+    # reduce-scatter; all-gather receives in place.  A transport that copies twice
+    # through a shared-memory queue moves more than this.
+    traffic = "7(N-1)·S (one copy per message)"
+    needs_mpirun = True
+
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int:
+        return 7 * (nodes - 1) * nbytes
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        return MpiRingSession(nodes, sync, config, world)
