@@ -1,0 +1,292 @@
+"""``summary.md``: the profile tables in Markdown plus the figures derived from them.
+
+Derived figures:
+
+* collective calls per node count N, read off the step ranges alone: a call on N nodes
+  emits ``<phase> step s node i`` for every s < N - 1 and i < N, so the count of
+  ``step s node 0`` is the number of calls with N >= s + 2;
+* step ranges (and so transfers) per call: N (N - 1) per phase, 2 N (N - 1) per
+  allreduce (4 for N = 2, 24 for N = 4), against the peer-to-peer copies counted;
+* wait share: the fraction of each step's time spent blocked in synchronisation
+  primitives (from ``waits``, i.e. the trace, not the whole-run ``osrt`` totals).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from .tables import read_tables
+
+__all__ = ["calls_by_nodes", "render_summary", "write_summary"]
+
+PHASES = ("reduce_scatter", "all_gather")
+# Which schedule phases each collective runs (as ring.cpu.COLLECTIVE_PHASES).
+COLLECTIVE_PHASES = {
+    "allreduce": PHASES,
+    "reduce_scatter": ("reduce_scatter",),
+    "all_gather": ("all_gather",),
+}
+
+
+def calls_by_nodes(step_rows: list[dict], phase: str) -> dict[int, int] | None:
+    """Calls that ran ``phase`` per node count N, inferred from its step-range counts.
+
+    ``None`` when the counts fit no mix of node counts (a cut-off profile, ranges of
+    several processes with different counts ...); ``{}`` when the phase never ran.
+    """
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for row in step_rows:
+        if row["kind"] == "step" and row["phase"] == phase:
+            counts[(int(row["step"]), int(row["node"]))] += int(row["count"])
+    if not counts:
+        return {}
+    top = max(max(step + 2, node + 1) for step, node in counts)
+    at_least = {k: counts.get((k - 2, 0), 0) for k in range(2, top + 1)}
+    at_least[top + 1] = 0
+    for (step, node), count in counts.items():
+        if count != at_least[max(step + 2, node + 1)]:
+            return None
+    for k in range(2, top + 1):
+        expected = {(s, i) for s in range(k - 1) for i in range(k)} if at_least[k] else set()
+        if not expected <= counts.keys():
+            return None
+    calls = {k: at_least[k] - at_least[k + 1] for k in range(2, top + 1)}
+    if any(value < 0 for value in calls.values()):
+        return None
+    return {k: v for k, v in calls.items() if v}
+
+
+def _us(ns) -> str:
+    return "" if ns is None or ns == "" else f"{ns / 1e3:,.1f}"
+
+
+def _pct(share) -> str:
+    return "" if share is None or share == "" else f"{100 * share:.1f} %"
+
+
+def _mb(nbytes) -> str:
+    return "" if nbytes is None or nbytes == "" else f"{nbytes / 1e6:,.3f}"
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    def esc(value) -> str:
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(esc(cell) for cell in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def _profile_section(profile: str, tables: dict[str, list[dict]]) -> list[str]:
+    def mine(name: str) -> list[dict]:
+        return [row for row in tables[name] if row["profile"] == profile]
+
+    nvtx, memops, kernels = mine("nvtx_ranges"), mine("memops"), mine("kernels")
+    osrt, waits = mine("osrt"), mine("waits")
+    out = [f"## Profile `{profile}`", ""]
+    calls = [row for row in nvtx if row["kind"] == "call"]
+    steps = [row for row in nvtx if row["kind"] == "step"]
+    has_waits = any(row["wait_ns"] is not None for row in steps)
+
+    # -- calls and node counts -----------------------------------------------------
+    per_phase = {phase: calls_by_nodes(steps, phase) for phase in PHASES}
+    calls_total = sum(int(row["count"]) for row in calls)
+    if calls:
+        out += ["### Collective calls (outer NVTX ranges)", ""]
+        out += _table(
+            ["collective", "calls", "total (µs)", "median (µs)", "min (µs)", "max (µs)"]
+            + (["wait share"] if has_waits else []),
+            [
+                [row["phase"], row["count"], _us(row["total_ns"]), _us(row["median_ns"]),
+                 _us(row["min_ns"]), _us(row["max_ns"])]
+                + ([_pct(row["wait_share"])] if has_waits else [])
+                for row in calls
+            ],
+        )  # fmt: skip
+    if steps:
+        out += ["### Steps per call, N = 2 vs N = 4 (from the step ranges)", ""]
+        rows = []
+        for phase in PHASES:
+            found = per_phase[phase]
+            if found is None:
+                rows.append([phase, "counts fit no mix of node counts", "", "", ""])
+                continue
+            for nodes, count in sorted(found.items()):
+                rows.append([phase, nodes, count, nodes - 1, nodes * (nodes - 1)])
+        out += _table(
+            ["phase", "N", "calls", "steps per node per call", "step ranges per call"], rows
+        )
+        both = [per_phase[p] for p in PHASES]
+        if all(found is not None for found in both):
+            nodes_seen = sorted(set().union(*(found.keys() for found in both)))
+            lines = [
+                f"- N = {n}: an allreduce is {2 * (n - 1)} steps per node, "
+                f"{2 * n * (n - 1)} step transfers in all"
+                for n in nodes_seen
+            ]
+            if 2 in nodes_seen and 4 in nodes_seen:
+                lines.append(
+                    "- N = 4 moves 24 chunks per allreduce against 4 for N = 2 (6x the "
+                    "transfers, each a quarter instead of half of the buffer)."
+                )
+            out += [*lines, ""]
+
+    # -- steps: time and waiting ---------------------------------------------------
+    if steps:
+        out += ["### Steps (all nodes together)", ""]
+        grouped: dict[tuple[str, int], list[dict]] = defaultdict(list)
+        for row in steps:
+            grouped[(row["phase"], int(row["step"]))].append(row)
+        rows = []
+        for (phase, step), group in sorted(
+            grouped.items(), key=lambda item: (PHASES.index(item[0][0]), item[0][1])
+        ):
+            total = sum(r["total_ns"] for r in group)
+            count = sum(int(r["count"]) for r in group)
+            wait = sum(r["wait_ns"] or 0 for r in group) if has_waits else None
+            row = [phase, step, len(group), count, _us(total), _us(total / count if count else 0)]
+            if has_waits:
+                row += [_us(wait), _pct(wait / total if total else 0)]
+            rows.append(row)
+        out += _table(
+            ["phase", "step", "nodes", "ranges", "total (µs)", "mean (µs)"]
+            + (["waiting (µs)", "wait share"] if has_waits else []),
+            rows,
+        )
+        if has_waits:
+            total = sum(r["total_ns"] for r in steps)
+            wait = sum(r["wait_ns"] or 0 for r in steps)
+            out += [
+                f"Wait share over all steps: {_pct(wait / total if total else 0)} of "
+                f"{_us(total)} µs spent in steps was spent blocked in synchronisation "
+                "primitives (left-neighbour signals, barriers, the GIL).",
+                "",
+            ]
+            by_function: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+            for row in waits:
+                if row["step"] != "":
+                    by_function[row["function"]][0] += int(row["calls"])
+                    by_function[row["function"]][1] += int(row["wait_ns"])
+            if by_function:
+                out += _table(
+                    ["blocking call inside steps", "calls", "waiting (µs)", "share of step time"],
+                    [
+                        [fn, calls_, _us(ns), _pct(ns / total if total else 0)]
+                        for fn, (calls_, ns) in sorted(by_function.items(), key=lambda i: -i[1][1])
+                    ],
+                )
+        out += ["### Step ranges by node", ""]
+        out += _table(
+            ["range", "count", "total (µs)", "median (µs)", "min (µs)", "max (µs)"]
+            + (["wait share"] if has_waits else []),
+            [
+                [row["range"], row["count"], _us(row["total_ns"]), _us(row["median_ns"]),
+                 _us(row["min_ns"]), _us(row["max_ns"])]
+                + ([_pct(row["wait_share"])] if has_waits else [])
+                for row in steps
+            ],
+        )  # fmt: skip
+    others = [row for row in nvtx if row["kind"] == "other"]
+    if others:
+        out += ["### Other NVTX ranges", ""]
+        out += _table(
+            ["range", "count", "total (µs)", "median (µs)"],
+            [[r["range"], r["count"], _us(r["total_ns"]), _us(r["median_ns"])] for r in others],
+        )
+
+    # -- GPU memory operations and kernels ---------------------------------------------
+    if memops:
+        out += ["### GPU memory operations", ""]
+        out += _table(
+            ["operation", "kind", "count", "total (µs)", "median (µs)", "total (MB)",
+             "per copy (MB)"],
+            [
+                [r["operation"], r["kind"], r["count"], _us(r["total_ns"]), _us(r["median_ns"]),
+                 _mb(r["total_bytes"]), _mb(r["avg_bytes"])]
+                for r in memops
+            ],
+        )  # fmt: skip
+        peer = sum(int(r["count"]) for r in memops if r["kind"] == "peer_to_peer")
+        expected = None
+        if calls and all(per_phase[p] is not None for p in PHASES):
+            expected = sum(n * (n - 1) * c for p in PHASES for n, c in per_phase[p].items())
+        lines = [f"- Peer-to-peer copies: {peer}."]
+        if calls_total:
+            lines.append(
+                f"- Transfers per call: {peer / calls_total:.2f} peer-to-peer copies per "
+                f"collective call ({calls_total} calls)."
+            )
+        if expected is not None:
+            lines.append(
+                f"- The ring schedule moves {expected} chunks for these calls "
+                f"(N (N - 1) per phase per call); peer-to-peer copies counted: {peer}."
+            )
+        out += [*lines, ""]
+    if kernels:
+        out += ["### GPU kernels", ""]
+        merged: dict[str, list] = {}
+        for r in kernels:
+            entry = merged.setdefault(r["name"], [0, 0, 0])
+            entry[0] += int(r["count"])
+            entry[1] += r["total_ns"]
+            entry[2] += 1
+        out += _table(
+            ["kernel", "count", "total (µs)", "mean (µs)"] + (["per call"] if calls_total else []),
+            [
+                [name, count, _us(total), _us(total / count if count else 0)]
+                + ([f"{count / calls_total:.2f}"] if calls_total else [])
+                for name, (count, total, _) in sorted(merged.items(), key=lambda i: -i[1][1])
+            ],
+        )
+        if any(r["grid_xyz"] for r in kernels):
+            out += ["(nsys 2022 splits kernels by grid and block size; see kernels.csv.)", ""]
+
+    # -- OS runtime ------------------------------------------------------------------
+    if osrt:
+        sync = [r for r in osrt if r["sync_wait"]]
+        out += ["### OS runtime: blocking synchronisation calls (whole run, all threads)", ""]
+        if sync:
+            out += _table(
+                ["function", "calls", "total (µs)", "median (µs)", "max (µs)"],
+                [[r["function"], r["count"], _us(r["total_ns"]), _us(r["median_ns"]),
+                  _us(r["max_ns"])] for r in sync],
+            )  # fmt: skip
+        else:
+            out += ["No blocking synchronisation calls were traced.", ""]
+        if sync and not has_waits:
+            out += [
+                "These totals include threads idling between calls; the per-step wait "
+                "share needs the ring_waits report (ring.nsys.export_stats writes it).",
+                "",
+            ]
+    if len(out) == 2:
+        out += ["No report of this profile had data.", ""]
+    return out
+
+
+def render_summary(tables: dict[str, list[dict]], title: str = "Nsight Systems profile") -> str:
+    """The Markdown text of :func:`write_summary`."""
+    profiles = sorted({row["profile"] for rows in tables.values() for row in rows})
+    lines = [f"# {title}", ""]
+    lines += [
+        "Times in µs (the tables/*.csv files keep nanoseconds), sizes in MB = 10^6 bytes.",
+        "",
+    ]
+    if not profiles:
+        lines += ["No report had data.", ""]
+    for profile in profiles:
+        lines += _profile_section(profile, tables)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_summary(
+    tables_dir: str | os.PathLike, out_md: str | os.PathLike, title: str | None = None
+) -> Path:
+    """Read the tables in ``tables_dir`` and write ``out_md``."""
+    tables = read_tables(tables_dir)
+    out = Path(out_md)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_summary(tables, title or "Nsight Systems profile"))
+    return out

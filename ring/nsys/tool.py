@@ -1,0 +1,283 @@
+"""Finding ``nsys``, telling its report-name generation, and running it.
+
+Nsight Systems renamed its ``nsys stats`` reports in 2023.1 (``nvtxsum`` became
+``nvtx_sum``, ``gpumemtimesum`` became ``cuda_gpu_mem_time_sum`` ...).  An unknown
+report name makes ``nsys stats`` print an error and still exit 0, so the generation is
+read off ``nsys stats --help-reports`` (falling back to the version) before any report
+is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "INSTALL_HINT",
+    "REPORTS",
+    "GpuNotFoundError",
+    "NsysError",
+    "NsysInfo",
+    "NsysNotFoundError",
+    "count_gpus",
+    "detect_nsys",
+    "export_stats",
+    "profile_command",
+    "profile_paths",
+    "report_names",
+    "require_gpus",
+    "require_nsys",
+]
+
+INSTALL_HINT = (
+    "install it with 'sudo sh scripts/install_nsys.sh' (Debian 12) or put the nsys of "
+    "your CUDA toolkit on PATH"
+)
+
+# Logical report -> (name up to 2022, name from 2023.1 on).  The order is the order of
+# the files nsys writes and of the tables the summary shows.
+REPORTS: dict[str, tuple[str, str]] = {
+    "nvtx_sum": ("nvtxsum", "nvtx_sum"),
+    "nvtx_pushpop_sum": ("nvtxppsum", "nvtx_pushpop_sum"),
+    "osrt_sum": ("osrtsum", "osrt_sum"),
+    "cuda_api_sum": ("cudaapisum", "cuda_api_sum"),
+    "cuda_gpu_kern_sum": ("gpukernsum", "cuda_gpu_kern_sum"),
+    "cuda_gpu_mem_time_sum": ("gpumemtimesum", "cuda_gpu_mem_time_sum"),
+    "cuda_gpu_mem_size_sum": ("gpumemsizesum", "cuda_gpu_mem_size_sum"),
+}
+
+GENERATIONS = ("2022", "2023")
+_VERSION = re.compile(r"(\d{4})\.(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+
+class NsysError(RuntimeError):
+    """``nsys`` ran but did not do what was asked."""
+
+
+class NsysNotFoundError(NsysError):
+    """No usable ``nsys`` on this machine."""
+
+
+class GpuNotFoundError(RuntimeError):
+    """A GPU profile was requested on a machine without enough CUDA GPUs."""
+
+
+@dataclass(frozen=True)
+class NsysInfo:
+    path: str
+    version: str  # e.g. "2022.4.2.1"
+    generation: str  # "2022" (old report names) or "2023" (new ones)
+    reports: tuple[str, ...]  # report names ``--help-reports`` lists (may be empty)
+
+    def describe(self) -> str:
+        names = ", ".join(report_names(self.generation).values())
+        return (
+            f"nsys {self.version} at {self.path}; report names of the "
+            f"{self.generation} generation ({names})"
+        )
+
+
+def _run(argv: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _version_year(version: str) -> int | None:
+    match = _VERSION.search(version)
+    return int(match.group(1)) if match else None
+
+
+def generation_from_reports(listing: str) -> str | None:
+    """The generation that ``nsys stats --help-reports`` output belongs to, if it tells."""
+    names = set(re.findall(r"^\s*([a-z_0-9]+)(?=[\[\s]|$)", listing, flags=re.MULTILINE))
+    if "nvtx_sum" in names or "cuda_gpu_kern_sum" in names:
+        return "2023"
+    if "nvtxsum" in names or "gpukernsum" in names:
+        return "2022"
+    return None
+
+
+def detect_nsys(nsys: str | None = None) -> NsysInfo | None:
+    """Where ``nsys`` is, its version and report-name generation; ``None`` if absent.
+
+    ``nsys`` may name the executable; otherwise ``$NSYS`` or the first ``nsys`` on PATH.
+    """
+    candidate = nsys or os.environ.get("NSYS") or "nsys"
+    path = shutil.which(candidate)
+    if path is None:
+        return None
+    try:
+        version_run = _run([path, "--version"], timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if version_run.returncode != 0:
+        return None
+    match = _VERSION.search(version_run.stdout + version_run.stderr)
+    version = match.group(0) if match else "unknown"
+    try:
+        listing = _run([path, "stats", "--help-reports"], timeout=60)
+        text = listing.stdout + listing.stderr
+    except (OSError, subprocess.TimeoutExpired):
+        text = ""
+    generation = generation_from_reports(text)
+    if generation is None:
+        year = _version_year(version)
+        generation = "2023" if year is not None and year >= 2023 else "2022"
+    reports = tuple(sorted(set(re.findall(r"^\s*([a-z_0-9]+)(?=[\[\s]|$)", text, re.M))))
+    return NsysInfo(path=path, version=version, generation=generation, reports=reports)
+
+
+def require_nsys(nsys: str | None = None) -> NsysInfo:
+    """:func:`detect_nsys`, or an error in one line that says how to install it."""
+    info = detect_nsys(nsys)
+    if info is None:
+        where = f"{nsys!r}" if nsys else "on PATH"
+        raise NsysNotFoundError(f"Nsight Systems CLI (nsys) not found {where}; {INSTALL_HINT}")
+    return info
+
+
+def report_names(generation: str) -> dict[str, str]:
+    """Logical report -> the name this generation of ``nsys stats`` knows it by."""
+    if generation not in GENERATIONS:
+        raise ValueError(f"unknown nsys generation {generation!r}: expected 2022 or 2023")
+    index = GENERATIONS.index(generation)
+    return {logical: names[index] for logical, names in REPORTS.items()}
+
+
+def count_gpus() -> tuple[int, str]:
+    """How many CUDA GPUs this machine shows, and how that was found out."""
+    smi = shutil.which("nvidia-smi")
+    if smi is not None:
+        try:
+            listing = _run([smi, "-L"], timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return 0, f"nvidia-smi -L failed ({exc})"
+        if listing.returncode == 0:
+            gpus = [line for line in listing.stdout.splitlines() if line.startswith("GPU ")]
+            return len(gpus), "nvidia-smi -L"
+        return 0, f"nvidia-smi -L exited {listing.returncode}"
+    return 0, "nvidia-smi not found"
+
+
+def require_gpus(count: int, what: str = "this GPU profile") -> int:
+    """Raise :class:`GpuNotFoundError` in one line unless ``count`` GPUs are visible."""
+    found, how = count_gpus()
+    if found < count:
+        raise GpuNotFoundError(
+            f"{what} needs {count} CUDA GPU(s), found {found} ({how}); run it on a GPU "
+            "host with the 'gpu' extra installed (pip install '.[gpu]')"
+        )
+    return found
+
+
+def profile_paths(name: str, root: str | os.PathLike = "results/profiles") -> dict[str, Path]:
+    """Where one profile's files go: ``<root>/<name>/<name>.nsys-rep`` and beside it."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"profile name must be a plain file name, got {name!r}")
+    folder = Path(root) / name
+    return {
+        "dir": folder,
+        "output": folder / name,  # what ``nsys profile -o`` takes (no extension)
+        "report": folder / f"{name}.nsys-rep",
+        "sqlite": folder / f"{name}.sqlite",
+        "stats_prefix": folder / "stats" / name,
+        "tables": folder / "tables",
+        "summary": folder / "summary.md",
+    }
+
+
+def profile_command(
+    name: str,
+    command: Sequence[str],
+    *,
+    gpu: bool = False,
+    root: str | os.PathLike = "results/profiles",
+    nsys: str = "nsys",
+) -> list[str]:
+    """The ``nsys profile`` command line that wraps ``command`` (e.g. a bench run).
+
+    CPU: NVTX ranges and OS runtime calls (the waits); GPU adds CUDA.  CPU sampling and
+    context-switch tracing are off in both: the tables use neither, and both cost time.
+    """
+    if isinstance(command, str) or not command:
+        raise ValueError("command must be a non-empty list of arguments")
+    trace = "cuda,nvtx,osrt" if gpu else "nvtx,osrt"
+    output = profile_paths(name, root)["output"]
+    return [
+        nsys,
+        "profile",
+        f"--trace={trace}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "-o",
+        str(output),
+        "--force-overwrite",
+        "true",
+        *command,
+    ]
+
+
+def stats_command(
+    report: str | os.PathLike, prefix: str | os.PathLike, info: NsysInfo
+) -> list[str]:
+    """``nsys stats`` writing each report as CSV to ``<prefix>_<report>.csv``."""
+    names = list(report_names(info.generation).values())
+    if info.reports:  # drop what this build does not ship instead of getting "ERROR"
+        names = [name for name in names if name in info.reports]
+    return [
+        info.path,
+        "stats",
+        "--report",
+        ",".join(names),
+        "--format",
+        "csv",
+        "--output",
+        str(prefix),
+        "--force-export=true",
+        "--force-overwrite=true",
+        str(report),
+    ]
+
+
+def export_stats(
+    report: str | os.PathLike,
+    prefix: str | os.PathLike,
+    *,
+    nsys: str | None = None,
+    waits: bool = True,
+) -> list[Path]:
+    """Run ``nsys stats`` on ``report`` and return the CSV files it wrote.
+
+    Files are ``<prefix>_<report name>.csv`` (0 bytes for a report without data).  With
+    ``waits`` the per-range wait report :mod:`ring.nsys.waits` computes from the exported
+    SQLite file is added as ``<prefix>_ring_waits.csv``.
+    """
+    from .waits import write_range_waits
+
+    report = Path(report)
+    if not report.is_file():
+        raise FileNotFoundError(f"no Nsight Systems report at {report}")
+    info = require_nsys(nsys)
+    prefix = Path(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    argv = stats_command(report, prefix, info)
+    done = _run(argv, timeout=1800)
+    output = done.stdout + done.stderr
+    errors = [line.strip() for line in output.splitlines() if line.lstrip().startswith("ERROR")]
+    if done.returncode != 0 or errors:
+        detail = "; ".join(errors) or output.strip()[-500:]
+        raise NsysError(f"{' '.join(argv)} failed (exit {done.returncode}): {detail}")
+    written = []
+    for name in argv[argv.index("--report") + 1].split(","):
+        path = Path(f"{prefix}_{name}.csv")
+        if path.is_file():
+            written.append(path)
+    if waits:
+        sqlite = report.with_suffix(".sqlite")
+        if sqlite.is_file():
+            written.append(write_range_waits(sqlite, Path(f"{prefix}_ring_waits.csv")))
+    return written
