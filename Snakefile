@@ -1,0 +1,65 @@
+# The ring-allreduce study: `snakemake --cores 8 all` reproduces every result this machine
+# can produce; named targets run one stage. Rules live in workflow/rules/, one file per stage.
+
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/profile.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_inputs,
+
+
+rule cpu:
+    input:
+        cpu_target,
+
+
+rule mpi:
+    input:
+        mpi_target,
+
+
+rule gpu:
+    input:
+        gpu_target,
+
+
+rule kernel_bw:
+    input:
+        kernel_bw_target,
+
+
+rule nsys_cpu:
+    input:
+        nsys_target("cpu"),
+
+
+rule nsys_2gpu:
+    input:
+        nsys_target("2gpu"),
+
+
+rule nsys_4gpu:
+    input:
+        nsys_target("4gpu"),
+
+
+rule report:
+    input:
+        "results/report/index.html",
+        "results/report/report.md",

@@ -1,0 +1,88 @@
+# The sweeps: one harness run per backend and node count, writing FILE.csv (one row per
+# size) and FILE.json (environment, ceilings, command) side by side.
+#
+# Every job here times something, so each takes one unit of the `bench` resource, which
+# profiles/default limits to 1: benchmark jobs never share the machine with each other,
+# whatever --cores says.
+
+
+rule cpu_bench:
+    output:
+        csv="results/cpu/{backend}_n{nodes}_{dtype}.csv",
+        json="results/cpu/{backend}_n{nodes}_{dtype}.json",
+    log:
+        "results/logs/cpu/{backend}_n{nodes}_{dtype}.log",
+    wildcard_constraints:
+        backend="|".join(config["cpu"]["backends"]),
+    conda:
+        "../../envs/cpu.yaml"
+    threads: lambda wildcards: int(wildcards.nodes)
+    resources:
+        bench=1,
+    params:
+        sweep=sweep_args("cpu"),
+    shell:
+        "python -m ring.bench --backend {wildcards.backend} --nodes {wildcards.nodes}"
+        " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
+
+
+rule mpi_bench:
+    output:
+        csv="results/mpi/{backend}_n{nodes}_{dtype}.csv",
+        json="results/mpi/{backend}_n{nodes}_{dtype}.json",
+    log:
+        "results/logs/mpi/{backend}_n{nodes}_{dtype}.log",
+    wildcard_constraints:
+        backend="|".join(config["mpi"]["backends"]),
+    conda:
+        "../../envs/mpi.yaml"
+    threads: lambda wildcards: int(wildcards.nodes)
+    resources:
+        bench=1,
+        # One rank per node: `mpi` is the launcher (profiles/slurm sets srun).
+        tasks=lambda wildcards: int(wildcards.nodes),
+        mpi=config["mpi"]["launcher"],
+    params:
+        sweep=sweep_args("mpi"),
+    shell:
+        "{resources.mpi} -n {resources.tasks} python -m ring.bench"
+        " --backend {wildcards.backend} --nodes {wildcards.nodes}"
+        " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
+
+
+rule gpu_bench:
+    output:
+        csv="results/gpu/{backend}_n{nodes}_{dtype}.csv",
+        json="results/gpu/{backend}_n{nodes}_{dtype}.json",
+    log:
+        "results/logs/gpu/{backend}_n{nodes}_{dtype}.log",
+    wildcard_constraints:
+        backend="|".join(config["gpu"]["backends"]),
+    conda:
+        "../../envs/gpu.yaml"
+    resources:
+        bench=1,
+        gpu=lambda wildcards: devices_for(int(wildcards.nodes)),
+    params:
+        sweep=sweep_args("gpu"),
+    shell:
+        "python -m ring.bench --backend {wildcards.backend} --nodes {wildcards.nodes}"
+        " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
+
+
+rule kernel_bw_sweep:
+    output:
+        csv="results/gpu/kernel_bw_{dtype}.csv",
+        json="results/gpu/kernel_bw_{dtype}.json",
+    log:
+        "results/logs/gpu/kernel_bw_{dtype}.log",
+    conda:
+        "../../envs/gpu.yaml"
+    resources:
+        bench=1,
+        gpu=1,
+    params:
+        sweep=sweep_args("kernel_bw"),
+    shell:
+        "python -m ring.bench kernel-bw -d {wildcards.dtype} {params.sweep}"
+        " --out {output.csv} > {log} 2>&1"

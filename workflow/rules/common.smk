@@ -1,0 +1,436 @@
+# Shared by every stage: what this machine offers (GPUs, an MPI launcher, nsys), the sweep
+# settings of each kind, and the files each target asks for. Everything here runs once, when
+# the DAG is built; nothing here measures anything.
+
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from snakemake.exceptions import WorkflowError
+
+# -- configuration ------------------------------------------------------------------------
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+SWEEP_KEYS = (
+    "min_bytes",
+    "max_bytes",
+    "step_factor",
+    "iters",
+    "warmup",
+    "check",
+    "dtypes",
+    "op",
+    "seed",
+)
+PROFILE_GPUS = {"2gpu": 2, "4gpu": 4}
+
+
+def size_bytes(value):
+    """Bytes of a size written as 4096 or 4K/64M/1G (powers of 1024, as the harness reads them)."""
+    if isinstance(value, int):
+        return value
+    match = re.fullmatch(r"([0-9]+)([KMG]?)", str(value))
+    if match is None:
+        raise WorkflowError(f"config: {value!r} is not a size (e.g. 4096, 1K, 64M, 1G)")
+    return int(match.group(1)) * SIZE_UNITS[match.group(2)]
+
+
+def sweep_settings(kind):
+    """The `bench` settings with the overrides of `kind` (cpu, mpi, gpu, kernel_bw)."""
+    own = config[kind]
+    return {key: own.get(key, config["bench"][key]) for key in SWEEP_KEYS}
+
+
+def check_config():
+    """Relations between values that the schema cannot express, each with a one-line message."""
+    for kind in ("cpu", "mpi", "gpu", "kernel_bw"):
+        settings = sweep_settings(kind)
+        low, high = size_bytes(settings["min_bytes"]), size_bytes(settings["max_bytes"])
+        if low > high:
+            raise WorkflowError(
+                f"config: {kind} sweep has min_bytes {settings['min_bytes']} above "
+                f"max_bytes {settings['max_bytes']}"
+            )
+    for name, profile in config["nsys"]["profiles"].items():
+        wanted = "cpu" if name == "cpu" else "gpu"
+        if profile["backend"] != wanted:
+            raise WorkflowError(
+                f"config: nsys profile {name!r} must use backend {wanted!r}, "
+                f"not {profile['backend']!r}"
+            )
+        if name in PROFILE_GPUS and profile["nodes"] != PROFILE_GPUS[name]:
+            raise WorkflowError(
+                f"config: nsys profile {name!r} profiles {PROFILE_GPUS[name]} nodes; "
+                f"nodes is {profile['nodes']}"
+            )
+
+
+check_config()
+
+
+wildcard_constraints:
+    nodes=r"\d+",
+    dtype=r"[a-z]+[0-9]+",
+
+
+# -- what this machine offers -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether a piece is usable here, and in one phrase why (not)."""
+
+    ok: bool
+    why: str
+
+
+def count_gpus():
+    """(count, how it was found). Cheap and never raises: a failed probe counts 0 GPUs."""
+    notes = []
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        notes.append("nvidia-smi not found")
+    else:
+        try:
+            done = subprocess.run(
+                [smi, "-L"], capture_output=True, text=True, timeout=20, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            notes.append(f"nvidia-smi -L failed ({exc})")
+        else:
+            if done.returncode == 0:
+                count = sum(
+                    line.startswith("GPU ") for line in done.stdout.splitlines()
+                )
+                return visible_gpus(count, "nvidia-smi -L")
+            notes.append(f"nvidia-smi -L exited {done.returncode}")
+    if importlib.util.find_spec("cupy") is None:
+        notes.append("CuPy not installed")
+        return 0, "; ".join(notes)
+    # In a child process: a broken driver can hang or crash the CUDA runtime.
+    probe = "import cupy; print(cupy.cuda.runtime.getDeviceCount())"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        notes.append(f"CuPy probe failed ({exc})")
+        return 0, "; ".join(notes)
+    if done.returncode == 0 and done.stdout.strip().isdigit():
+        return visible_gpus(int(done.stdout.strip()), "CuPy")
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    notes.append("CuPy sees no device: " + re.sub(r"^[\w.]+Error: ", "", last))
+    return 0, "; ".join(notes)
+
+
+def visible_gpus(count, how):
+    """nvidia-smi lists every device; CUDA_VISIBLE_DEVICES limits what a job can use."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return count, how
+    listed = [item for item in visible.split(",") if item.strip()]
+    if len(listed) >= count:
+        return count, how
+    return len(listed), f"{how}, CUDA_VISIBLE_DEVICES={visible!r}"
+
+
+def probe_gpus():
+    """(count, a phrase saying where the count comes from)."""
+    if config["gpus"] == "auto":
+        count, how = count_gpus()
+        return count, f"found {count} ({how})"
+    return config["gpus"], f"the config sets gpus: {config['gpus']}"
+
+
+def probe_mpi():
+    launcher = shlex.split(config["mpi"]["launcher"])[0]
+    if shutil.which(launcher) is None:
+        return Probe(False, f"MPI launcher {launcher!r} not found on PATH")
+    if importlib.util.find_spec("mpi4py") is None:
+        return Probe(False, "the Python package mpi4py is not installed")
+    return Probe(True, f"{launcher} and mpi4py found")
+
+
+def probe_nsys():
+    executable = config["nsys"]["executable"]
+    found = shutil.which(executable)
+    if found is None:
+        return Probe(False, f"Nsight Systems ({executable!r}) not found on PATH")
+    return Probe(True, f"nsys at {found}")
+
+
+GPUS, GPUS_HOW = probe_gpus()
+MPI = probe_mpi()
+NSYS = probe_nsys()
+
+MPI_HINT = (
+    "install Open MPI and mpi4py: apt-get install openmpi-bin libopenmpi-dev "
+    "&& pip install '.[mpi]' (scripts/setup.sh does both)"
+)
+NSYS_HINT = "install it with: sudo sh scripts/install_nsys.sh (Debian 12), or use a CUDA toolkit's nsys"
+
+if os.geteuid() == 0:
+    # Containers and CI runners run as root, which Open MPI refuses without these; other
+    # MPI libraries ignore them.
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+
+
+def stop(message):
+    """End the run before any job starts, with one line on stderr and exit status 1."""
+    sys.exit(f"error: {message}")
+
+
+def gpu_shortfall(nodes):
+    """Why a GPU job over `nodes` nodes cannot run here, or None when it can."""
+    if GPUS >= nodes:
+        return None
+    if GPUS >= 1 and config["shared_devices"]:
+        return None
+    needed = f"needs {nodes} GPU{'s' if nodes > 1 else ''}, {GPUS_HOW}"
+    if GPUS >= 1:
+        return (
+            f"{needed}; set shared_devices: true to place several nodes on one device"
+        )
+    return needed
+
+
+def devices_for(nodes):
+    """GPUs a job over `nodes` nodes occupies (fewer than nodes only with shared_devices)."""
+    return max(1, min(nodes, GPUS))
+
+
+def shares_devices(nodes):
+    return devices_for(nodes) < nodes
+
+
+# -- command lines --------------------------------------------------------------------------
+
+
+def sweep_args(kind):
+    """The harness flags of a `kind` sweep, in nccl-tests' vocabulary."""
+    s = sweep_settings(kind)
+    args = [
+        f"-b {s['min_bytes']}",
+        f"-e {s['max_bytes']}",
+        f"-f {s['step_factor']}",
+        f"-n {s['iters']}",
+        f"-w {s['warmup']}",
+        f"-c {s['check']}",
+        f"-o {s['op']}",
+        f"--seed {s['seed']}",
+    ]
+    if "sync" in config[kind]:
+        args.append(f"--sync {','.join(config[kind]['sync'])}")
+    return " ".join(args)
+
+
+def profile_args(name):
+    """The harness flags of the fixed bench run that profile `name` wraps."""
+    p = config["nsys"]["profiles"][name]
+    args = [
+        f"--backend {p['backend']}",
+        f"--nodes {p['nodes']}",
+        f"-b {p['bytes']}",
+        f"-e {p['bytes']}",
+        f"-n {p['iters']}",
+        f"-w {p['warmup']}",
+        f"-d {p.get('dtype', config['bench']['dtypes'][0])}",
+        f"-o {config['bench']['op']}",
+        f"--seed {config['bench']['seed']}",
+    ]
+    if "sync" in p:
+        args.append(f"--sync {p['sync']}")
+    return " ".join(args)
+
+
+# -- files each target asks for -----------------------------------------------------------
+
+
+def sweep_files(kind, nodes_list=None):
+    nodes_list = config[kind]["nodes"] if nodes_list is None else nodes_list
+    return [
+        f"results/{kind}/{backend}_n{nodes}_{dtype}.csv"
+        for backend in config[kind]["backends"]
+        for nodes in nodes_list
+        for dtype in sweep_settings(kind)["dtypes"]
+    ]
+
+
+def gpu_nodes_here():
+    return [nodes for nodes in config["gpu"]["nodes"] if gpu_shortfall(nodes) is None]
+
+
+def profile_files(name):
+    return [
+        f"results/profiles/{name}/{name}.nsys-rep",
+        f"results/profiles/{name}/summary.md",
+        f"results/profiles/{name}/tables",
+    ]
+
+
+def profile_possible(name):
+    """Why profile `name` cannot be taken here, or None when it can."""
+    missing = []
+    if name in PROFILE_GPUS:
+        shortfall = gpu_shortfall(PROFILE_GPUS[name])
+        if shortfall:
+            missing.append(shortfall)
+    if not NSYS.ok:
+        missing.append(f"{NSYS.why}; {NSYS_HINT}")
+    return "; ".join(missing) or None
+
+
+def profiles_here():
+    return [
+        name for name in config["nsys"]["profiles"] if profile_possible(name) is None
+    ]
+
+
+def sweeps_here():
+    """Every sweep result this machine can produce, in the order the report lists them."""
+    files = sweep_files("cpu")
+    if MPI.ok:
+        files += sweep_files("mpi")
+    files += sweep_files("gpu", gpu_nodes_here())
+    return files
+
+
+def kernel_bw_files():
+    return [
+        f"results/gpu/kernel_bw_{dtype}.csv"
+        for dtype in sweep_settings("kernel_bw")["dtypes"]
+    ]
+
+
+def kernel_bw_here():
+    return kernel_bw_files() if gpu_shortfall(1) is None else []
+
+
+def not_measured():
+    """What `all` leaves out on this machine, why, and the command that would produce it."""
+    absent = []
+    if not MPI.ok:
+        absent.append(
+            {
+                "what": "MPI sweeps (" + ", ".join(config["mpi"]["backends"]) + ")",
+                "why": MPI.why,
+                "how": f"{MPI_HINT}, then: snakemake --cores 8 mpi",
+            }
+        )
+    for nodes in config["gpu"]["nodes"]:
+        shortfall = gpu_shortfall(nodes)
+        if shortfall:
+            absent.append(
+                {
+                    "what": f"GPU sweeps at N = {nodes} ("
+                    + ", ".join(config["gpu"]["backends"])
+                    + ")",
+                    "why": shortfall,
+                    "how": f"on a machine with {nodes} GPUs: snakemake --cores 8 gpu",
+                }
+            )
+    shortfall = gpu_shortfall(1)
+    if shortfall:
+        absent.append(
+            {
+                "what": "reduction kernel bandwidth (one GPU)",
+                "why": shortfall,
+                "how": "on a machine with a GPU: snakemake --cores 8 kernel_bw",
+            }
+        )
+    for name in config["nsys"]["profiles"]:
+        why = profile_possible(name)
+        if why:
+            needs = [f"{PROFILE_GPUS[name]} GPUs"] if name in PROFILE_GPUS else []
+            needs.append("nsys (sudo sh scripts/install_nsys.sh)")
+            absent.append(
+                {
+                    "what": f"Nsight Systems profile {name}",
+                    "why": why,
+                    "how": f"on a machine with {' and '.join(needs)}: "
+                    f"snakemake --cores 8 nsys_{name}",
+                }
+            )
+    return absent
+
+
+def all_inputs(wildcards):
+    """Everything that does not need a piece this machine lacks, and the report."""
+    files = sweeps_here() + kernel_bw_here()
+    for name in profiles_here():
+        files += profile_files(name)
+    return files + [
+        "results/report/not_measured.json",
+        "results/report/index.html",
+        "results/report/report.md",
+    ]
+
+
+# Named targets: each stops the run, before any job starts, when this machine lacks a piece.
+
+
+def cpu_target(wildcards):
+    return sweep_files("cpu")
+
+
+def mpi_target(wildcards):
+    if not MPI.ok:
+        stop(f"target mpi: {MPI.why}; {MPI_HINT}")
+    return sweep_files("mpi")
+
+
+def gpu_target(wildcards):
+    for nodes in config["gpu"]["nodes"]:
+        shortfall = gpu_shortfall(nodes)
+        if shortfall:
+            stop(f"target gpu: the sweep at N = {nodes} {shortfall}")
+    return sweep_files("gpu")
+
+
+def kernel_bw_target(wildcards):
+    shortfall = gpu_shortfall(1)
+    if shortfall:
+        stop(f"target kernel_bw {shortfall}")
+    return kernel_bw_files()
+
+
+def nsys_target(name):
+    def inputs(wildcards):
+        why = profile_possible(name)
+        if why:
+            stop(f"target nsys_{name}: {why}")
+        return profile_files(name)
+
+    return inputs
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def report_args(wildcards, input):
+    """The result files of this run, as `python -m ring.report` takes them."""
+    args = [f"--sweep {path}" for path in input.sweeps]
+    args += [f"--kernel-bw {path}" for path in input.kernel_bw]
+    args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
+    return " ".join(args)
+
+
+def figure_captions():
+    """Figure name -> caption, as the report module words them (for `snakemake --report`)."""
+    try:
+        from ring.report.figures import FIGURES
+    except ImportError:
+        # Snakemake may run from an environment without the package (jobs then use
+        # envs/analysis.yaml); the figures still carry the caption's generic part.
+        return {}
+    return {spec.name: spec.caption for spec in FIGURES}

@@ -1,0 +1,53 @@
+# Nsight Systems profiles: one fixed, representative bench run under `nsys profile`, then
+# `nsys stats` to CSV, the tidy tables and summary.md (python -m ring.nsys profile does all
+# four). Profiling times the ring, so each job takes the `bench` resource.
+
+
+rule nsys_profile_cpu:
+    output:
+        report="results/profiles/cpu/cpu.nsys-rep",
+        stats=directory("results/profiles/cpu/stats"),
+        tables=directory("results/profiles/cpu/tables"),
+        summary="results/profiles/cpu/summary.md",
+        csv="results/profiles/cpu/bench.csv",
+        json="results/profiles/cpu/bench.json",
+    log:
+        "results/logs/profiles/cpu.log",
+    conda:
+        "../../envs/cpu.yaml"
+    threads: config["nsys"]["profiles"]["cpu"]["nodes"]
+    resources:
+        bench=1,
+    params:
+        nsys=config["nsys"]["executable"],
+        run=profile_args("cpu"),
+    shell:
+        "python -m ring.nsys profile --name cpu --root results/profiles --nsys {params.nsys}"
+        " -- python -m ring.bench {params.run} --out {output.csv} > {log} 2>&1"
+
+
+rule nsys_profile_gpu:
+    output:
+        report="results/profiles/{nodes}gpu/{nodes}gpu.nsys-rep",
+        stats=directory("results/profiles/{nodes}gpu/stats"),
+        tables=directory("results/profiles/{nodes}gpu/tables"),
+        summary="results/profiles/{nodes}gpu/summary.md",
+        csv="results/profiles/{nodes}gpu/bench.csv",
+        json="results/profiles/{nodes}gpu/bench.json",
+    log:
+        "results/logs/profiles/{nodes}gpu.log",
+    wildcard_constraints:
+        nodes="2|4",
+    conda:
+        "../../envs/gpu.yaml"
+    resources:
+        bench=1,
+        gpu=lambda wildcards: devices_for(int(wildcards.nodes)),
+    params:
+        nsys=config["nsys"]["executable"],
+        run=lambda wildcards: profile_args(f"{wildcards.nodes}gpu"),
+        devices=lambda wildcards: devices_for(int(wildcards.nodes)),
+    shell:
+        "python -m ring.nsys profile --name {wildcards.nodes}gpu --root results/profiles"
+        " --gpus {params.devices} --nsys {params.nsys}"
+        " -- python -m ring.bench {params.run} --out {output.csv} > {log} 2>&1"
