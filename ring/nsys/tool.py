@@ -202,6 +202,8 @@ def profile_command(
 
     CPU: NVTX ranges and OS runtime calls (the waits); GPU adds CUDA.  CPU sampling and
     context-switch tracing are off in both: the tables use neither, and both cost time.
+    Create ``profile_paths(name, root)["dir"]`` first: when the output folder is missing,
+    nsys 2022.4 writes the report to /tmp/nsys-report-XXXX.nsys-rep instead and exits 0.
     """
     if isinstance(command, str) or not command:
         raise ValueError("command must be a non-empty list of arguments")
