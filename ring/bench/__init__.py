@@ -1,0 +1,16 @@
+"""The measurement harness: ``python -m ring.bench`` (console script ``ring-bench``).
+
+Measures allreduce the way nccl-tests' ``all_reduce_perf`` does, for our ring and its
+peers in one loop, next to the machine's memory ceilings measured in the same run, and
+writes a tidy CSV with the environment in a JSON beside it.
+
+* :mod:`ring.bench.cli`: flags and their checks (exit 2 on bad input);
+* :mod:`ring.bench.backends`: the backend plugin interface and the CPU-side backends;
+* :mod:`ring.bench.runner`: the loop; :mod:`ring.bench.data`: inputs and validation;
+* :mod:`ring.bench.ceilings`, :mod:`ring.bench.environment`, :mod:`ring.bench.results`;
+* :mod:`ring.bench.merge`: several runs into one file.
+"""
+
+from .backends import Backend, HostSession, MpiSession, Session, register_backend
+
+__all__ = ["Backend", "HostSession", "MpiSession", "Session", "register_backend"]

@@ -1,0 +1,39 @@
+"""``python -m ring.bench`` / ``ring-bench``: exit 0 ok, 1 wrong results, 2 bad input."""
+
+from __future__ import annotations
+
+import sys
+
+from .._optional import MissingDependencyError
+from .backends import available_backends
+from .cli import BenchInputError, parse_args
+from .merge import merge_main
+from .runner import env_is_root, run
+
+__all__ = ["main"]
+
+
+def _known_syncs(backends) -> list[str]:
+    return list(dict.fromkeys(mode for cls in backends.values() for mode in cls.sync_modes))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = list(sys.orig_argv) if argv is None else ["ring-bench", *args]
+    try:
+        if args[:1] == ["merge"]:
+            return merge_main(args[1:], command)
+        backends = available_backends()
+        config = parse_args(args, list(backends), _known_syncs(backends))
+        return run(config, command)
+    except (BenchInputError, MissingDependencyError) as exc:
+        if env_is_root():
+            print(f"ring.bench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ring.bench: interrupted; no result file written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""Backends of the harness: plugins that one measuring loop drives.
+
+A backend is one way to allreduce N buffers (our ring on threads, a peer such as
+``numpy-direct`` or ``MPI_Allreduce``, later our ring on GPUs or MPI ranks, NCCL).  The
+loop in :mod:`ring.bench.runner` never names a backend; it only calls the interface below.
+
+Adding a backend
+================
+
+Subclass :class:`Backend`, decorate it with :func:`register_backend`, and make sure its
+module is imported: either define it here or put its module path in
+:data:`PLUGIN_MODULES`; modules named in the environment variable ``RING_BENCH_PLUGINS``
+(comma list) are imported too, which is how a test hands a broken backend to the ranks
+of an ``mpirun`` launch.  Both are imported the first time the registry is read.  Import optional
+packages (cupy, mpi4py, nccl) inside :meth:`Backend.check` / :meth:`Backend.open`, never
+at module level, so ``python -m ring.bench --backend cpu`` works with numpy alone.
+
+Class attributes
+    ``name``            the ``--backend`` value and the CSV ``backend`` column.
+    ``description``     one line for ``--help`` and the JSON.
+    ``traffic``         the formula behind :meth:`Backend.traffic_bytes`, for humans
+                        (``"5(N-1)·S"``), or None when unknown.
+    ``sync_modes``      the values of ``--sync`` it accepts, its default first; empty
+                        when it has no choice (the CSV then says ``sync=none``).
+    ``needs_mpirun``    True for backends whose nodes are MPI ranks: the run must be
+                        launched by ``mpirun -n N``, ``--nodes`` defaults to (and must
+                        equal) the world size, and such backends cannot share a run with
+                        single-process ones.  Rank 0 prints and writes the files.
+    ``extra_columns``   names of CSV columns beyond :data:`ring.bench.results.COLUMNS`
+                        that its sessions fill through :meth:`Session.row_extras`.
+
+Methods (all ranks call each one, in the same order, under ``mpirun``)
+    ``check(config, world)``    raise :class:`~ring.bench.cli.BenchInputError` (or
+                        :class:`~ring._optional.MissingDependencyError`) with one clear
+                        line if this backend cannot run this configuration here (missing
+                        package, no device, unsupported dtype or op).  Runs before
+                        anything is measured or written; the command then exits 2.
+    ``traffic_bytes(nbytes, nodes)``  bytes the algorithm reads plus writes in memory
+                        for one call with per-node size ``nbytes``, giving the
+                        ``traffic_GBps`` column, or None if unknown.  cpu ring
+                        allreduce: 5(N-1)·S (3(N-1)·S reduce-scatter, 2(N-1)·S
+                        all-gather); numpy-direct: 2N·S (read every input once, write
+                        every output once).
+    ``ceilings(config, world)`` extra ceilings measured in this run (e.g. a GPU
+                        backend's device-to-device and peer bandwidth), merged into the
+                        JSON's ``ceilings`` next to the harness's CPU ``copy_GBps`` and
+                        ``add_GBps``.  Missing values are None, never invented.
+    ``open(nodes, sync, config, world)``  a :class:`Session` for one (nodes, sync); the
+                        loop uses it for every size, then closes it.
+
+The session protocol, for each size (one "point")
+    1. ``load(inputs)``: ``inputs`` are host NumPy arrays, fresh random non-zero data the
+       harness drew from ``--seed`` (:func:`ring.bench.data.make_input`): all N of them
+       in a single-process run, ``[inputs[rank]]`` under mpirun (a rank owns node
+       ``rank``).  The session keeps them as the pristine copy (the harness never
+       modifies them) and makes its own working buffers (host copies, device arrays),
+       dropping the previous size's buffers first.
+    2. ``restore()`` before every call, warm-up and timed, outside the timed region: the
+       working buffers get the inputs back, so every call reduces the same data and
+       in-place ops cannot compound (a product would overflow).
+    3. ``call()`` ``-w`` times (warm-up, untimed), then ``timed_call()`` ``-n`` times.
+       ``timed_call`` times one collective with the backend's own clock and keeps the
+       result: host ``time.perf_counter`` around a synchronous call on the CPU; CUDA
+       events recorded on the stream around the call for a GPU backend (no host
+       synchronisation inside the loop); MPI: ``MPI_Barrier`` before the call (untimed),
+       ``perf_counter`` around it on every rank.
+    4. ``times()``: the seconds of each ``timed_call`` since ``load``, in order.  A GPU
+       backend synchronises once here and reads its events; an MPI backend returns the
+       maximum over ranks of each call (an MPI-wide collective, so every rank gets the
+       same list).
+    5. ``results()``: host NumPy arrays of this process's nodes after the last timed
+       call (all N, or the rank's own), copied back from a device if needed.  The harness
+       validates each against the float64 reference it computed with plain NumPy
+       (:mod:`ring.bench.data`) and sums the wrong elements over ranks.
+    ``shared_devices`` (attribute): True when several nodes share one memory or device
+    (threads in one process, logical nodes on one GPU, ranks on one host), where memory
+    traffic, not a link, is the honest ceiling.  ``row_extras()`` returns the values of
+    ``extra_columns``.  ``close()`` frees threads, devices and buffers.
+
+:class:`HostSession` implements all of this for host NumPy buffers and
+:class:`MpiSession` adds the barrier and the max over ranks; a new host or MPI backend
+only writes ``collective()``.  Tests inject a wrong reduction by registering a backend
+whose ``collective()`` is broken (see ``tests/test_bench.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ..cpu import SYNC_MODES, CpuCommunicator
+from ..ops import resolve_op
+from ..schedule import chunk_range
+from .cli import BenchInputError
+from .parallel import WorkerPool
+
+if TYPE_CHECKING:
+    from .cli import BenchConfig
+
+__all__ = [
+    "PLUGIN_MODULES",
+    "Backend",
+    "HostSession",
+    "MpiSession",
+    "Session",
+    "available_backends",
+    "get_backend",
+    "register_backend",
+    "unregister_backend",
+]
+
+# Modules that define further backends; imported once, the first time the registry is read.
+PLUGIN_MODULES: tuple[str, ...] = ("ring.bench.mpi_ring",)
+
+PLUGINS_ENV = "RING_BENCH_PLUGINS"
+
+_REGISTRY: dict[str, type[Backend]] = {}
+_plugins_loaded = False
+
+
+def register_backend(cls: type[Backend] | None = None, *, replace: bool = False):
+    """Class decorator adding a :class:`Backend` subclass to the registry under its ``name``."""
+
+    def add(backend: type[Backend]) -> type[Backend]:
+        name = getattr(backend, "name", None)
+        if not isinstance(name, str) or not name or "," in name:
+            raise ValueError(f"{backend.__name__}.name must be a non-empty name without commas")
+        if name in _REGISTRY and not replace and _REGISTRY[name] is not backend:
+            raise ValueError(f"a backend named {name!r} is already registered")
+        _REGISTRY[name] = backend
+        return backend
+
+    return add if cls is None else add(cls)
+
+
+def unregister_backend(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def available_backends() -> dict[str, type[Backend]]:
+    """Every registered backend by name, after importing :data:`PLUGIN_MODULES`."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        extra = os.environ.get(PLUGINS_ENV, "")
+        for module in (*PLUGIN_MODULES, *filter(None, map(str.strip, extra.split(",")))):
+            importlib.import_module(module)
+        _plugins_loaded = True
+    return dict(_REGISTRY)
+
+
+def get_backend(name: str) -> Backend:
+    backends = available_backends()
+    if name not in backends:
+        raise BenchInputError(f"unknown backend {name!r}: expected one of {', '.join(backends)}")
+    return backends[name]()
+
+
+class Session:
+    """One backend at one (nodes, sync), reused for every size of the sweep."""
+
+    shared_devices: bool = False
+
+    def load(self, inputs: Sequence[np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def restore(self) -> None:
+        raise NotImplementedError
+
+    def call(self) -> None:
+        raise NotImplementedError
+
+    def timed_call(self) -> None:
+        raise NotImplementedError
+
+    def times(self) -> list[float]:
+        raise NotImplementedError
+
+    def results(self) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def row_extras(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class HostSession(Session):
+    """Working buffers are host NumPy copies of the inputs; time is ``perf_counter``."""
+
+    shared_devices = True
+
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+        self.nodes = nodes
+        self.sync = sync
+        self.dtype = config.dtype
+        self.op = config.op
+        self.ufunc = resolve_op(config.op, config.dtype)
+        self.world = world
+        self.buffers: list[np.ndarray] = []
+        self._inputs: list[np.ndarray] = []
+        self._times: list[float] = []
+
+    def collective(self) -> None:
+        """One allreduce over ``self.buffers`` (this process's nodes)."""
+        raise NotImplementedError
+
+    def load(self, inputs: Sequence[np.ndarray]) -> None:
+        self.buffers = []
+        self._inputs = list(inputs)
+        self.buffers = [np.empty_like(values) for values in self._inputs]
+        self._times = []
+
+    def restore(self) -> None:
+        for buffer, values in zip(self.buffers, self._inputs, strict=True):
+            np.copyto(buffer, values)
+
+    def call(self) -> None:
+        self.collective()
+
+    def timed_call(self) -> None:
+        start = time.perf_counter()
+        self.collective()
+        self._times.append(time.perf_counter() - start)
+
+    def times(self) -> list[float]:
+        return list(self._times)
+
+    def results(self) -> list[np.ndarray]:
+        return self.buffers
+
+
+class MpiSession(HostSession):
+    """A host session on one MPI rank: a barrier before each timed call lines the ranks
+    up, and a call lasts as long as its slowest rank."""
+
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+        super().__init__(nodes, sync, config, world)
+        self.shared_devices = world.local_size > 1
+
+    def timed_call(self) -> None:
+        self.world.barrier()
+        start = time.perf_counter()
+        self.collective()
+        self._times.append(time.perf_counter() - start)
+
+    def times(self) -> list[float]:
+        return [float(t) for t in self.world.max_elementwise(np.asarray(self._times))]
+
+
+class Backend:
+    """Base class of a backend plugin; see the module docstring for the contract."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    traffic: ClassVar[str | None] = None
+    sync_modes: ClassVar[tuple[str, ...]] = ()
+    needs_mpirun: ClassVar[bool] = False
+    extra_columns: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, config: BenchConfig, world) -> None:
+        pass
+
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int | None:
+        return None
+
+    def ceilings(self, config: BenchConfig, world) -> dict[str, Any]:
+        return {}
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        raise NotImplementedError
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        return {
+            "description": cls.description,
+            "traffic": cls.traffic,
+            "sync_modes": list(cls.sync_modes),
+            "needs_mpirun": cls.needs_mpirun,
+        }
+
+
+# -- cpu: our ring ---------------------------------------------------------------------
+
+
+class CpuSession(HostSession):
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+        super().__init__(nodes, sync, config, world)
+        self.communicator = CpuCommunicator(nodes, sync=sync)
+
+    def collective(self) -> None:
+        self.communicator.allreduce(self.buffers, self.op)
+
+    def close(self) -> None:
+        self.communicator.close()
+
+
+@register_backend
+class CpuBackend(Backend):
+    name = "cpu"
+    description = "our ring on one persistent thread per node (ring.CpuCommunicator)"
+    traffic = "5(N-1)·S"
+    sync_modes = SYNC_MODES
+
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int:
+        return 5 * (nodes - 1) * nbytes
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        return CpuSession(nodes, sync, config, world)
+
+
+# -- numpy-direct: the shared-memory optimum ---------------------------------------------
+
+# Below this many bytes per part, handing work to another thread costs more than it saves.
+NUMPY_DIRECT_MIN_PART_BYTES = 1 << 20
+# Each block of buffer 0 accumulates all N inputs while it sits in the L2 cache, so memory
+# sees every input read once and every output written once.
+NUMPY_DIRECT_BLOCK_BYTES = 128 << 10
+
+
+class NumpyDirectSession(HostSession):
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+        super().__init__(nodes, sync, config, world)
+        self.pool = WorkerPool()
+        self._block = max(1, NUMPY_DIRECT_BLOCK_BYTES // config.dtype.itemsize)
+        self._parts = 1
+        self._bounds: list[tuple[int, int]] = []
+
+    def load(self, inputs: Sequence[np.ndarray]) -> None:
+        super().load(inputs)
+        count = self._inputs[0].shape[0]
+        nbytes = count * self.dtype.itemsize
+        self._parts = min(self.pool.threads, max(1, nbytes // NUMPY_DIRECT_MIN_PART_BYTES))
+        self._bounds = [chunk_range(count, self._parts, p) for p in range(self._parts)]
+
+    def _reduce_part(self, part: int) -> None:
+        start, stop = self._bounds[part]
+        first, others = self.buffers[0], self.buffers[1:]
+        ufunc = self.ufunc
+        for a in range(start, stop, self._block):
+            b = min(a + self._block, stop)
+            acc = first[a:b]
+            for buffer in others:
+                ufunc(acc, buffer[a:b], out=acc)
+            for buffer in others:
+                buffer[a:b] = acc
+
+    def collective(self) -> None:
+        if self.nodes > 1:
+            self.pool.run(self._reduce_part, self._parts)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+@register_backend
+class NumpyDirectBackend(Backend):
+    name = "numpy-direct"
+    description = (
+        "each block reduced once across all N buffers with one ufunc per input and written "
+        "back to every buffer, on as many threads as cores"
+    )
+    traffic = "2N·S"
+
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int:
+        return 2 * nodes * nbytes if nodes > 1 else 0
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        return NumpyDirectSession(nodes, sync, config, world)
+
+
+# -- mpi-allreduce: what an MPI user calls -----------------------------------------------
+
+
+def _mpi_op(MPI, op: str):
+    return {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[op]
+
+
+class MpiAllreduceSession(MpiSession):
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+        super().__init__(nodes, sync, config, world)
+        MPI = world.MPI
+        self._op = _mpi_op(MPI, config.op)
+        self._datatype = mpi_datatype(MPI, config.dtype)
+        self._in_place = MPI.IN_PLACE
+
+    def collective(self) -> None:
+        for buffer in self.buffers:
+            self.world.comm.Allreduce(self._in_place, [buffer, self._datatype], op=self._op)
+
+
+def mpi_datatype(MPI, dtype: np.dtype):
+    """The predefined MPI datatype of ``dtype``, or None if this MPI library has none."""
+    fromcode = getattr(MPI.Datatype, "fromcode", None)  # mpi4py >= 4
+    try:
+        datatype = fromcode(dtype.char) if fromcode else MPI._typedict[dtype.char]
+    except (KeyError, ValueError, MPI.Exception):
+        return None
+    return None if datatype == MPI.DATATYPE_NULL else datatype
+
+
+@register_backend
+class MpiAllreduceBackend(Backend):
+    name = "mpi-allreduce"
+    description = "MPI_Allreduce (in place) through mpi4py, one rank per node, under mpirun"
+    traffic = None  # the MPI library's algorithm and its shared-memory copies are hidden
+    needs_mpirun = True
+
+    def check(self, config: BenchConfig, world) -> None:
+        if mpi_datatype(world.MPI, config.dtype) is None:
+            raise BenchInputError(
+                f"backend mpi-allreduce: this MPI library has no datatype for "
+                f"{config.dtype.name}; use another -d/--dtype"
+            )
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        return MpiAllreduceSession(nodes, sync, config, world)

@@ -1,0 +1,281 @@
+"""Command-line parsing for ``python -m ring.bench``: flags modelled on nccl-tests.
+
+Everything a run needs is checked here, before anything is measured or written, so that
+bad input ends with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..cpu import MAX_NODES
+from ..ops import OPS, resolve_op
+
+__all__ = ["BenchConfig", "BenchInputError", "format_size", "parse_args", "parse_size"]
+
+MAX_SIZES = 1000
+_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+# nccl-tests' type names next to NumPy's own.
+DTYPE_ALIASES = {
+    "half": "float16",
+    "float": "float32",
+    "double": "float64",
+    "int": "int32",
+    "uint": "uint32",
+    "int8": "int8",
+    "uint8": "uint8",
+}
+
+
+class BenchInputError(ValueError):
+    """Bad input to the harness: reported as one line, exit code 2, no output file."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise BenchInputError(message)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """The parsed arguments of one run (recorded as ``config`` in the JSON)."""
+
+    min_bytes: int
+    max_bytes: int
+    step_factor: float
+    iters: int
+    warmup: int
+    check: bool
+    dtype: np.dtype
+    op: str
+    backends: tuple[str, ...]
+    nodes: tuple[int, ...] | None
+    sync: tuple[str, ...] | None
+    out: Path | None
+    seed: int
+    sizes: tuple[int, ...] = field(default=())
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        return tuple(size // self.dtype.itemsize for size in self.sizes)
+
+    def to_json(self) -> dict:
+        return {
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "step_factor": self.step_factor,
+            "iters": self.iters,
+            "warmup": self.warmup,
+            "check": int(self.check),
+            "dtype": self.dtype.name,
+            "op": self.op,
+            "backends": list(self.backends),
+            "nodes": None if self.nodes is None else list(self.nodes),
+            "sync": None if self.sync is None else list(self.sync),
+            "out": None if self.out is None else str(self.out),
+            "seed": self.seed,
+            "sizes": list(self.sizes),
+        }
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text``: a plain integer or one with a binary suffix (``1K``, ``64M``, ``1G``)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise BenchInputError(
+            f"cannot parse size {text!r}: use a whole number of bytes with an optional "
+            "K, M, G or T suffix (binary: 1K = 1024), e.g. 64M"
+        )
+    return int(match.group(1)) * _SUFFIXES[match.group(2).upper()]
+
+
+def format_size(nbytes: int) -> str:
+    """The shortest exact binary form: 1024 -> '1K', 1536 -> '1536'."""
+    for suffix in ("T", "G", "M", "K"):
+        unit = _SUFFIXES[suffix]
+        if nbytes >= unit and nbytes % unit == 0:
+            return f"{nbytes // unit}{suffix}"
+    return str(nbytes)
+
+
+def _parse_dtype(text: str) -> np.dtype:
+    name = DTYPE_ALIASES.get(text.lower(), text.lower())
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "iufc" or dtype.name != name:
+        raise BenchInputError(
+            f"unknown dtype {text!r}: use a NumPy integer, floating or complex type name "
+            "such as float32, float64, float16, int32, int64, complex64"
+        )
+    return dtype
+
+
+def _split_list(text: str, flag: str) -> tuple[str, ...]:
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise BenchInputError(f"{flag} {text!r} has an empty item: use a comma list like 2,4")
+    return tuple(dict.fromkeys(items))
+
+
+def _parse_nodes(text: str) -> tuple[int, ...]:
+    values = []
+    for item in _split_list(text, "--nodes"):
+        try:
+            value = int(item)
+        except ValueError:
+            raise BenchInputError(
+                f"--nodes {text!r}: {item!r} is not a whole number (use e.g. 2,4)"
+            ) from None
+        if not 1 <= value <= MAX_NODES:
+            raise BenchInputError(f"--nodes {text!r}: every value must be in [1, {MAX_NODES}]")
+        values.append(value)
+    return tuple(values)
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, factor: float, itemsize: int) -> tuple[int, ...]:
+    """Sizes from ``min_bytes`` up to ``max_bytes`` multiplying by ``factor``, each rounded
+    down to whole elements (as nccl-tests does)."""
+    sizes: list[int] = []
+    size = min_bytes
+    while size <= max_bytes:
+        rounded = size // itemsize * itemsize
+        if rounded and (not sizes or rounded != sizes[-1]):
+            sizes.append(rounded)
+            if len(sizes) > MAX_SIZES:
+                raise BenchInputError(
+                    f"the sweep has more than {MAX_SIZES} sizes: raise -f/--step-factor "
+                    "or narrow -b/-e"
+                )
+        size = max(size + 1, math.floor(size * factor))
+    return tuple(sizes)
+
+
+def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m ring.bench",
+        description=(
+            "Measure allreduce the way nccl-tests' all_reduce_perf does: one line per size, "
+            "median time of -n calls after -w warm-up calls, algbw, busbw, #wrong. "
+            "Sizes take binary suffixes (1K, 64M, 1G). "
+            "Combine result files with: python -m ring.bench merge --out OUT.csv IN.csv..."
+        ),
+    )
+    add = parser.add_argument
+    add("-b", "--min-bytes", default="1K", help="smallest size per node (default 1K)")
+    add("-e", "--max-bytes", default="16M", help="largest size per node (default 16M)")
+    add("-f", "--step-factor", default="2", help="multiply the size by this (default 2)")
+    add("-n", "--iters", default="20", help="timed calls per size (default 20)")
+    add("-w", "--warmup", default="5", help="untimed calls per size before timing (default 5)")
+    add("-c", "--check", default="1", help="validate every size: 1 (default) or 0")
+    add("-d", "--dtype", default="float32", help="element type (default float32)")
+    add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
+    add(
+        "--backend",
+        default="cpu",
+        help=f"comma list of: {', '.join(known_backends)} (default cpu)",
+    )
+    add(
+        "--nodes",
+        default=None,
+        help="comma list of node counts, e.g. 2,4 (default 2; the world size under mpirun)",
+    )
+    add(
+        "--sync",
+        default=None,
+        help=f"comma list of: {', '.join(known_syncs)} (default: each backend's own default)",
+    )
+    add("--out", default=None, help="write FILE.csv and FILE.json beside it")
+    add("--seed", default="0", help="seed of the random inputs (default 0)")
+    return parser
+
+
+def _int_flag(text: str, flag: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise BenchInputError(f"{flag} {text!r} is not a whole number") from None
+    if value < minimum:
+        raise BenchInputError(f"{flag} must be >= {minimum}, got {value}")
+    return value
+
+
+def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
+    """Parse and check ``argv``; raise :class:`BenchInputError` on anything wrong."""
+    args = build_parser(known_backends, known_syncs).parse_args(argv)
+    min_bytes = parse_size(args.min_bytes)
+    max_bytes = parse_size(args.max_bytes)
+    try:
+        step_factor = float(args.step_factor)
+    except ValueError:
+        raise BenchInputError(f"-f/--step-factor {args.step_factor!r} is not a number") from None
+    if not step_factor > 1 or not math.isfinite(step_factor):
+        raise BenchInputError(f"-f/--step-factor must be > 1, got {args.step_factor}")
+    iters = _int_flag(args.iters, "-n/--iters", 1)
+    warmup = _int_flag(args.warmup, "-w/--warmup", 0)
+    if args.check not in ("0", "1"):
+        raise BenchInputError(f"-c/--check must be 0 or 1, got {args.check!r}")
+    seed = _int_flag(args.seed, "--seed", 0)
+    dtype = _parse_dtype(args.dtype)
+    try:
+        resolve_op(args.op, dtype)
+    except (TypeError, ValueError) as exc:
+        raise BenchInputError(str(exc)) from None
+    if min_bytes < dtype.itemsize:
+        raise BenchInputError(
+            f"-b/--min-bytes must hold at least one {dtype.name} element "
+            f"({dtype.itemsize} bytes), got {min_bytes}"
+        )
+    if min_bytes > max_bytes:
+        raise BenchInputError(
+            f"-b/--min-bytes ({args.min_bytes}) is larger than -e/--max-bytes ({args.max_bytes})"
+        )
+    backends = _split_list(args.backend, "--backend")
+    for name in backends:
+        if name not in known_backends:
+            raise BenchInputError(
+                f"unknown backend {name!r}: expected one of {', '.join(known_backends)}"
+            )
+    sync = None
+    if args.sync is not None:
+        sync = _split_list(args.sync, "--sync")
+        for mode in sync:
+            if mode not in known_syncs:
+                raise BenchInputError(
+                    f"unknown sync {mode!r}: expected one of {', '.join(known_syncs)}"
+                )
+    nodes = None if args.nodes is None else _parse_nodes(args.nodes)
+    out = None
+    if args.out is not None:
+        out = Path(args.out)
+        if out.suffix != ".csv" or not out.stem:
+            raise BenchInputError(
+                f"--out {args.out!r} must name a .csv file (the JSON goes beside it)"
+            )
+        if out.exists() and out.is_dir():
+            raise BenchInputError(f"--out {args.out!r} is a directory")
+    return BenchConfig(
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        step_factor=step_factor,
+        iters=iters,
+        warmup=warmup,
+        check=args.check == "1",
+        dtype=dtype,
+        op=args.op,
+        backends=backends,
+        nodes=nodes,
+        sync=sync,
+        out=out,
+        seed=seed,
+        sizes=sweep_sizes(min_bytes, max_bytes, step_factor, dtype.itemsize),
+    )

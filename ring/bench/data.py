@@ -1,0 +1,121 @@
+"""Inputs and validation, computed by the harness without the code under test.
+
+Each node's input is drawn from its own random stream, seeded by ``(seed, nodes, count,
+node)``: every size gets fresh data, and every backend (and every MPI rank, which draws
+only what it needs) sees the same inputs for the same point.  Values are non-zero and
+positive (floats in [0.5, 1.5), integers in [1, 100]), so a sum has no cancellation and
+a missing or doubled contribution is far outside the rounding tolerance.
+
+The reference is the element-wise reduction in a wide type (float64, complex128, int64
+or uint64) with plain NumPy.  Integers compare exactly after casting the reference back
+(both wrap modulo 2**bits); floats compare with a relative tolerance of 2·N·eps of the
+dtype, above the rounding error of any summation order over N terms (about (N-1)·eps/2)
+and below the smallest wrong result the inputs allow (one input missing: 1/(3N)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..ops import resolve_op
+
+__all__ = ["count_wrong", "make_input", "reference", "tolerance"]
+
+# Validation works through blocks of this many elements so its temporaries stay small.
+_BLOCK = 1 << 20
+
+
+def _rng(seed: int, nodes: int, count: int, node: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, nodes, count, node]))
+
+
+def make_input(seed: int, nodes: int, count: int, dtype: np.dtype, node: int) -> np.ndarray:
+    """The input of ``node`` for one point: ``count`` random non-zero elements."""
+    dtype = np.dtype(dtype)
+    rng = _rng(seed, nodes, count, node)
+    if dtype.kind in "iu":
+        high = min(100, np.iinfo(dtype).max)
+        return rng.integers(1, high, size=count, dtype=dtype, endpoint=True)
+    if dtype.kind == "f":
+        real = np.float32 if dtype.itemsize <= 4 else np.float64
+        values = rng.random(count, dtype=real)
+        values += 0.5
+        return values.astype(dtype, copy=False)
+    if dtype.kind == "c":
+        real = np.float32 if dtype.itemsize <= 8 else np.float64
+        values = np.empty(count, dtype=dtype)
+        values.real = rng.random(count, dtype=real) + 0.5
+        values.imag = rng.random(count, dtype=real) + 0.5
+        return values
+    raise TypeError(f"dtype {dtype} has no input generator")
+
+
+_WIDE = {"i": np.int64, "u": np.uint64, "f": np.float64, "c": np.complex128}
+
+
+def _wide(dtype: np.dtype) -> np.dtype:
+    wide = np.dtype(_WIDE[dtype.kind])
+    # long double is already wider than float64
+    return dtype if dtype.itemsize > wide.itemsize else wide
+
+
+def reference(
+    seed: int,
+    nodes: int,
+    count: int,
+    dtype: np.dtype,
+    op: str,
+    known: Mapping[int, np.ndarray] | None = None,
+) -> np.ndarray:
+    """The reduction of all ``nodes`` inputs in the wide type.
+
+    ``known`` maps node -> input already in memory; the others are drawn again, one at a
+    time, so an MPI rank holding one input needs memory for two, not for N.
+    """
+    dtype = np.dtype(dtype)
+    ufunc = resolve_op(op, dtype)
+    known = known or {}
+    result = None
+    for node in range(nodes):
+        values = known.get(node)
+        if values is None:
+            values = make_input(seed, nodes, count, dtype, node)
+        if result is None:
+            result = values.astype(_wide(dtype))
+        else:
+            with np.errstate(over="ignore"):
+                ufunc(result, values, out=result, casting="unsafe")
+    return result
+
+
+def tolerance(dtype: np.dtype, nodes: int) -> float:
+    """Relative tolerance for floating results; 0 (exact) for integers."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return 0.0
+    return 2.0 * max(nodes, 1) * float(np.finfo(dtype).eps)
+
+
+def count_wrong(result: np.ndarray, expected: np.ndarray, rtol: float) -> int:
+    """Elements of ``result`` that differ from the wide ``expected`` by more than ``rtol``
+    (relative); NaN and inf always count as wrong."""
+    if result.shape != expected.shape:
+        raise ValueError(f"result has shape {result.shape}, expected {expected.shape}")
+    wrong = 0
+    exact = result.dtype.kind in "iu"
+    for start in range(0, result.shape[0], _BLOCK):
+        got = result[start : start + _BLOCK]
+        want = expected[start : start + _BLOCK]
+        if exact:
+            wrong += int(np.count_nonzero(got != want.astype(result.dtype)))
+        else:
+            with np.errstate(invalid="ignore", over="ignore"):
+                ok = np.abs(got.astype(want.dtype) - want) <= rtol * np.abs(want)
+            wrong += int(ok.size - np.count_nonzero(ok))
+    return wrong
+
+
+def count_wrong_all(results: Sequence[np.ndarray], expected: np.ndarray, rtol: float) -> int:
+    return sum(count_wrong(result, expected, rtol) for result in results)

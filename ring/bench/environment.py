@@ -1,0 +1,164 @@
+"""What the machine was, recorded with every result file.
+
+Each probe returns None when the information is not available (no ``nvidia-smi``, not a
+git checkout, no MPI): missing values are null in the JSON, never guessed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from .parallel import usable_cores
+
+__all__ = ["collect_environment", "git_commit", "utc_now"]
+
+_PROBE_TIMEOUT_S = 10
+_PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def utc_now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_commit() -> tuple[str | None, bool | None]:
+    """The project's commit and whether tracked files differ from it (None outside git)."""
+    head = _run(["git", "rev-parse", "HEAD"], cwd=_PROJECT_DIR)
+    if not head:
+        return None, None
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_PROJECT_DIR)
+    return head.strip(), None if status is None else bool(status.strip())
+
+
+def _cpu_model() -> str | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    for key in ("model name", "Model name", "cpu model", "Hardware"):
+        match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+        if match:
+            return match.group(1).strip()
+    return platform.processor() or None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        text = Path("/proc/meminfo").read_text()
+        match = re.search(r"^MemTotal:\s*(\d+)\s*kB", text, re.MULTILINE)
+        if match:
+            return int(match.group(1)) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _packages() -> dict[str, str]:
+    versions = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            versions[name] = dist.version
+    return dict(sorted(versions.items(), key=lambda item: item[0].lower()))
+
+
+def parse_gpus(query_csv: str) -> list[dict]:
+    """Rows of ``nvidia-smi --query-gpu=index,name,memory.total,pci.bus_id,driver_version
+    --format=csv,noheader,nounits``."""
+    gpus = []
+    for line in query_csv.strip().splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) < 5:
+            continue
+        index, name, memory, bus, driver = fields[:5]
+        gpus.append(
+            {
+                "index": int(index) if index.isdigit() else index,
+                "name": name,
+                "memory_bytes": int(memory) << 20 if memory.isdigit() else None,
+                "pci_bus_id": bus,
+                "driver": driver,
+            }
+        )
+    return gpus
+
+
+def parse_cuda_version(smi_output: str) -> str | None:
+    """The CUDA version in ``nvidia-smi``'s banner (the driver's, not the toolkit's)."""
+    match = re.search(r"CUDA Version:\s*([0-9.]+)", smi_output)
+    return match.group(1) if match else None
+
+
+def _gpu_info() -> dict:
+    query = _run(
+        [
+            "nvidia-smi",
+            "--query-gpu=index,name,memory.total,pci.bus_id,driver_version",
+            "--format=csv,noheader,nounits",
+        ]
+    )
+    gpus = parse_gpus(query) if query else []
+    banner = _run(["nvidia-smi"]) if query else None
+    topo = _run(["nvidia-smi", "topo", "-m"]) if query else None
+    return {
+        "gpus": gpus,
+        "driver": gpus[0]["driver"] if gpus else None,
+        "cuda": parse_cuda_version(banner) if banner else None,
+        "nvidia_smi_topo": topo.rstrip() if topo else None,
+    }
+
+
+def _mpi_library(world) -> str | None:
+    version = world.library_version() if world is not None else None
+    if version:
+        return version
+    text = _run(["mpirun", "--version"])
+    if not text:
+        return None
+    return text.strip().splitlines()[0] or None
+
+
+def collect_environment(world=None) -> dict:
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "usable_cores": usable_cores(),
+        "memory_bytes": _memory_bytes(),
+        "os": platform.platform(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "python_executable": sys.executable,
+        "packages": _packages(),
+        **_gpu_info(),
+        "mpi_library": _mpi_library(world),
+        "mpi_world_size": getattr(world, "size", 1),
+    }

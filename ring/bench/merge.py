@@ -1,0 +1,109 @@
+"""``python -m ring.bench merge --out OUT.csv IN.csv...``: several runs, one result file.
+
+Backends that run under ``mpirun`` need one launch per node count, apart from the
+single-process backends; merging puts them in one table.  The merged CSV adds a ``run``
+column (the index into the JSON's ``runs``), so every row keeps the environment and the
+ceilings measured in its own run.  The top-level ``environment`` and ``ceilings`` are
+those of the first input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .cli import BenchInputError, _Parser
+from .results import COLUMNS, SCHEMA, read_csv, write_csv_atomic, write_json_atomic
+
+__all__ = ["merge", "merge_main"]
+
+KEY = ("backend", "sync", "nodes", "dtype", "op", "bytes")
+
+
+def _load(path: Path) -> tuple[list[str], list[dict], dict]:
+    if path.suffix != ".csv":
+        raise BenchInputError(f"merge input {str(path)!r} is not a .csv file")
+    json_path = path.with_suffix(".json")
+    for needed in (path, json_path):
+        if not needed.is_file():
+            raise BenchInputError(f"merge input {str(needed)!r} does not exist")
+    columns, rows = read_csv(path)
+    missing = [name for name in COLUMNS if name not in columns]
+    if missing:
+        raise BenchInputError(f"{path} is not a ring.bench CSV: no column {', '.join(missing)}")
+    try:
+        document = json.loads(json_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BenchInputError(f"cannot read {json_path}: {exc}") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        raise BenchInputError(f"{json_path} is not a ring.bench JSON of schema {SCHEMA}")
+    return columns, rows, document
+
+
+def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
+    loaded = [_load(Path(path)) for path in inputs]
+    columns = list(COLUMNS)
+    seen: dict[tuple, Path] = {}
+    rows = []
+    for index, (path, (names, run_rows, _)) in enumerate(zip(inputs, loaded, strict=True)):
+        columns.extend(name for name in names if name not in columns)
+        for row in run_rows:
+            key = tuple(row[name] for name in KEY)
+            if key in seen:
+                raise BenchInputError(
+                    f"{path} and {seen[key]} both measure "
+                    + ", ".join(f"{n}={v}" for n, v in zip(KEY, key, strict=True))
+                )
+            seen[key] = path
+            rows.append({**row, "run": index})
+    columns.append("run")
+    runs = [{"csv": str(path), **doc} for path, (_, _, doc) in zip(inputs, loaded, strict=True)]
+    hosts = {run.get("environment", {}).get("host") for run in runs}
+    if len(hosts) > 1:
+        print(
+            f"ring.bench merge: warning: the runs come from different hosts "
+            f"({', '.join(sorted(map(str, hosts)))})",
+            file=sys.stderr,
+        )
+    commits = {run.get("git_commit") for run in runs}
+    wrong = [run.get("wrong_total") for run in runs]
+    document = {
+        "schema": SCHEMA,
+        "command": list(command),
+        "start_time": min(run["start_time"] for run in runs),
+        "end_time": max(run["end_time"] for run in runs),
+        "git_commit": commits.pop() if len(commits) == 1 else None,
+        "git_dirty": any(run.get("git_dirty") for run in runs),
+        "environment": runs[0].get("environment"),
+        "ceilings": runs[0].get("ceilings"),
+        "config": {"merged_from": [str(path) for path in inputs]},
+        "backends": {k: v for run in runs for k, v in run.get("backends", {}).items()},
+        "wrong_total": None if None in wrong else sum(wrong),
+        "runs": runs,
+    }
+    write_json_atomic(out.with_suffix(".json"), document)
+    write_csv_atomic(out, rows, columns)
+    return document
+
+
+def merge_main(argv: list[str], command: list[str]) -> int:
+    parser = _Parser(
+        prog="python -m ring.bench merge",
+        description="Combine ring.bench result files (CSV + JSON beside each) into one.",
+    )
+    parser.add_argument("--out", required=True, help="the merged FILE.csv (JSON beside it)")
+    parser.add_argument("inputs", nargs="+", help="result CSVs, each with its JSON beside it")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if out.suffix != ".csv" or not out.stem:
+        raise BenchInputError(f"--out {args.out!r} must name a .csv file (the JSON goes beside it)")
+    inputs = [Path(path) for path in args.inputs]
+    if out.resolve() in {path.resolve() for path in inputs}:
+        raise BenchInputError(f"--out {args.out!r} is also an input")
+    document = merge(inputs, out, command)
+    print(
+        f"ring.bench merge: {len(inputs)} runs -> {out} and {out.with_suffix('.json')}"
+        f" (wrong elements: {document['wrong_total']})"
+    )
+    return 0

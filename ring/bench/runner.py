@@ -1,0 +1,351 @@
+"""The measuring loop: every backend, sync mode, node count and size, measured alike.
+
+For each point: fresh inputs drawn by the harness, ``-w`` untimed and ``-n`` timed calls
+each after an untimed restore of the inputs, the median and spread of the per-call times,
+and (with ``-c 1``) every node's result checked against a wide NumPy reference.  The
+backends plug in through :mod:`ring.bench.backends`; nothing here names one.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import data
+from .backends import Backend, Session, get_backend
+from .ceilings import ceiling_bytes, measure_cpu_ceilings
+from .cli import BenchConfig, BenchInputError
+from .environment import _memory_bytes, collect_environment, git_commit, utc_now
+from .results import (
+    SCHEMA,
+    TABLE_HEADER,
+    columns_of,
+    make_row,
+    table_line,
+    write_csv_atomic,
+    write_json_atomic,
+)
+from .world import LocalWorld, MpiWorld, launched_rank, launched_size
+
+__all__ = ["DEFAULT_NODES", "Plan", "plan_run", "run"]
+
+DEFAULT_NODES = (2,)
+
+
+@dataclass
+class Stage:
+    """One backend with the sync modes and node counts it runs in this invocation."""
+
+    backend: Backend
+    syncs: tuple[str, ...]
+    nodes: tuple[int, ...]
+
+
+@dataclass
+class Plan:
+    config: BenchConfig
+    world: LocalWorld | MpiWorld
+    stages: list[Stage]
+
+    @property
+    def points(self) -> int:
+        return sum(len(s.syncs) * len(s.nodes) for s in self.stages) * len(self.config.sizes)
+
+
+def _syncs(backend: Backend, requested: tuple[str, ...] | None) -> tuple[str, ...]:
+    if not backend.sync_modes:
+        return ("none",)
+    if requested is None:
+        return (backend.sync_modes[0],)
+    chosen = tuple(mode for mode in requested if mode in backend.sync_modes)
+    if not chosen:
+        raise BenchInputError(
+            f"backend {backend.name} has no sync mode {', '.join(requested)}: "
+            f"it accepts {', '.join(backend.sync_modes)}"
+        )
+    return chosen
+
+
+def _world_for(backends: list[Backend]) -> LocalWorld | MpiWorld:
+    ranked = [b.name for b in backends if b.needs_mpirun]
+    local = [b.name for b in backends if not b.needs_mpirun]
+    if ranked and local:
+        raise BenchInputError(
+            f"backend {', '.join(ranked)} runs one node per mpirun rank and "
+            f"{', '.join(local)} runs in one process: measure them in separate runs and "
+            "combine the files with: python -m ring.bench merge --out OUT.csv IN.csv..."
+        )
+    if ranked:
+        return MpiWorld(ranked[0])
+    size = launched_size()
+    if size is not None and size > 1:
+        raise BenchInputError(
+            f"backend {', '.join(local)} runs in one process, but mpirun started {size}: "
+            "run it without mpirun"
+        )
+    return LocalWorld()
+
+
+def _check_memory(config: BenchConfig, stages: list[Stage], world) -> None:
+    """Refuse a sweep whose largest point cannot fit, rather than die half-way."""
+    total = _memory_bytes()
+    if not total:
+        return
+    size = config.sizes[-1]
+    local = max(1 if s.backend.needs_mpirun else max(s.nodes) for s in stages)
+    wide = size // config.dtype.itemsize * max(8, config.dtype.itemsize)
+    # inputs, working copies, the next inputs while the last are still held, reference
+    need = ((3 * local + 1) * size + wide) * world.local_size
+    if need > total:
+        raise BenchInputError(
+            f"the largest point needs about {need / 2**30:.1f} GiB of memory but this "
+            f"machine has {total / 2**30:.1f} GiB: lower -e/--max-bytes or --nodes"
+        )
+
+
+def plan_run(config: BenchConfig) -> Plan:
+    """Resolve backends, world, sync modes and node counts, and run every check.
+
+    Raises :class:`BenchInputError` before anything is measured or written.
+    """
+    backends = [get_backend(name) for name in config.backends]
+    world = _world_for(backends)
+    stages = []
+    for backend in backends:
+        if backend.needs_mpirun:
+            if config.nodes is not None and config.nodes != (world.size,):
+                raise BenchInputError(
+                    f"--nodes {','.join(map(str, config.nodes))} does not match the "
+                    f"{world.size} ranks mpirun started: backend {backend.name} runs one "
+                    "node per rank, so launch mpirun -n N once per node count"
+                )
+            nodes = (world.size,)
+        else:
+            nodes = config.nodes or DEFAULT_NODES
+        stages.append(Stage(backend, _syncs(backend, config.sync), nodes))
+    for stage in stages:
+        stage.backend.check(config, world)
+    _check_memory(config, stages, world)
+    return Plan(config, world, stages)
+
+
+class _Output:
+    """stdout lines on rank 0; a tqdm bar on stderr only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled = enabled
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, file=sys.stderr, unit="size", leave=False)
+
+    def line(self, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stdout)
+        else:
+            print(text, file=sys.stdout, flush=True)
+
+    def step(self, description: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(description, refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def measure_point(
+    session: Session, stage: Stage, sync: str, nodes: int, count: int, plan: Plan
+) -> dict:
+    config, world, backend = plan.config, plan.world, stage.backend
+    local_nodes = [world.rank] if backend.needs_mpirun else list(range(nodes))
+    inputs = [
+        data.make_input(config.seed, nodes, count, config.dtype, node) for node in local_nodes
+    ]
+    session.load(inputs)
+    for _ in range(config.warmup):
+        session.restore()
+        session.call()
+    # A collection pause inside a timed call would be charged to the backend.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(config.iters):
+            session.restore()
+            session.timed_call()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    times = session.times()
+    if len(times) != config.iters:
+        raise RuntimeError(
+            f"backend {backend.name} reported {len(times)} times for {config.iters} calls"
+        )
+    wrong = None
+    if config.check:
+        results = session.results()
+        if len(results) != len(local_nodes):
+            raise RuntimeError(
+                f"backend {backend.name} returned {len(results)} results for "
+                f"{len(local_nodes)} nodes"
+            )
+        known = dict(zip(local_nodes, inputs, strict=True))
+        expected = data.reference(config.seed, nodes, count, config.dtype, config.op, known)
+        local_wrong = data.count_wrong_all(results, expected, data.tolerance(config.dtype, nodes))
+        wrong = world.sum_int(local_wrong)
+    nbytes = count * config.dtype.itemsize
+    return make_row(
+        backend=backend.name,
+        sync=sync,
+        nodes=nodes,
+        dtype=config.dtype,
+        op=config.op,
+        nbytes=nbytes,
+        count=count,
+        times_s=times,
+        traffic_bytes=backend.traffic_bytes(nbytes, nodes),
+        wrong=wrong,
+        shared_devices=session.shared_devices,
+        extras=session.row_extras(),
+    )
+
+
+def _fmt(value: float | None, unit: str = "GB/s") -> str:
+    return "N/A" if value is None else f"{value:.2f} {unit}"
+
+
+def _block_footer(rows: list[dict], ceilings: dict) -> list[str]:
+    busbw = [row["busbw_GBps"] for row in rows if row["busbw_GBps"] is not None]
+    lines = [f"# Avg bus bandwidth    : {_fmt(float(np.mean(busbw)) if busbw else None)}"]
+    last = rows[-1]
+    add = ceilings.get("add_GBps")
+    if last["traffic_GBps"] is not None and add:
+        lines.append(
+            f"# Traffic at {last['bytes']} B : {_fmt(last['traffic_GBps'])} = "
+            f"{100 * last['traffic_GBps'] / add:.0f}% of the add ceiling ({_fmt(add)})"
+        )
+    return lines
+
+
+def _ceiling_line(ceilings: dict) -> str:
+    return (
+        f"# Ceilings ({ceilings.get('cpu_threads')} threads, {ceilings.get('cpu_buffer_bytes')} B "
+        f"{ceilings.get('cpu_dtype')}, bytes read + written): "
+        f"copy {_fmt(ceilings.get('copy_GBps'))}, add {_fmt(ceilings.get('add_GBps'))}"
+    )
+
+
+def run(config: BenchConfig, command: list[str]) -> int:
+    """Measure, print, write ``--out``; return 0, or 1 if any element was wrong."""
+    plan = plan_run(config)
+    world = plan.world
+    start_time = utc_now()
+    output = _Output(world.is_root, plan.points)
+    environment = collect_environment(world) if world.is_root else {}
+    commit, dirty = git_commit() if world.is_root else (None, None)
+    sizes = config.sizes
+    output.line(
+        f"# ring.bench allreduce: {config.dtype.name} {config.op}, sizes {sizes[0]}..{sizes[-1]} B"
+        f" (x{config.step_factor:g}), warmup {config.warmup}, iters {config.iters}, "
+        f"check {int(config.check)}, seed {config.seed}"
+    )
+    if world.is_root:
+        output.line(
+            f"# host {environment['host']}, {environment['cpu_model']}, "
+            f"{environment['usable_cores']} usable cores, {environment['python']}, "
+            f"git {commit or 'N/A'}{' (modified)' if dirty else ''}"
+        )
+
+    ceilings: dict = {}
+    if world.is_root:
+        buffer_bytes = ceiling_bytes(config.max_bytes, config.dtype.itemsize)
+        ceilings.update(measure_cpu_ceilings(buffer_bytes, config.dtype))
+    world.idle_barrier()
+    for stage in plan.stages:
+        ceilings.update(stage.backend.ceilings(config, world))
+    output.line(_ceiling_line(ceilings))
+
+    rows: list[dict] = []
+    try:
+        for stage in plan.stages:
+            for sync in stage.syncs:
+                for nodes in stage.nodes:
+                    output.line("#")
+                    output.line(
+                        f"# backend {stage.backend.name}, sync {sync}, nodes {nodes}, "
+                        f"traffic {stage.backend.traffic or 'N/A'}"
+                    )
+                    output.line(TABLE_HEADER)
+                    block = []
+                    with stage.backend.open(nodes, sync, config, world) as session:
+                        for count in config.counts:
+                            row = measure_point(session, stage, sync, nodes, count, plan)
+                            block.append(row)
+                            output.line(table_line(row))
+                            output.step(f"{stage.backend.name} {sync} N={nodes}")
+                    rows.extend(block)
+                    for line in _block_footer(block, ceilings):
+                        output.line(line)
+    finally:
+        output.close()
+
+    wrong_total = sum(row["wrong"] for row in rows if row["wrong"] is not None)
+    output.line("#")
+    output.line(_ceiling_line(ceilings))
+    checked = (
+        "not checked (-c 0)"
+        if not config.check
+        else (f"{wrong_total} {'OK' if wrong_total == 0 else 'FAILED'}")
+    )
+    output.line(f"# Wrong elements       : {checked}")
+    end_time = utc_now()
+
+    if world.is_root and config.out is not None:
+        document = {
+            "schema": SCHEMA,
+            "command": list(command),
+            "start_time": start_time,
+            "end_time": end_time,
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "environment": environment,
+            "ceilings": ceilings,
+            "config": {
+                **config.to_json(),
+                "stages": [
+                    {"backend": s.backend.name, "sync": list(s.syncs), "nodes": list(s.nodes)}
+                    for s in plan.stages
+                ],
+                "mpi_world_size": world.size,
+            },
+            "backends": {s.backend.name: s.backend.describe() for s in plan.stages},
+            "wrong_total": wrong_total if config.check else None,
+        }
+        # JSON first: a CSV under its name always has its environment beside it.
+        write_json_atomic(config.out.with_suffix(".json"), document)
+        write_csv_atomic(config.out, rows, columns_of(rows))
+        output.line(f"# Wrote {config.out} and {config.out.with_suffix('.json')}")
+    world.barrier()
+    if wrong_total:
+        if world.is_root:
+            print(
+                f"ring.bench: {wrong_total} wrong elements: the results are not valid",
+                file=sys.stderr,
+            )
+        return 1
+    return 0
+
+
+def env_is_root() -> bool:
+    """Rank 0 (or no launcher): only it reports errors that every rank hits alike."""
+    return launched_rank() == 0

@@ -1,0 +1,113 @@
+"""The processes one run spans: this process alone, or every rank of an ``mpirun`` launch.
+
+Whether we run under ``mpirun`` is read from the launcher's environment variables, before
+``mpi4py.MPI`` is imported: importing it outside a launcher starts a singleton MPI world,
+which on some installations spawns helper daemons or hangs instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .._optional import require
+from .cli import BenchInputError
+
+__all__ = ["LocalWorld", "MpiWorld", "launched_rank", "launched_size", "under_mpirun"]
+
+# Open MPI sets OMPI_COMM_WORLD_*, MPICH's Hydra and Intel MPI set PMI_*, PMIx launchers
+# (Open MPI 5, srun --mpi=pmix) set PMIX_RANK.
+_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+
+
+def _env_int(names) -> int | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value is not None and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def under_mpirun() -> bool:
+    """True when an MPI launcher started this process."""
+    return any(name in os.environ for name in (*_SIZE_VARS, *_RANK_VARS))
+
+
+def launched_size() -> int | None:
+    """The world size the launcher announced, or None outside a launcher (or if unknown)."""
+    return _env_int(_SIZE_VARS) if under_mpirun() else None
+
+
+def launched_rank() -> int:
+    """This process's rank as the launcher announced it (0 outside a launcher)."""
+    return _env_int(_RANK_VARS) or 0
+
+
+class LocalWorld:
+    """One process: every collective on the world is trivial."""
+
+    rank = 0
+    size = 1
+    local_size = 1
+    comm = None
+    is_root = True
+
+    def barrier(self) -> None:
+        pass
+
+    def idle_barrier(self) -> None:
+        pass
+
+    def sum_int(self, value: int) -> int:
+        return int(value)
+
+    def max_elementwise(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, dtype=np.float64)
+
+    def library_version(self) -> str | None:
+        return None
+
+
+class MpiWorld:
+    """Every rank of ``MPI.COMM_WORLD``; rank 0 prints and writes the result files."""
+
+    def __init__(self, feature: str):
+        require("mpi4py", feature)
+        if not under_mpirun():
+            raise BenchInputError(
+                f"backend {feature} must be launched under mpirun, e.g. "
+                f"mpirun -n 2 python -m ring.bench --backend {feature}"
+            )
+        self.MPI = require("mpi4py.MPI", feature)
+        self.comm = self.MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.is_root = self.rank == 0
+        # ranks on this host (they share its memory)
+        local = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED)
+        self.local_size = local.Get_size()
+        local.Free()
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+    def idle_barrier(self) -> None:
+        """A barrier that sleeps instead of spinning, so ranks waiting here leave the cores
+        to a rank that measures (MPI_Barrier busy-polls)."""
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(0.001)
+
+    def sum_int(self, value: int) -> int:
+        return int(self.comm.allreduce(int(value), op=self.MPI.SUM))
+
+    def max_elementwise(self, values: np.ndarray) -> np.ndarray:
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        self.comm.Allreduce(self.MPI.IN_PLACE, values, op=self.MPI.MAX)
+        return values
+
+    def library_version(self) -> str | None:
+        return self.MPI.Get_library_version().strip().splitlines()[0] or None
