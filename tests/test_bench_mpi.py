@@ -1,0 +1,126 @@
+"""``mpi-allreduce`` in the harness, under ``mpirun --oversubscribe -n 2``.
+
+Every launch has a timeout, so a hang fails the test instead of the CI job.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+MPIRUN = shutil.which("mpirun")
+LAUNCH_TIMEOUT = 120
+TINY = ["-b", "4", "-e", "64K", "-f", "16", "-n", "3", "-w", "1"]
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(MPIRUN is None, reason="mpirun not found (apt-get install openmpi-bin)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("mpi4py") is None,
+        reason="mpi4py not installed (pip install '.[mpi]')",
+    ),
+]
+
+# A broken backend handed to every rank through RING_BENCH_PLUGINS: rank 1 corrupts two
+# elements of its result, so only validation on rank 1 plus the sum over ranks sees them.
+BROKEN_PLUGIN = textwrap.dedent(
+    """
+    from ring.bench.backends import MpiAllreduceBackend, MpiAllreduceSession, register_backend
+
+
+    class Session(MpiAllreduceSession):
+        def collective(self):
+            super().collective()
+            if self.world.rank == 1:
+                self.buffers[0][:2] += 1
+
+
+    @register_backend
+    class Broken(MpiAllreduceBackend):
+        name = "test-mpi-broken"
+
+        def open(self, nodes, sync, config, world):
+            return Session(nodes, sync, config, world)
+    """
+)
+
+
+def mpirun(nodes: int, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True, timeout=30)
+    command = [MPIRUN]
+    if "Open MPI" in version.stdout + version.stderr:
+        command.append("--oversubscribe")  # more ranks than this machine may have cores
+    command += ["-n", str(nodes), sys.executable, "-m", "ring.bench", *args]
+    full_env = {**os.environ, **(env or {})}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        full_env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, env=full_env
+    )
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_mpi_allreduce_two_ranks(tmp_path):
+    out = tmp_path / "mpi.csv"
+    done = mpirun(
+        2, "--backend", "mpi-allreduce", *TINY, "-d", "float64", "-b", "8", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert [int(row["bytes"]) for row in rows] == [8, 128, 2048, 32768]
+    for row in rows:
+        assert (row["backend"], row["sync"], row["nodes"]) == ("mpi-allreduce", "none", "2")
+        assert row["wrong"] == "0"
+        assert row["traffic_GBps"] == ""  # MPI's own algorithm: unknown, not invented
+        assert row["shared_devices"] == "true"  # both ranks on this host
+        assert float(row["time_us_min"]) <= float(row["time_us"]) <= float(row["time_us_max"])
+    # Only rank 0 prints: one table line per size.
+    table = [line for line in done.stdout.splitlines() if line and not line.startswith("#")]
+    assert len(table) == len(rows)
+    document = json.loads(out.with_suffix(".json").read_text())
+    assert document["config"]["mpi_world_size"] == 2
+    assert document["environment"]["mpi_library"]
+    assert document["ceilings"]["add_GBps"] > 0
+
+
+def test_wrong_elements_are_summed_over_ranks(tmp_path):
+    plugin_dir = tmp_path / "plugin"
+    plugin_dir.mkdir()
+    (plugin_dir / "broken_mpi_backend.py").write_text(BROKEN_PLUGIN)
+    out = tmp_path / "broken.csv"
+    env = {
+        "RING_BENCH_PLUGINS": "broken_mpi_backend",
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(plugin_dir), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    done = mpirun(2, "--backend", "test-mpi-broken", *TINY, "--out", str(out), env=env)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    rows = read_rows(out)  # rank 0 wrote the files before the failing exit
+    wrong = [int(row["wrong"]) for row in rows]
+    assert wrong == [min(2, int(row["count"])) for row in rows] and wrong[-1] == 2
+    assert json.loads(out.with_suffix(".json").read_text())["wrong_total"] == sum(wrong)
+
+
+def test_nodes_must_match_the_world(tmp_path):
+    out = tmp_path / "r.csv"
+    done = mpirun(2, "--backend", "mpi-allreduce", "--nodes", "4", *TINY, "--out", str(out))
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
+    assert len(errors) == 1 and "does not match the 2 ranks" in errors[0]  # rank 0 alone says it
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
