@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The committed CPU reference sweep: cpu (both sync modes) and numpy-direct in one run,
+# mpi-allreduce in one mpirun launch per node count, merged into
+# results/reference/<host-kind>/cpu_sweep.csv + .json.  Run it on a quiet machine.
+#
+#   scripts/bench_reference.sh HOST_KIND [MAX_BYTES]     e.g. scripts/bench_reference.sh epyc-2core
+set -euo pipefail
+
+host_kind=${1:?usage: scripts/bench_reference.sh HOST_KIND [MAX_BYTES]}
+max_bytes=${2:-256M}
+out=results/reference/$host_kind
+runs=$out/runs
+python=${PYTHON:-python}
+sweep=(-b 1K -e "$max_bytes" -f 2 -n 20 -w 5 -d float32 -o sum --seed 0)
+
+mpirun_args=(--oversubscribe)  # N = 4 on a 2-core machine
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+mkdir -p "$runs"
+"$python" -m ring.bench "${sweep[@]}" --backend cpu,numpy-direct --sync pairwise,barrier \
+    --nodes 2,4 --out "$runs/cpu.csv"
+for nodes in 2 4; do
+    mpirun "${mpirun_args[@]}" -n "$nodes" "$python" -m ring.bench "${sweep[@]}" \
+        --backend mpi-allreduce --out "$runs/mpi-allreduce-n$nodes.csv"
+done
+"$python" -m ring.bench merge --out "$out/cpu_sweep.csv" \
+    "$runs/cpu.csv" "$runs/mpi-allreduce-n2.csv" "$runs/mpi-allreduce-n4.csv"
