@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -97,3 +98,29 @@ def test_profile_stats_tables_summary(tmp_path):
     assert summary.startswith("# Nsight Systems profile e2e\n")
     assert "| reduce_scatter | 3 | 1 | 2 | 6 |" in summary
     assert "| all_gather | 3 | 2 | 2 | 6 |" in summary
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ring.bench") is None, reason="ring.bench is not there yet"
+)
+def test_profile_of_the_bench_cpu_target(tmp_path):
+    # The shape of the workflow's CPU profile target: the bench at two sizes, N = 2 and 4.
+    warmup, iters, sizes = 1, 3, ("4K", "8K")
+    bench = [
+        sys.executable, "-m", "ring.bench", "--backend", "cpu", "--sync", "pairwise",
+        "--nodes", "2,4", "-b", sizes[0], "-e", sizes[-1], "-f", "2", "-w", str(warmup),
+        "-n", str(iters), "--out", str(tmp_path / "bench.csv"),
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ring.nsys", "profile", "--name", "cpu", "--root",
+         str(tmp_path / "profiles"), "--", *bench],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    tables = read_tables(tmp_path / "profiles" / "cpu" / "tables")
+    calls = len(sizes) * (warmup + iters)  # per node count
+    steps = [row for row in tables["nvtx_ranges"] if row["kind"] == "step"]
+    assert calls_by_nodes(steps, "reduce_scatter") == {2: calls, 4: calls}
+    assert calls_by_nodes(steps, "all_gather") == {2: calls, 4: calls}
+    (outer,) = [row for row in tables["nvtx_ranges"] if row["kind"] == "call"]
+    assert (outer["phase"], outer["count"]) == ("allreduce", 2 * calls)
