@@ -461,3 +461,15 @@ def test_fixture_readme_names_every_fixture_directory():
     for folder in FIXTURES.iterdir():
         if folder.is_dir():
             assert f"`{folder.name}/`" in readme, folder.name
+
+
+def test_summary_puts_profiles_side_by_side(tmp_path):
+    write_tables(GPU2022 + CPU2022, tmp_path)
+    text = render_summary(read_tables(tmp_path))
+    assert "## Profiles side by side" in text
+    # gpu4: 24 step ranges and 24 peer-to-peer copies per call, 12 reduction kernels
+    assert "| gpu4 | 4 | 3 | 24.00 | 24.00 | 12.00 |  |" in text
+    # cpu: (3 x 4 + 3 x 24) / 6 step ranges per call, no GPU reports
+    assert "| cpu | 2, 4 | 6 | 14.00 |  |  | " in text
+    single = render_summary(read_tables(write_tables(GPU2022, tmp_path / "one")["memops"].parent))
+    assert "side by side" not in single

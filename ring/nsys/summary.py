@@ -266,6 +266,46 @@ def _profile_section(profile: str, tables: dict[str, list[dict]]) -> list[str]:
     return out
 
 
+def _across_profiles(profiles: list[str], tables: dict[str, list[dict]]) -> list[str]:
+    """One line per profile: how N, transfers and waiting compare (e.g. 2gpu vs 4gpu)."""
+    rows = []
+    for profile in profiles:
+        nvtx = [r for r in tables["nvtx_ranges"] if r["profile"] == profile]
+        steps = [r for r in nvtx if r["kind"] == "step"]
+        calls = sum(int(r["count"]) for r in nvtx if r["kind"] == "call")
+        found = [calls_by_nodes(steps, phase) for phase in PHASES]
+        nodes = (
+            "?"
+            if any(f is None for f in found)
+            else ", ".join(str(n) for n in sorted(set().union(*(f.keys() for f in found))))
+        )
+        step_ranges = sum(int(r["count"]) for r in steps)
+        memops = [r for r in tables["memops"] if r["profile"] == profile]
+        kernels = [r for r in tables["kernels"] if r["profile"] == profile]
+        peer = sum(int(r["count"]) for r in memops if r["kind"] == "peer_to_peer")
+        launches = sum(int(r["count"]) for r in kernels)
+        total = sum(r["total_ns"] for r in steps)
+        waited = [r["wait_ns"] for r in steps if r["wait_ns"] is not None]
+        share = _pct(sum(waited) / total) if waited and total else ""
+
+        def per_call(count: int, has_data: bool = True, calls: int = calls) -> str:
+            return f"{count / calls:.2f}" if calls and has_data else ""
+
+        rows.append(
+            [profile, nodes or "", calls, per_call(step_ranges, bool(steps)),
+             per_call(peer, bool(memops)), per_call(launches, bool(kernels)), share]
+        )  # fmt: skip
+    return [
+        "## Profiles side by side",
+        "",
+        *_table(
+            ["profile", "N", "calls", "step ranges per call", "peer-to-peer copies per call",
+             "kernels per call", "wait share of steps"],
+            rows,
+        ),
+    ]  # fmt: skip
+
+
 def render_summary(tables: dict[str, list[dict]], title: str = "Nsight Systems profile") -> str:
     """The Markdown text of :func:`write_summary`."""
     profiles = sorted({row["profile"] for rows in tables.values() for row in rows})
@@ -276,6 +316,8 @@ def render_summary(tables: dict[str, list[dict]], title: str = "Nsight Systems p
     ]
     if not profiles:
         lines += ["No report had data.", ""]
+    if len(profiles) > 1:
+        lines += _across_profiles(profiles, tables)
     for profile in profiles:
         lines += _profile_section(profile, tables)
     return "\n".join(lines).rstrip() + "\n"
