@@ -13,6 +13,7 @@ die() { printf 'install_nsys: error: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (e.g. sudo sh $0)"
 [ -r /etc/os-release ] || die "/etc/os-release not found; this helper supports Debian 12 only"
+# shellcheck source=/dev/null
 . /etc/os-release
 [ "${ID:-}" = debian ] || die "this helper supports Debian 12 only (found ${PRETTY_NAME:-unknown})"
 codename="${VERSION_CODENAME:-bookworm}"
@@ -49,7 +50,10 @@ SOURCES
             || die "package nsight-systems not found even with $sources; check apt sources"
     fi
     log "installing nsight-systems nsight-systems-target (about 170 MB)"
-    apt-get install -y --no-install-recommends nsight-systems nsight-systems-target
+    # Lists cached long ago can name files the mirror no longer has: refresh once and retry.
+    apt-get install -y --no-install-recommends nsight-systems nsight-systems-target \
+        || { apt-get update && apt-get install -y --no-install-recommends \
+                nsight-systems nsight-systems-target; }
 else
     log "nsight-systems and nsight-systems-target already installed"
 fi
