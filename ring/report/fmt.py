@@ -1,0 +1,57 @@
+"""How numbers read in the report: three significant digits, binary size units."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["format_bytes", "format_fraction", "format_number", "format_ratio", "markdown_table"]
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def format_number(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, without exponent notation."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    rounded = round(value, decimals)
+    # Rounding can carry into the next decade (9.996 -> 10.0); recount the decimals.
+    if rounded != 0 and math.floor(math.log10(abs(rounded))) != magnitude:
+        decimals = max(0, decimals - 1)
+    return f"{value:,.{decimals}f}"
+
+
+def format_ratio(value: float) -> str:
+    return f"{format_number(value)}×"
+
+
+def format_fraction(value: float) -> str:
+    return f"{format_number(100 * value)} %"
+
+
+def format_bytes(size: int) -> str:
+    """Exact binary units where the size is a whole multiple (``256 MiB``), else bytes."""
+    size = int(size)
+    unit = 0
+    value = size
+    while unit < len(_UNITS) - 1 and value >= 1024 and value % 1024 == 0:
+        value //= 1024
+        unit += 1
+    return f"{value:,} {_UNITS[unit]}"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured Markdown table; ``|`` inside cells is escaped."""
+
+    def cell(text) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(cell(h) for h in header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+    ]
+    lines.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)

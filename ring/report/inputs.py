@@ -1,0 +1,350 @@
+"""Reading the result files a report is built from, with errors that name the file.
+
+Inputs the caller names are required: each must exist and parse, or the build stops before
+anything is written.  Results the caller does not name are "not measured" and the report
+says so; they are never filled in.
+
+* sweep: ``FILE.csv`` from ``python -m ring.bench`` and its ``FILE.json`` beside it;
+* kernel bandwidth: the single-GPU reduction-kernel sweep (CSV + JSON, same convention);
+* profile: ``results/profiles/<name>/`` holding ``tables/*.csv`` from ``python -m ring.nsys``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = [
+    "SWEEP_COLUMNS",
+    "Inputs",
+    "KernelBandwidth",
+    "LeftOut",
+    "Profile",
+    "ReportInputError",
+    "Run",
+    "discover",
+    "load_inputs",
+    "load_kernel_bandwidth",
+    "load_not_measured",
+    "load_profile",
+    "load_sweep",
+]
+
+# The bench CSV contract; the harness may write more columns, never fewer.
+SWEEP_COLUMNS = (
+    "backend",
+    "sync",
+    "nodes",
+    "dtype",
+    "op",
+    "bytes",
+    "count",
+    "iters",
+    "time_us",
+    "time_us_min",
+    "time_us_p25",
+    "time_us_p75",
+    "time_us_max",
+    "algbw_GBps",
+    "busbw_GBps",
+    "traffic_GBps",
+    "wrong",
+    "shared_devices",
+)
+_INTEGER_COLUMNS = ("nodes", "bytes", "count", "iters", "wrong")
+_FLOAT_COLUMNS = (
+    "time_us",
+    "time_us_min",
+    "time_us_p25",
+    "time_us_p75",
+    "time_us_max",
+    "algbw_GBps",
+    "busbw_GBps",
+    "traffic_GBps",
+)
+_TEXT_COLUMNS = ("backend", "sync", "dtype", "op")
+_JSON_KEYS = ("schema", "command", "environment", "ceilings")
+
+
+class ReportInputError(ValueError):
+    """A result file the report needs is missing or malformed; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One harness invocation: its CSV rows and the JSON written beside them."""
+
+    name: str
+    csv_path: Path
+    json_path: Path
+    rows: pd.DataFrame
+    meta: dict
+
+    @property
+    def environment(self) -> dict:
+        return self.meta.get("environment") or {}
+
+    @property
+    def ceilings(self) -> dict:
+        return self.meta.get("ceilings") or {}
+
+
+@dataclass(frozen=True)
+class KernelBandwidth:
+    """The single-GPU reduction-kernel sweep (not a ring measurement)."""
+
+    name: str
+    csv_path: Path
+    json_path: Path
+    rows: pd.DataFrame
+    meta: dict
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Tidy tables of one ``nsys`` profile; a table is absent when its report had no data."""
+
+    name: str
+    path: Path
+    tables: dict[str, pd.DataFrame]
+    summary: str | None
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """One entry of the workflow's ``not_measured.json``: decided when the DAG was built."""
+
+    what: str
+    why: str
+    how: str
+
+
+@dataclass
+class Inputs:
+    runs: list[Run]
+    kernel_bandwidth: list[KernelBandwidth] = field(default_factory=list)
+    profiles: list[Profile] = field(default_factory=list)
+    left_out: list[LeftOut] | None = None  # None: the workflow's record was not given
+
+    def sweep_rows(self) -> pd.DataFrame:
+        """All sweep rows, each tagged with the run (file stem) it came from."""
+        frames = [run.rows.assign(run=run.name) for run in self.runs]
+        return pd.concat(frames, ignore_index=True)
+
+
+def _read_json(path: Path, required_keys: tuple[str, ...]) -> dict:
+    if not path.is_file():
+        raise ReportInputError(
+            f"{path}: missing; the harness writes this JSON beside its CSV "
+            "(environment and ceilings of the run)"
+        )
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportInputError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ReportInputError(f"{path}: expected a JSON object, found {type(meta).__name__}")
+    missing = [key for key in required_keys if key not in meta]
+    if missing:
+        raise ReportInputError(f"{path}: missing keys {missing}")
+    if meta.get("schema") != 1:
+        raise ReportInputError(f"{path}: unsupported schema {meta.get('schema')!r} (expected 1)")
+    for key in ("environment", "ceilings"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise ReportInputError(f"{path}: {key!r} must be an object")
+    return meta
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise ReportInputError(f"{path}: missing")
+    try:
+        frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise ReportInputError(f"{path}: not a readable CSV ({exc})") from exc
+    except pd.errors.EmptyDataError as exc:
+        raise ReportInputError(f"{path}: empty file") from exc
+    if frame.empty:
+        raise ReportInputError(f"{path}: has a header but no rows")
+    return frame
+
+
+def _as_bool(path: Path, column: str, values: pd.Series) -> pd.Series:
+    mapping = {"true": True, "false": False, "1": True, "0": False}
+    text = values.astype(str).str.strip().str.lower()
+    bad = sorted(set(text[~text.isin(mapping)]))
+    if bad:
+        raise ReportInputError(f"{path}: column {column!r} holds {bad}, expected true/false")
+    return text.map(mapping).astype(bool)
+
+
+def _numeric(path: Path, frame: pd.DataFrame, columns, integer: bool) -> None:
+    for column in columns:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = frame.index[values.isna()].tolist()
+        if bad:
+            raise ReportInputError(
+                f"{path}: column {column!r} is not numeric in data row(s) "
+                f"{[i + 1 for i in bad[:5]]}"
+            )
+        if integer:
+            if not (values == values.round()).all():
+                raise ReportInputError(f"{path}: column {column!r} must hold integers")
+            values = values.astype("int64")
+        elif not values.map(math.isfinite).all():
+            raise ReportInputError(f"{path}: column {column!r} holds inf")
+        frame[column] = values
+
+
+def load_sweep(csv_path: str | Path) -> Run:
+    """Read one harness result (``FILE.csv`` + ``FILE.json``) and check the contract."""
+    csv_path = Path(csv_path)
+    json_path = csv_path.with_suffix(".json")
+    rows = _read_csv(csv_path)
+    missing = [c for c in SWEEP_COLUMNS if c not in rows.columns]
+    if missing:
+        raise ReportInputError(
+            f"{csv_path}: not a ring.bench result, missing columns {missing} "
+            f"(found {list(rows.columns)})"
+        )
+    for column in _TEXT_COLUMNS:
+        if rows[column].isna().any():
+            raise ReportInputError(f"{csv_path}: column {column!r} has empty cells")
+        rows[column] = rows[column].astype(str)
+    _numeric(csv_path, rows, _INTEGER_COLUMNS, integer=True)
+    _numeric(csv_path, rows, _FLOAT_COLUMNS, integer=False)
+    rows["shared_devices"] = _as_bool(csv_path, "shared_devices", rows["shared_devices"])
+    if (rows["nodes"] < 1).any() or (rows["bytes"] < 0).any() or (rows["time_us"] < 0).any():
+        raise ReportInputError(f"{csv_path}: negative bytes or time, or nodes < 1")
+    key = ["backend", "sync", "nodes", "shared_devices", "dtype", "op", "bytes"]
+    duplicated = rows.duplicated(key)
+    if duplicated.any():
+        first = rows.loc[duplicated, key].iloc[0].to_dict()
+        raise ReportInputError(f"{csv_path}: more than one row for {first}")
+    meta = _read_json(json_path, _JSON_KEYS)
+    return Run(csv_path.stem, csv_path, json_path, rows, meta)
+
+
+def load_kernel_bandwidth(csv_path: str | Path) -> KernelBandwidth:
+    """Read the reduction-kernel bandwidth sweep (CSV + JSON beside it)."""
+    csv_path = Path(csv_path)
+    rows = _read_csv(csv_path)
+    needed = ("bytes",)
+    missing = [c for c in needed if c not in rows.columns]
+    rates = [c for c in rows.columns if c.endswith("_GBps")]
+    if missing or not rates:
+        raise ReportInputError(
+            f"{csv_path}: not a kernel-bandwidth result, it needs a 'bytes' column and at "
+            f"least one '*_GBps' column (found {list(rows.columns)})"
+        )
+    _numeric(csv_path, rows, ["bytes"], integer=True)
+    _numeric(csv_path, rows, rates, integer=False)
+    meta = _read_json(csv_path.with_suffix(".json"), ("schema", "environment"))
+    return KernelBandwidth(csv_path.stem, csv_path, csv_path.with_suffix(".json"), rows, meta)
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read ``<profile>/tables/*.csv`` (and ``summary.md`` when present)."""
+    path = Path(path)
+    tables_dir = path / "tables"
+    if not tables_dir.is_dir():
+        raise ReportInputError(
+            f"{tables_dir}: missing; `python -m ring.nsys tables --out {tables_dir} ...` "
+            "writes the profile tables there"
+        )
+    from ..nsys.tables import COLUMNS, NsysCsvError, read_tables
+
+    try:
+        # Checks every table's columns against the ones ring.nsys writes.
+        read_tables(tables_dir)
+    except (NsysCsvError, ValueError) as exc:
+        raise ReportInputError(str(exc)) from exc
+    tables = {
+        name: _read_csv(tables_dir / f"{name}.csv")
+        for name in COLUMNS
+        if (tables_dir / f"{name}.csv").is_file()
+    }
+    if not tables:
+        raise ReportInputError(f"{tables_dir}: holds none of {[f'{n}.csv' for n in COLUMNS]}")
+    summary_path = path / "summary.md"
+    summary = summary_path.read_text(encoding="utf-8") if summary_path.is_file() else None
+    return Profile(path.name, path, tables, summary)
+
+
+def load_not_measured(path: str | Path) -> list[LeftOut]:
+    """Read the workflow's record of what this machine could not measure."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReportInputError(f"{path}: missing")
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportInputError(f"{path}: not valid JSON ({exc})") from exc
+    keys = ("what", "why", "how")
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in keys) for e in entries
+    ):
+        raise ReportInputError(f"{path}: expected a list of objects with string keys {list(keys)}")
+    return [LeftOut(e["what"], e["why"], e["how"]) for e in entries]
+
+
+def discover(results: str | Path) -> dict[str, list[Path]]:
+    """The result files under a workflow's ``results/`` folder, by kind.
+
+    ``results/{cpu,mpi,gpu}/*.csv`` are sweeps, except CSVs whose name says ``kernel``
+    (the kernel-bandwidth sweep); ``results/profiles/*/`` with a ``tables/`` folder are
+    profiles; ``results/report/not_measured.json`` is the workflow's record of what it left
+    out.  Committed reference runs (``results/reference/``) are not picked up.
+    """
+    results = Path(results)
+    if not results.is_dir():
+        raise ReportInputError(f"{results}: no such results folder")
+    sweeps: list[Path] = []
+    kernel: list[Path] = []
+    for kind in ("cpu", "mpi", "gpu"):
+        for csv_path in sorted((results / kind).glob("*.csv")):
+            (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
+    profiles = sorted(p for p in (results / "profiles").glob("*") if (p / "tables").is_dir())
+    record = results / "report" / "not_measured.json"
+    return {
+        "sweeps": sweeps,
+        "kernel_bandwidth": kernel,
+        "profiles": profiles,
+        "not_measured": [record] if record.is_file() else [],
+    }
+
+
+def load_inputs(
+    sweeps: list[str | Path],
+    kernel_bandwidth: list[str | Path] = (),
+    profiles: list[str | Path] = (),
+    not_measured: str | Path | None = None,
+) -> Inputs:
+    """Load every named input; the first bad one raises :class:`ReportInputError`."""
+    if not sweeps:
+        raise ReportInputError(
+            "no sweep result given: the report needs at least one ring.bench CSV "
+            "(e.g. results/cpu/cpu_sweep.csv from `snakemake --cores 8 cpu`)"
+        )
+    runs = [load_sweep(p) for p in sweeps]
+    paths = [Path(p).resolve() for p in sweeps]
+    if len(set(paths)) < len(paths):
+        raise ReportInputError(f"the same sweep file is given twice: {[str(p) for p in sweeps]}")
+    # Runs are labelled by file name; the folder joins the label only where names repeat.
+    stems = [run.name for run in runs]
+    runs = [
+        replace(run, name=f"{run.csv_path.parent.name}/{run.name}")
+        if stems.count(run.name) > 1
+        else run
+        for run in runs
+    ]
+    return Inputs(
+        runs=runs,
+        kernel_bandwidth=[load_kernel_bandwidth(p) for p in kernel_bandwidth],
+        profiles=[load_profile(p) for p in profiles],
+        left_out=None if not_measured is None else load_not_measured(not_measured),
+    )

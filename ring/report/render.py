@@ -1,0 +1,459 @@
+"""From the model to ``report.md`` and a self-contained ``index.html`` (Jinja2 templates)."""
+
+from __future__ import annotations
+
+import base64
+import numbers
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy
+import pandas as pd
+
+from .figures import Figure
+from .fmt import format_bytes, format_fraction, format_number, format_ratio, markdown_table
+from .model import ReportModel
+
+__all__ = ["Table", "context", "render"]
+
+# Profile tables longer than this are cut in the report (the CSV keeps every row).
+PROFILE_ROWS = 40
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    preformatted: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def markdown(self) -> str:
+        return markdown_table(self.header, self.rows)
+
+
+def _speedup_tables(model: ReportModel) -> list[Table]:
+    tables = []
+    header = [
+        "faster",
+        "slower",
+        "N",
+        "largest speedup",
+        "at",
+        "smallest speedup",
+        "at",
+        "at the largest size",
+    ]
+    for comparison, summary in model.comparison_summaries:
+        rows = []
+        for r in summary.itertuples():
+            nodes = (
+                str(r.nodes_fast)
+                if r.nodes_fast == r.nodes_slow
+                else f"{r.nodes_fast} vs {r.nodes_slow}"
+            )
+            rows.append(
+                [
+                    r.fast,
+                    r.slow,
+                    nodes,
+                    format_ratio(r.max_speedup),
+                    format_bytes(r.max_at_bytes),
+                    format_ratio(r.min_speedup),
+                    format_bytes(r.min_at_bytes),
+                    f"{format_ratio(r.speedup_at_largest)} ({format_bytes(r.largest_bytes)})",
+                ]
+            )
+        tables.append(Table(comparison.title, header, rows))
+    return tables
+
+
+def _busbw_table(model: ReportModel) -> Table:
+    rows = [
+        [
+            r.series,
+            str(r.nodes),
+            format_bytes(r.bytes),
+            format_number(r.time_us),
+            format_number(r.algbw_GBps),
+            format_number(r.busbw_GBps),
+            format_number(r.traffic_GBps),
+        ]
+        for r in model.busbw_at_largest.itertuples()
+    ]
+    return Table(
+        "Bandwidth at the largest size, per backend and N",
+        ["series", "N", "size", "time (µs)", "algbw (GB/s)", "busbw (GB/s)", "traffic (GB/s)"],
+        rows,
+    )
+
+
+def _ceiling_table(model: ReportModel) -> Table:
+    rows = [
+        [
+            r.series,
+            str(r.nodes),
+            r.ceiling,
+            format_number(r.ceiling_GBps),
+            r.metric,
+            format_bytes(r.largest_bytes),
+            format_number(r.value_at_largest),
+            format_fraction(r.fraction_at_largest),
+            f"{format_fraction(r.max_fraction)} ({format_bytes(r.max_at_bytes)})",
+        ]
+        for r in model.ceiling_fractions.itertuples()
+    ]
+    note = (
+        "Each series against the ceilings measured in its own run: host backends against "
+        "host ceilings, GPU backends against device ones; link ceilings are compared with "
+        "busbw, memory ceilings with the schedule's memory traffic."
+    )
+    if not rows:
+        note = "No run recorded a bandwidth ceiling that applies to its series."
+    return Table(
+        "Fraction of each ceiling reached",
+        [
+            "series",
+            "N",
+            "ceiling",
+            "ceiling (GB/s)",
+            "compared",
+            "largest size",
+            "value (GB/s)",
+            "fraction",
+            "highest fraction (at)",
+        ],
+        rows,
+        note,
+    )
+
+
+def _scaling_table(model: ReportModel) -> Table | None:
+    table = model.scaling_at_largest
+    if table.empty:
+        return None
+    rows = [
+        [
+            r.series,
+            f"{r.nodes_b} / {r.nodes_a}",
+            format_bytes(r.bytes),
+            format_ratio(r.time_ratio),
+            format_ratio(r.busbw_ratio),
+            format_ratio(r.busbw_factor_ratio),
+        ]
+        for r in table.itertuples()
+    ]
+    return Table(
+        "Node-count scaling at the largest common size",
+        ["series", "N ratio", "size", "time ratio", "busbw ratio", "busbw factor ratio"],
+        rows,
+        "A ring limited by its links takes the busbw factor ratio longer at the larger N "
+        "(busbw ratio 1); a higher time ratio is per-step overhead.",
+    )
+
+
+_ENVIRONMENT_FIELDS = (
+    ("host", lambda env, meta: env.get("host")),
+    ("CPU", lambda env, meta: env.get("cpu_model")),
+    ("cores", lambda env, meta: env.get("cores")),
+    ("memory", lambda env, meta: _memory(env.get("memory_bytes"))),
+    ("OS", lambda env, meta: env.get("os")),
+    ("Python", lambda env, meta: env.get("python")),
+    ("packages (all in the JSON)", lambda env, meta: _packages(env.get("packages"))),
+    ("GPUs", lambda env, meta: _gpus(env.get("gpus"))),
+    ("driver", lambda env, meta: env.get("driver")),
+    ("CUDA", lambda env, meta: env.get("cuda")),
+    ("MPI library", lambda env, meta: env.get("mpi_library")),
+    ("git commit", lambda env, meta: meta.get("git_commit")),
+)
+
+
+def _sources(model: ReportModel) -> list[tuple[str, dict]]:
+    sources = [(run.name, run.meta) for run in model.inputs.runs]
+    return sources + [(k.name, k.meta) for k in model.inputs.kernel_bandwidth]
+
+
+def _environment_table(model: ReportModel) -> Table:
+    """One column per distinct environment; runs that share one share a column."""
+    columns: dict[tuple, list[str]] = {}
+    topologies: dict[str, list[str]] = {}
+    for name, meta in _sources(model):
+        env = meta.get("environment") or {}
+        values = tuple(
+            "not recorded" if (v := get(env, meta)) in (None, "") else str(v)
+            for _, get in _ENVIRONMENT_FIELDS
+        )
+        columns.setdefault(values, []).append(name)
+        if env.get("nvidia_smi_topo"):
+            topologies.setdefault(str(env["nvidia_smi_topo"]), []).append(name)
+    environments = list(columns.items())
+    header = [""] + [
+        "environment" if len(environments) == 1 else f"environment {i + 1}"
+        for i in range(len(environments))
+    ]
+    rows = [["runs", *[", ".join(names) for _, names in environments]]]
+    rows += [
+        [label, *[values[i] for values, _ in environments]]
+        for i, (label, _) in enumerate(_ENVIRONMENT_FIELDS)
+    ]
+    return Table(
+        "Environment (from the JSON beside each result)",
+        header,
+        rows,
+        preformatted=[
+            (f"nvidia-smi topo -m ({', '.join(names)})", text) for text, names in topologies.items()
+        ],
+    )
+
+
+def _memory(value) -> str | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return f"{format_number(value / 2**30)} GiB"
+
+
+# The packages whose versions change what the study measures; the JSON lists them all.
+_MEASURED_PACKAGES = re.compile(r"^(numpy|cupy.*|mpi4py|nvtx|ring-allreduce-study)$", re.I)
+
+
+def _packages(value) -> str | None:
+    if not value:
+        return None
+    if isinstance(value, dict):
+        shown = {k: v for k, v in value.items() if _MEASURED_PACKAGES.match(str(k))}
+        return ", ".join(f"{name} {version}" for name, version in sorted(shown.items()))
+    return str(value)
+
+
+def _gpus(value) -> str:
+    if not value:
+        return "none"
+    names = []
+    for gpu in value:
+        names.append(str(gpu.get("name", gpu)) if isinstance(gpu, dict) else str(gpu))
+    return "; ".join(names)
+
+
+def _command(value) -> str | None:
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return value
+
+
+def _profile_tables(model: ReportModel) -> list[Table]:
+    tables = []
+    for profile in model.inputs.profiles:
+        for name, frame in profile.tables.items():
+            # Every table of one profile has the same ``profile`` column: the title says it.
+            frame = frame.drop(columns=["profile"], errors="ignore")
+            shown = frame.head(PROFILE_ROWS)
+            rows = [[_cell(v) for v in row] for row in shown.itertuples(index=False)]
+            note = f"From {profile.path / 'tables' / (name + '.csv')}"
+            if len(frame) > PROFILE_ROWS:
+                note += f"; the first {PROFILE_ROWS} of its {len(frame)} rows"
+            if profile.summary is not None:
+                note += f"; derived figures in {profile.path / 'summary.md'}"
+            tables.append(Table(f"{profile.name}: {name}", list(frame.columns), rows, note + "."))
+    return tables
+
+
+def _wait_table(model: ReportModel) -> Table | None:
+    waits = model.profile_waits
+    if waits is None or waits.empty:
+        return None
+    rows = [
+        [
+            r.profile,
+            r.phase,
+            format_number(r.total_ns / 1e3),
+            format_number(r.wait_ns / 1e3),
+            format_fraction(r.wait_share),
+        ]
+        for r in waits.itertuples()
+    ]
+    return Table(
+        "Share of ring-step time spent waiting (Nsight Systems)",
+        ["profile", "phase", "time in steps (µs)", "blocked in sync calls (µs)", "share"],
+        rows,
+        "All step ranges of all nodes together; waiting is the time a step's thread spent "
+        "blocked in synchronisation calls, read from the trace.",
+    )
+
+
+def _cell(value) -> str:
+    if isinstance(value, bool | numpy.bool_):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        return "" if pd.isna(value) else format_number(float(value), 4)
+    return str(value)
+
+
+def _ceilings_text(model: ReportModel, run_name: str) -> str:
+    ceilings = model.ceilings[model.ceilings["run"] == run_name]
+    parts = [
+        f"{r.ceiling} {'null' if pd.isna(r.GBps) else format_number(r.GBps)}"
+        for r in ceilings.itertuples()
+    ]
+    return "; ".join(parts) or "none recorded"
+
+
+def _inputs_table(model: ReportModel) -> Table:
+    rows = []
+    for run in model.inputs.runs:
+        rows.append(
+            [
+                run.name,
+                "sweep",
+                str(run.csv_path),
+                str(len(run.rows)),
+                _command(run.meta.get("command")) or "not recorded",
+                f"{run.meta.get('start_time')} – {run.meta.get('end_time')}",
+                _ceilings_text(model, run.name),
+            ]
+        )
+    for result in model.inputs.kernel_bandwidth:
+        rows.append(
+            [
+                result.name,
+                "kernel bandwidth",
+                str(result.csv_path),
+                str(len(result.rows)),
+                _command(result.meta.get("command")) or "not recorded",
+                f"{result.meta.get('start_time')} – {result.meta.get('end_time')}",
+                "",
+            ]
+        )
+    for profile in model.inputs.profiles:
+        tables = ", ".join(profile.tables)
+        rows.append([profile.name, "profile", str(profile.path), tables, "", "", ""])
+    return Table(
+        "Inputs",
+        ["name", "kind", "path", "rows / tables", "command", "measured (UTC)", "ceilings (GB/s)"],
+        rows,
+    )
+
+
+def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
+    """Everything both templates show, already formatted."""
+    drawn = [f for f in figures if f.drawn]
+    starts = [run.meta.get("start_time") for run in model.inputs.runs if run.meta.get("start_time")]
+    ends = [run.meta.get("end_time") for run in model.inputs.runs if run.meta.get("end_time")]
+    scaling = _scaling_table(model)
+    headline = [*_speedup_tables(model), _busbw_table(model), _ceiling_table(model)]
+    if scaling is not None:
+        headline.append(scaling)
+    waiting = _wait_table(model)
+    if waiting is not None:
+        headline.append(waiting)
+    return {
+        "title": "Ring-allreduce study: results",
+        "measured_from": min(starts) if starts else None,
+        "measured_to": max(ends) if ends else None,
+        "built": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commits": sorted({str(r.meta.get("git_commit")) for r in model.inputs.runs}),
+        "headline": headline,
+        "gpu_speedup": _gpu_headline(model),
+        "caveats": model.caveats,
+        "figures": [
+            {
+                "name": f.spec.name,
+                "question": f.spec.question,
+                "caption": f.spec.caption,
+                "b64": base64.b64encode(f.png.read_bytes()).decode("ascii"),
+                "width": _png_size(f.png)[0],
+                "height": _png_size(f.png)[1],
+                "md_path": Path(os.path.relpath(f.png, out_dir)).as_posix(),
+                "svg_path": Path(os.path.relpath(f.svg, out_dir)).as_posix(),
+            }
+            for f in drawn
+        ],
+        "missing_figures": [
+            {"name": f.spec.name, "question": f.spec.question, "why": f.missing}
+            for f in figures
+            if not f.drawn
+        ],
+        "not_measured": model.not_measured,
+        "profiles": _profile_tables(model),
+        "environment": _environment_table(model),
+        "inputs": _inputs_table(model),
+    }
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the PNG header, so the page reserves the figure's space."""
+    header = path.read_bytes()[:24]
+    if header[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG file")
+    return struct.unpack(">II", header[16:24])
+
+
+def _gpu_headline(model: ReportModel) -> str | None:
+    """The study's headline sentence: the largest GPU/CPU speedup and where."""
+    comparison = model.comparison("gpu_vs_cpu")
+    if comparison is None:
+        return None
+    table = comparison.table
+    best = table.loc[table["speedup"].idxmax()]
+    fast = model.rows[
+        (model.rows["series"] == best["fast"])
+        & (model.rows["nodes"] == best["nodes_fast"])
+        & (model.rows["bytes"] == best["bytes"])
+    ].iloc[0]
+    slow = model.rows[
+        (model.rows["series"] == best["slow"])
+        & (model.rows["nodes"] == best["nodes_slow"])
+        & (model.rows["bytes"] == best["bytes"])
+        & (model.rows["run"] == best["run_slow"])
+    ].iloc[0]
+    return (
+        f"Largest GPU/CPU speedup: {format_ratio(best['speedup'])} at "
+        f"{format_bytes(int(best['bytes']))} per node ({best['fast']} N={best['nodes_fast']}: "
+        f"{format_number(fast['time_us'])} µs; {best['slow']} N={best['nodes_slow']}: "
+        f"{format_number(slow['time_us'])} µs)."
+    )
+
+
+def _inline_html(text: str):
+    """Escape ``text`` for HTML and turn its Markdown `code` and **bold** into tags."""
+    from markupsafe import Markup, escape
+
+    html = str(escape(text))
+    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+    html = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html)
+    html = re.sub(r"(?<![\w*])\*([^*]+)\*(?![\w*])", r"<em>\1</em>", html)
+    return Markup(html)
+
+
+def render(model: ReportModel, figures: list[Figure], out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``out_dir/report.md`` and ``out_dir/index.html``; return their paths."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = Environment(
+        loader=PackageLoader("ring.report", "templates"),
+        autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=False),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["inline"] = _inline_html
+    values = context(model, figures, out_dir)
+    # Both texts exist before either file is replaced: never one new and one old.
+    texts = {
+        name: env.get_template(template).render(**values)
+        for template, name in (("report.md.j2", "report.md"), ("index.html.j2", "index.html"))
+    }
+    for name, text in texts.items():
+        temporary = out_dir / f".{name}.tmp"
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(out_dir / name)
+    return out_dir / "report.md", out_dir / "index.html"
