@@ -21,7 +21,12 @@ PROG = "python -m ring.nsys"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Nsight Systems profiles of the ring collectives as tables: check for "
+        "nsys, run nsys stats into CSV files, turn them into tidy tables and a summary.md.",
+        epilog="Without nsys: sudo sh scripts/install_nsys.sh (Debian 12).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check", help="say whether nsys (and GPUs) are usable")
