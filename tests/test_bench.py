@@ -338,6 +338,38 @@ def test_interrupted_run_leaves_no_file(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_backend_flags_reach_the_backend(tmp_path):
+    seen = []
+
+    @register_backend
+    class Flagged(CpuBackend):
+        name = "test-flagged"
+
+        @classmethod
+        def add_arguments(cls, parser):
+            parser.add_argument("--test-chunking", default="auto")
+
+        def check(self, config, world):
+            if config.test_chunking not in ("auto", "fine"):
+                raise BenchInputError(f"--test-chunking {config.test_chunking!r}: auto or fine")
+
+        def open(self, nodes, sync, config, world):
+            seen.append(config.test_chunking)
+            return super().open(nodes, sync, config, world)
+
+    try:
+        code, out = bench(tmp_path, "--backend", "test-flagged", "--test-chunking", "fine")
+        bad = main([*TINY, "--backend", "test-flagged", "--test-chunking", "coarse"])
+        other = main([*TINY, "--backend", "numpy-direct", "--test-chunking", "fine"])
+    finally:
+        unregister_backend(Flagged.name)
+    assert (code, bad, other) == (0, 2, 0)
+    assert seen == ["fine"]
+    config = json.loads(out.with_suffix(".json").read_text())["config"]
+    assert config["options"] == {"test_chunking": "fine"}
+    assert main([*TINY, "--test-chunking", "fine"]) == 2  # gone with its backend
+
+
 # -- bad input: one line, exit 2, no file ----------------------------------------------------
 
 BAD_INPUT = {

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         if args[:1] == ["merge"]:
             return merge_main(args[1:], command)
         backends = available_backends()
-        config = parse_args(args, list(backends), _known_syncs(backends))
+        config = parse_args(args, backends, _known_syncs(backends))
         return run(config, command)
     except (BenchInputError, MissingDependencyError) as exc:
         if env_is_root():

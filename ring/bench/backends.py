@@ -30,6 +30,12 @@ Class attributes
                         that its sessions fill through :meth:`Session.row_extras`.
 
 Methods (all ranks call each one, in the same order, under ``mpirun``)
+    ``add_arguments(parser)`` (classmethod, optional)  flags of this backend, e.g.
+                        ``parser.add_argument("--shared-devices", default="0")``; every
+                        registered backend's flags are accepted, whichever ``--backend``
+                        is chosen, and the parsed values appear as ``config.<dest>``
+                        (and under ``options`` in the JSON's ``config``); check the value
+                        in ``check``.
     ``check(config, world)``    raise :class:`~ring.bench.cli.BenchInputError` (or
                         :class:`~ring._optional.MissingDependencyError`) with one clear
                         line if this backend cannot run this configuration here (missing
@@ -268,6 +274,10 @@ class Backend:
     sync_modes: ClassVar[tuple[str, ...]] = ()
     needs_mpirun: ClassVar[bool] = False
     extra_columns: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        pass
 
     def check(self, config: BenchConfig, world) -> None:
         pass

@@ -62,6 +62,15 @@ class BenchConfig:
     out: Path | None
     seed: int
     sizes: tuple[int, ...] = field(default=())
+    # Flags that backends add through Backend.add_arguments, by argparse dest.
+    options: dict = field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        # A backend reads its own flag as config.<dest>; unknown names still fail.
+        options = self.__dict__.get("options", {})
+        if name in options:
+            return options[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def counts(self) -> tuple[int, ...]:
@@ -83,6 +92,7 @@ class BenchConfig:
             "out": None if self.out is None else str(self.out),
             "seed": self.seed,
             "sizes": list(self.sizes),
+            "options": dict(self.options),
         }
 
 
@@ -210,8 +220,22 @@ def _int_flag(text: str, flag: str, minimum: int) -> int:
 
 
 def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
-    """Parse and check ``argv``; raise :class:`BenchInputError` on anything wrong."""
-    args = build_parser(known_backends, known_syncs).parse_args(argv)
+    """Parse and check ``argv``; raise :class:`BenchInputError` on anything wrong.
+
+    ``known_backends`` maps names to backend classes (or is a list of names); each class
+    may add its own flags with ``add_arguments(parser)``, parsed into ``config.options``.
+    """
+    parser = build_parser(list(known_backends), known_syncs)
+    core = {action.dest for action in parser._actions}
+    if isinstance(known_backends, dict):
+        for backend in known_backends.values():
+            add_arguments = getattr(backend, "add_arguments", None)
+            if add_arguments is not None:
+                add_arguments(parser)
+    args = parser.parse_args(argv)
+    options = {
+        dest: value for dest, value in vars(args).items() if dest not in core and dest != "help"
+    }
     min_bytes = parse_size(args.min_bytes)
     max_bytes = parse_size(args.max_bytes)
     try:
@@ -278,4 +302,5 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         out=out,
         seed=seed,
         sizes=sweep_sizes(min_bytes, max_bytes, step_factor, dtype.itemsize),
+        options=options,
     )
