@@ -226,7 +226,7 @@ class MpiRing:
         self._BYTE = MPI.BYTE
         self._row = bytearray(_ROW_FORMAT.size)
         self._table = bytearray(_ROW_FORMAT.size * self.nodes)
-        self._scratch = {kind: None for kind in _KINDS}
+        self._scratch: dict = {}
 
         schedule = ring_schedule(self.nodes)
         # Per collective: (chunk received from the left, chunk sent to the right,
@@ -283,7 +283,7 @@ class MpiRing:
             MPI = self._MPI
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
                 self._comm.Free()
-            self._scratch = {kind: None for kind in _KINDS}
+            self._scratch = {}
 
     def __enter__(self) -> MpiRing:
         return self
@@ -395,21 +395,16 @@ class MpiRing:
             exc = RuntimeError(text)
         raise exc from error
 
-    def _scratch_for(self, kind: str, nbytes: int, device_module=None):
-        scratch = self._scratch[kind]
+    def _scratch_for(self, buf, nbytes: int, cupy=None):
+        """A preallocated scratch segment of ``nbytes`` on the memory that holds ``buf``."""
+        key = "NumPy" if cupy is None else ("CuPy", buf.device.id)
+        scratch = self._scratch.get(key)
         if scratch is None or scratch.nbytes < nbytes:
-            if device_module is None:
-                scratch = np.empty(nbytes, dtype=np.uint8)
-            else:
-                scratch = device_module.empty(nbytes, dtype=np.uint8)
-            self._scratch[kind] = scratch
-        return scratch
+            scratch = (np if cupy is None else cupy).empty(nbytes, dtype=np.uint8)
+            self._scratch[key] = scratch
+        return scratch[:nbytes].view(buf.dtype)
 
     def _run(self, name: str, buf, ufunc, device: bool) -> None:
-        BYTE = self._BYTE
-        sendrecv = self._comm.Sendrecv
-        left, right = self.left, self.right
-        pop = nvtx_ranges.pop
         count, itemsize = buf.shape[0], buf.dtype.itemsize
         bounds = chunk_bounds(count, self.nodes)
         largest = bounds[0][1] - bounds[0][0]
@@ -419,16 +414,24 @@ class MpiRing:
         # Every rank and step cuts chunks into the same number of segments, so sender and
         # receiver pair their messages one for one even when chunk lengths differ.
         segments = -(-largest // seg)
-        synchronize = scratch = None
-        if device:
-            cupy = require("cupy", "the MPI backend with device buffers")
-            # MPI reads and writes device memory directly, outside CuPy's stream order.
+        if not device:
+            scratch = None if ufunc is None else self._scratch_for(buf, seg * itemsize)
+            self._steps(name, buf, ufunc, scratch, bounds, seg, segments, None)
+            return
+        cupy = require("cupy", "the MPI backend with device buffers")
+        with buf.device:
+            scratch = None if ufunc is None else self._scratch_for(buf, seg * itemsize, cupy)
+            # MPI reads and writes device memory directly, outside CuPy's stream order, so
+            # every kernel that touched a chunk must be finished before MPI moves it.
             synchronize = cupy.cuda.get_current_stream().synchronize
-        if ufunc is not None:
-            kind, module = ("CuPy", cupy) if device else ("NumPy", None)
-            scratch = self._scratch_for(kind, seg * itemsize, module)[: seg * itemsize]
-            scratch = scratch.view(buf.dtype)
+            self._steps(name, buf, ufunc, scratch, bounds, seg, segments, synchronize)
+            synchronize()
 
+    def _steps(self, name, buf, ufunc, scratch, bounds, seg, segments, synchronize) -> None:
+        BYTE = self._BYTE
+        sendrecv = self._comm.Sendrecv
+        left, right = self.left, self.right
+        pop = nvtx_ranges.pop
         for recv_chunk, send_chunk, accumulate, push in self._plans[name]:
             push()
             try:
@@ -444,17 +447,15 @@ class MpiRing:
                     mine = buf[a:b]
                     ufunc(mine, incoming, out=mine)
                 else:
-                    self._segmented_step(buf, ufunc, scratch, a, b, sa, sb, seg, segments)
+                    self._segmented_step(
+                        buf, ufunc, scratch, (a, b), (sa, sb), seg, segments, synchronize
+                    )
             finally:
                 pop()
-        if synchronize is not None:
-            synchronize()
 
-    def _segmented_step(self, buf, ufunc, scratch, a, b, sa, sb, seg, segments) -> None:
+    def _segmented_step(self, buf, ufunc, scratch, recv, send, seg, segments, synchronize):
         BYTE, sendrecv, left, right = self._BYTE, self._comm.Sendrecv, self.left, self.right
-        synchronize = None
-        if not isinstance(buf, np.ndarray):
-            synchronize = require("cupy", "device buffers").cuda.get_current_stream().synchronize
+        (a, b), (sa, sb) = recv, send
         for k in range(segments):
             lo, hi = min(a + k * seg, b), min(a + (k + 1) * seg, b)
             slo, shi = min(sa + k * seg, sb), min(sa + (k + 1) * seg, sb)

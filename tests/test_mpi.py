@@ -95,6 +95,18 @@ def test_collectives_match_reference(nodes):
     assert code == 0, err
 
 
+def test_device_buffers_on_a_fake_cupy():
+    """The CuPy path (device context, scratch on the device, CuPy ufuncs, a stream
+    synchronisation before MPI touches a chunk) on host memory behind a fake CuPy whose
+    kernels only run at synchronize()."""
+    code, out, err, _ = mpirun(3, "fake_device.py")
+    (result,) = json_lines(out)
+    for report in result["reports"]:
+        assert report["cases"] == 64
+        assert report["failures"] == [], "\n".join(report["failures"])
+    assert code == 0, err
+
+
 EXPECTED = {
     "lengths": ("ValueError", "buffer lengths differ between ranks"),
     "dtypes": ("TypeError", "buffer dtypes differ between ranks"),
