@@ -117,7 +117,7 @@ class CpuCommunicator:
         self._job = None
 
         n = self.nodes
-        schedule = ring_schedule(n)
+        schedule = self._schedule = ring_schedule(n)
         steps = 2 * (n - 1)
         self._signal = [[_new_signal() for _ in range(steps)] for _ in range(n)]
         self._arrivals = [itertools.count() for _ in range(steps)]
@@ -237,14 +237,14 @@ class CpuCommunicator:
                     self._done.release()
 
     def _run(self, node: int, name: str, buffers: list, ufunc, bounds) -> None:
-        n = self.nodes
-        mine, left = buffers[node], buffers[(node - 1) % n]
+        schedule = self._schedule
+        mine, left = buffers[node], buffers[schedule.left(node)]
         plan = self._plans[node][name]
         last = len(plan) - 1
         pop = nvtx_ranges.pop
         pairwise = self.sync == "pairwise"
         my_signals = self._signal[node]
-        left_signals = self._signal[(node - 1) % n]
+        left_signals = self._signal[schedule.left(node)]
         for t, (chunk, accumulate, push) in enumerate(plan):
             push()
             try:

@@ -106,6 +106,14 @@ class RingSchedule:
     def phases(self) -> tuple[Phase, Phase]:
         return (self.reduce_scatter, self.all_gather)
 
+    def left(self, node: int) -> int:
+        """The neighbour ``node`` receives from."""
+        return (node - 1) % self.nodes
+
+    def right(self, node: int) -> int:
+        """The neighbour ``node`` sends to."""
+        return (node + 1) % self.nodes
+
     def for_node(self, node: int, phases: tuple[PhaseName, ...]) -> tuple[Transfer, ...]:
         """Everything ``node`` does, in order, for the requested phases."""
         return tuple(
@@ -120,7 +128,7 @@ def _phase(name: PhaseName, nodes: int, offset: int, accumulate: bool) -> Phase:
                 phase=name,
                 step=s,
                 node=i,
-                src=(i - 1) % nodes,
+                src=(i - 1) % nodes,  # RingSchedule.left
                 chunk=(i - offset - s) % nodes,
                 accumulate=accumulate,
             )
