@@ -102,6 +102,10 @@ class FakeCuda:
         if kind == "wait":
             event, record = payload
             return event.completed >= record
+        if kind == "gang":
+            # a collective kernel: runs once every participating stream has reached it
+            gang = payload[0]
+            return all(s.queue and s.queue[0][1] is gang for s in gang.streams)
         return True
 
     def run_until(self, done) -> None:
@@ -127,6 +131,12 @@ class FakeCuda:
             event.time = self.clock
         elif op[0] == "run":
             op[1]()
+        elif op[0] == "gang":
+            gang = op[1]
+            for other in gang.streams:
+                if other is not stream:
+                    other.queue.popleft()
+            gang.run()
 
     def drain(self) -> None:
         self.run_until(lambda: not any(s.queue for s in self._queues()))
@@ -191,8 +201,16 @@ class FakeCuda:
             src_view, _ = sim.resolve(src, size)
             sim.stream_by_ptr(stream).enqueue(("run", lambda: np.copyto(dst_view, src_view)))
 
-        for f in (getDeviceCount, getDevice, setDevice, deviceCanAccessPeer):
+        def memGetInfo():
+            return 64 << 30, 80 << 30
+
+        def getDeviceProperties(device):
+            sim.check_device(device)
+            return {"name": b"Simulated GPU", "totalGlobalMem": 80 << 30}
+
+        for f in (getDeviceCount, getDevice, setDevice, deviceCanAccessPeer, memGetInfo):
             setattr(runtime, f.__name__, f)
+        runtime.getDeviceProperties = getDeviceProperties
         runtime.deviceEnablePeerAccess = deviceEnablePeerAccess
         if self.ensure:
 
@@ -218,6 +236,12 @@ class FakeCuda:
 
             def __exit__(self, *exc):
                 sim.current = self._stack.pop()
+
+            def synchronize(self):
+                sim.host_waits += 1
+                sim.run_until(
+                    lambda: not any(q.queue for q in sim._queues() if q.device_id in (self.id, -1))
+                )
 
         class Stream(FakeStream):
             def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
@@ -261,9 +285,108 @@ class FakeCuda:
             return ndarray(sim, sim.alloc(count * dtype.itemsize, sim.current), count, dtype)
 
         cupy.empty = empty
+
+        def empty_like(array):
+            return empty(array.size, array.dtype)
+
+        def ones(shape, dtype=np.float64):
+            return sim.to_device(np.ones(int(shape), dtype=dtype), sim.current)
+
+        def asarray(values):
+            return sim.to_device(np.asarray(values), sim.current)
+
+        def asnumpy(array):
+            # a copy on the legacy stream, which the host waits for
+            legacy = sim.legacy_stream(array.device.id)
+            sim.run_until(lambda: not legacy.queue)
+            return sim.to_host(array)
+
+        pool = types.SimpleNamespace(free_all_blocks=lambda stream=None: None)
+        cupy.empty_like = empty_like
+        cupy.ones = ones
+        cupy.asarray = asarray
+        cupy.asnumpy = asnumpy
+        cupy.get_default_memory_pool = lambda: pool
+        cuda.nccl = self._build_nccl()
         for name in ("add", "multiply", "maximum", "minimum"):
             setattr(cupy, name, FakeUfunc(sim, getattr(np, name)))
         return cupy
+
+    def _build_nccl(self) -> types.ModuleType:
+        """``cupy.cuda.nccl``: allReduce queues one collective kernel per device stream,
+        which runs only once every rank's stream has reached it."""
+        sim = self
+        nccl = types.ModuleType("cupy.cuda.nccl")
+        nccl.available = True
+        ops = {"NCCL_SUM": np.add, "NCCL_PROD": np.multiply}
+        ops |= {"NCCL_MAX": np.maximum, "NCCL_MIN": np.minimum}
+        for i, name in enumerate(ops):
+            setattr(nccl, name, i)
+        ufuncs = list(ops.values())
+        for name in ("int8", "uint8", "int32", "uint32", "int64", "uint64"):
+            setattr(nccl, f"NCCL_{name.upper()}", name)
+        for name in ("float16", "float32", "float64"):
+            setattr(nccl, f"NCCL_{name.upper()}", name)
+        group: list = []
+        nccl.group_depth = 0
+
+        class Gang:
+            def __init__(self, calls):
+                self.calls = calls
+                self.streams = [call[0] for call in calls]
+
+            def run(self):
+                views = [view for _, view, _, _ in self.calls]
+                total = views[0].copy()
+                ufunc = ufuncs[self.calls[0][2]]
+                for view in views[1:]:
+                    ufunc(total, view, out=total)
+                for view in views:
+                    view[:] = total
+
+        class NcclCommunicator:
+            def __init__(self, device, rank, size):
+                self.device, self.rank, self.size = device, rank, size
+
+            @staticmethod
+            def initAll(devices):
+                if len(set(devices)) < len(devices):
+                    raise RuntimeError("NCCL error: invalid usage (duplicate GPU)")
+                return [NcclCommunicator(d, r, len(devices)) for r, d in enumerate(devices)]
+
+            def allReduce(self, sendbuf, recvbuf, count, datatype, op, stream):
+                if nccl.group_depth == 0:
+                    raise RuntimeError("the simulator only runs allReduce inside a group")
+                if sendbuf != recvbuf:
+                    raise RuntimeError("the simulator only runs allReduce in place")
+                itemsize = np.dtype(datatype).itemsize
+                raw, device = sim.resolve(recvbuf, count * itemsize)
+                if device != self.device:
+                    raise CUDARuntimeError(1, "buffer on another device than the rank's")
+                target = sim.stream_by_ptr(stream)
+                if target.device_id != self.device:
+                    raise CUDARuntimeError(1, "stream on another device than the rank's")
+                group.append((target, raw.view(datatype), op, self.rank))
+
+            def destroy(self):
+                pass
+
+        def groupStart():
+            nccl.group_depth += 1
+
+        def groupEnd():
+            nccl.group_depth -= 1
+            if nccl.group_depth == 0 and group:
+                gang = Gang(sorted(group, key=lambda call: call[3]))
+                group.clear()
+                for stream in gang.streams:
+                    stream.enqueue(("gang", gang))
+
+        nccl.NcclCommunicator = NcclCommunicator
+        nccl.groupStart = groupStart
+        nccl.groupEnd = groupEnd
+        nccl.get_version = lambda: 22000
+        return nccl
 
     # -- helpers for tests ---------------------------------------------------------------
 
@@ -409,10 +532,12 @@ class FakeUfunc:
 @contextlib.contextmanager
 def fake_cupy(sim: FakeCuda):
     """Install ``sim``'s module as ``cupy`` for the duration of the block."""
-    saved = {name: sys.modules.get(name) for name in ("cupy", "cupy.cuda", "cupy.cuda.runtime")}
+    names = ("cupy", "cupy.cuda", "cupy.cuda.runtime", "cupy.cuda.nccl")
+    saved = {name: sys.modules.get(name) for name in names}
     sys.modules["cupy"] = sim.module
     sys.modules["cupy.cuda"] = sim.module.cuda
     sys.modules["cupy.cuda.runtime"] = sim.module.cuda.runtime
+    sys.modules["cupy.cuda.nccl"] = sim.module.cuda.nccl
     try:
         yield sim.module
     finally:

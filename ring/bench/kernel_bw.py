@@ -1,0 +1,315 @@
+"""``python -m ring.bench kernel-bw``: the reduction kernel's throughput against size.
+
+The original study's single-GPU sweep (``gpu_kernel_bandwidth``), not a ring measurement:
+at each size S one device runs the kernel the GPU ring launches for a received chunk
+(``dst op= src``, CuPy's ufunc for the op) and, beside it, a device-to-device copy of the
+same S bytes.  Each is timed per launch with CUDA events on one stream, ``-w`` warm-ups
+then ``-n`` timed launches; the median gives
+
+* ``kernel_GBps`` = 3·S / t (two reads and one write per element),
+* ``copy_GBps`` = 2·S / t (one read and one write per element),
+* ``kernel_vs_copy`` = their ratio: how close the kernel gets to moving bytes at the
+  speed the device copies them.
+
+With ``-c 1`` (the default) the first launch at every size is checked on the host against
+the op computed in a wide type; ``wrong`` counts the elements off.  Writes FILE.csv and
+FILE.json (environment, the device's ceilings, the arguments) with ``--out FILE.csv``.
+Exit 0 ok, 1 wrong elements, 2 bad input or no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from .._optional import MissingDependencyError
+from ..ops import OPS, resolve_op
+from . import data
+from .ceilings import ceiling_bytes
+from .cli import BenchInputError, _int_flag, _parse_dtype, parse_size, sweep_sizes
+from .environment import collect_environment, git_commit, utc_now
+from .gpu import (
+    check_cupy_dtype,
+    check_device_memory,
+    cupy_or_input_error,
+    device_count_or_input_error,
+    measure_gpu_ceilings,
+    reduction_kernel,
+)
+from .results import SCHEMA, columns_of, write_csv_atomic, write_json_atomic
+
+__all__ = ["COLUMNS", "kernel_bw_main", "main", "measure_size"]
+
+COLUMNS = (
+    "device",
+    "gpu_name",
+    "dtype",
+    "op",
+    "bytes",
+    "count",
+    "iters",
+    "time_us",
+    "time_us_min",
+    "time_us_p25",
+    "time_us_p75",
+    "time_us_max",
+    "kernel_GBps",
+    "copy_time_us",
+    "copy_GBps",
+    "kernel_vs_copy",
+    "wrong",
+)
+
+HEADER = (
+    "#       size        count      type   redop    kernel    kernel      copy      copy"
+    "  kernel/  #wrong\n"
+    "#        (B)   (elements)                        (us)    (GB/s)      (us)    (GB/s)"
+    "     copy"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise BenchInputError(message)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(
+        prog="python -m ring.bench kernel-bw",
+        description=(
+            "Throughput of the GPU ring's reduction kernel (dst op= src: 2 reads + 1 write "
+            "per element) against size, beside a device-to-device copy of the same size."
+        ),
+    )
+    add = parser.add_argument
+    add("-b", "--min-bytes", default="1K", help="smallest buffer (default 1K)")
+    add("-e", "--max-bytes", default="1G", help="largest buffer (default 1G)")
+    add("-f", "--step-factor", default="2", help="multiply the size by this (default 2)")
+    add("-n", "--iters", default="20", help="timed launches per size (default 20)")
+    add("-w", "--warmup", default="5", help="untimed launches per size first (default 5)")
+    add("-c", "--check", default="1", help="check the first launch: 1 (default) or 0")
+    add("-d", "--dtype", default="float32", help="element type (default float32)")
+    add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
+    add("--device", default="0", help="CUDA device id (default 0)")
+    add("--out", default=None, help="write FILE.csv and FILE.json beside it")
+    add("--seed", default="0", help="seed of the random inputs (default 0)")
+    args = parser.parse_args(argv)
+
+    args.min_bytes = parse_size(args.min_bytes)
+    args.max_bytes = parse_size(args.max_bytes)
+    try:
+        args.step_factor = float(args.step_factor)
+    except ValueError:
+        raise BenchInputError(f"-f/--step-factor {args.step_factor!r} is not a number") from None
+    if not args.step_factor > 1 or not np.isfinite(args.step_factor):
+        raise BenchInputError(f"-f/--step-factor must be > 1, got {args.step_factor}")
+    args.iters = _int_flag(args.iters, "-n/--iters", 1)
+    args.warmup = _int_flag(args.warmup, "-w/--warmup", 0)
+    args.device = _int_flag(args.device, "--device", 0)
+    args.seed = _int_flag(args.seed, "--seed", 0)
+    if args.check not in ("0", "1"):
+        raise BenchInputError(f"-c/--check must be 0 or 1, got {args.check!r}")
+    args.check = args.check == "1"
+    args.dtype = _parse_dtype(args.dtype)
+    try:
+        resolve_op(args.op, args.dtype)
+    except (TypeError, ValueError) as exc:
+        raise BenchInputError(str(exc)) from None
+    if args.min_bytes < args.dtype.itemsize:
+        raise BenchInputError(
+            f"-b/--min-bytes must hold at least one {args.dtype.name} element "
+            f"({args.dtype.itemsize} bytes), got {args.min_bytes}"
+        )
+    if args.min_bytes > args.max_bytes:
+        raise BenchInputError("-b/--min-bytes is larger than -e/--max-bytes")
+    args.sizes = sweep_sizes(args.min_bytes, args.max_bytes, args.step_factor, args.dtype.itemsize)
+    if args.out is not None and not args.out.endswith(".csv"):
+        raise BenchInputError(f"--out {args.out!r} must name a .csv file (the JSON goes beside it)")
+    return args
+
+
+def _event_times_us(cupy, launch, stream, iters: int, warmup: int) -> np.ndarray:
+    for _ in range(warmup):
+        launch()
+    events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(iters)]
+    for start, end in events:
+        start.record(stream)
+        launch()
+        end.record(stream)
+    events[-1][1].synchronize()
+    return np.array([cupy.cuda.get_elapsed_time(a, b) * 1e3 for a, b in events])
+
+
+def measure_size(cupy, args, count: int, gpu_name: str | None) -> dict:
+    """One size on the current device: check, then time the kernel and the copy."""
+    dtype, op = args.dtype, args.op
+    runtime = cupy.cuda.runtime
+    kernel = reduction_kernel(cupy, op, dtype)
+    nbytes = count * dtype.itemsize
+    first = data.make_input(args.seed, 2, count, dtype, 0)
+    second = data.make_input(args.seed, 2, count, dtype, 1)
+    dst, src = cupy.asarray(first), cupy.asarray(second)
+    copy_dst = cupy.empty_like(dst)
+    cupy.cuda.Device().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def reduce():
+        with stream:
+            kernel(dst, src, out=dst)
+
+    def copy():
+        runtime.memcpyAsync(
+            copy_dst.data.ptr, src.data.ptr, nbytes, runtime.memcpyDeviceToDevice, stream.ptr
+        )
+
+    wrong = None
+    if args.check:
+        reduce()
+        stream.synchronize()
+        expected = data.reference(args.seed, 2, count, dtype, op, {0: first, 1: second})
+        wrong = data.count_wrong(cupy.asnumpy(dst), expected, data.tolerance(dtype, 2))
+    kernel_us = _event_times_us(cupy, reduce, stream, args.iters, args.warmup)
+    copy_us = _event_times_us(cupy, copy, stream, args.iters, args.warmup)
+    stream.synchronize()
+    lo, p25, median, p75, hi = np.percentile(kernel_us, [0, 25, 50, 75, 100])
+    copy_median = float(np.median(copy_us))
+    kernel_gbps = 3 * nbytes / median / 1e3 if median > 0 else None
+    copy_gbps = 2 * nbytes / copy_median / 1e3 if copy_median > 0 else None
+    return {
+        "device": args.device,
+        "gpu_name": gpu_name,
+        "dtype": dtype.name,
+        "op": op,
+        "bytes": nbytes,
+        "count": count,
+        "iters": args.iters,
+        "time_us": float(median),
+        "time_us_min": float(lo),
+        "time_us_p25": float(p25),
+        "time_us_p75": float(p75),
+        "time_us_max": float(hi),
+        "kernel_GBps": kernel_gbps,
+        "copy_time_us": copy_median,
+        "copy_GBps": copy_gbps,
+        "kernel_vs_copy": kernel_gbps / copy_gbps if kernel_gbps and copy_gbps else None,
+        "wrong": wrong,
+    }
+
+
+def _num(value, width: int, digits: int = 2) -> str:
+    return "N/A".rjust(width) if value is None else f"{value:{width}.{digits}f}"
+
+
+def table_line(row: dict) -> str:
+    wrong = "N/A" if row["wrong"] is None else str(row["wrong"])
+    return (
+        f"{row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['op']:>7} "
+        f"{_num(row['time_us'], 9)} {_num(row['kernel_GBps'], 9)} "
+        f"{_num(row['copy_time_us'], 9)} {_num(row['copy_GBps'], 9)} "
+        f"{_num(row['kernel_vs_copy'], 8, 3)} {wrong:>7}"
+    )
+
+
+def _gpu_name(cupy, device: int) -> str | None:
+    name = cupy.cuda.runtime.getDeviceProperties(device).get("name")
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def kernel_bw_main(argv: list[str], command: list[str]) -> int:
+    """Run the sweep; raise :class:`BenchInputError` (exit 2) on bad input or no GPU."""
+    args = parse_args(argv)
+    cupy = cupy_or_input_error("kernel-bw")
+    available = device_count_or_input_error("kernel-bw")
+    if args.device >= available:
+        raise BenchInputError(
+            f"--device {args.device} does not exist: this machine has {available} CUDA "
+            f"device(s), ids 0..{available - 1}"
+        )
+    check_cupy_dtype("kernel-bw", args.dtype)
+    check_device_memory("kernel-bw", cupy, {args.device: 3 * args.sizes[-1]})
+    start_time = utc_now()
+    environment = collect_environment(None)
+    commit, dirty = git_commit()
+    name = _gpu_name(cupy, args.device)
+    print(
+        f"# ring.bench kernel-bw: {args.dtype.name} {args.op} on device {args.device} ({name}), "
+        f"sizes {args.sizes[0]}..{args.sizes[-1]} B (x{args.step_factor:g}), warmup "
+        f"{args.warmup}, iters {args.iters}, check {int(args.check)}",
+        flush=True,
+    )
+    rows = []
+    with cupy.cuda.Device(args.device):
+        ceilings = measure_gpu_ceilings(
+            ceiling_bytes(args.max_bytes, args.dtype.itemsize),
+            args.dtype,
+            args.op,
+            [args.device],
+        )
+        print(
+            f"# Ceilings at {ceilings['gpu_buffer_bytes']} B (bytes read + written): copy "
+            f"{ceilings['gpu_copy_GBps'][str(args.device)]:.1f} GB/s, reduction kernel "
+            f"{ceilings['gpu_reduce_GBps'][str(args.device)]:.1f} GB/s",
+            flush=True,
+        )
+        print(HEADER, flush=True)
+        for size in args.sizes:
+            row = measure_size(cupy, args, size // args.dtype.itemsize, name)
+            rows.append(row)
+            print(table_line(row), flush=True)
+            cupy.get_default_memory_pool().free_all_blocks()
+    wrong_total = sum(row["wrong"] or 0 for row in rows)
+    checked = "not checked (-c 0)" if not args.check else str(wrong_total)
+    print(f"# Wrong elements: {checked}", flush=True)
+    if args.out is not None:
+        from pathlib import Path
+
+        out = Path(args.out)
+        document = {
+            "schema": SCHEMA,
+            "mode": "kernel-bw",
+            "command": list(command),
+            "start_time": start_time,
+            "end_time": utc_now(),
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "environment": environment,
+            "ceilings": ceilings,
+            "config": {
+                "min_bytes": args.min_bytes,
+                "max_bytes": args.max_bytes,
+                "step_factor": args.step_factor,
+                "iters": args.iters,
+                "warmup": args.warmup,
+                "check": int(args.check),
+                "dtype": args.dtype.name,
+                "op": args.op,
+                "device": args.device,
+                "seed": args.seed,
+                "out": str(out),
+                "sizes": list(args.sizes),
+            },
+            "wrong_total": wrong_total if args.check else None,
+        }
+        write_json_atomic(out.with_suffix(".json"), document)
+        write_csv_atomic(out, rows, columns_of(rows, COLUMNS))
+        print(f"# Wrote {out} and {out.with_suffix('.json')}", flush=True)
+    if wrong_total:
+        print(f"ring.bench kernel-bw: {wrong_total} wrong elements", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = list(sys.orig_argv) if argv is None else ["ring-bench", "kernel-bw", *args]
+    try:
+        return kernel_bw_main(args, command)
+    except (BenchInputError, MissingDependencyError) as exc:
+        print(f"ring.bench kernel-bw: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

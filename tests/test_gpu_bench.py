@@ -1,0 +1,200 @@
+"""The harness's ``gpu`` and ``nccl`` backends and the ``kernel-bw`` mode, run end to end on
+the CUDA simulator of ``test_gpu_fakecuda`` (the same code a GPU runs, minus the GPU)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+import numpy as np
+import pytest
+from test_gpu_fakecuda import FakeCuda, FakeUfunc, fake_cupy
+
+import ring.bench.gpu as bench_gpu
+import ring.bench.kernel_bw as kernel_bw
+import ring.bench.nccl as bench_nccl
+import ring.bench.runner as runner
+from ring.bench.__main__ import main as bench_main
+
+SMALL = 64 << 10
+
+
+@pytest.fixture(autouse=True)
+def small_ceilings(monkeypatch):
+    """Ceilings on 64 KiB buffers: the simulator moves bytes with NumPy."""
+    monkeypatch.setattr(runner, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
+    monkeypatch.setattr(bench_gpu, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
+    monkeypatch.setattr(kernel_bw, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
+    bench_gpu._ceiling_cache.clear()
+
+
+def _read(out):
+    with open(out, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return rows, json.loads(out.with_suffix(".json").read_text())
+
+
+SWEEP = ["-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "-w", "1"]
+
+
+def _sweep(backend, nodes, out, *extra):
+    return bench_main([*SWEEP, "--backend", backend, "--nodes", nodes, "--out", str(out), *extra])
+
+
+def test_gpu_backend_sweep_on_separate_devices(tmp_path):
+    out = tmp_path / "gpu.csv"
+    with fake_cupy(FakeCuda(3, seed=1)):
+        assert _sweep("gpu", "2,3", out) == 0
+    rows, document = _read(out)
+    assert {(r["backend"], r["sync"], r["nodes"]) for r in rows} == {
+        ("gpu", "pairwise", "2"),
+        ("gpu", "pairwise", "3"),
+    }
+    assert all(r["wrong"] == "0" and r["shared_devices"] == "false" for r in rows)
+    assert {r["devices"] for r in rows} == {"0 1", "0 1 2"}
+    assert all(float(r["time_us"]) > 0 and r["traffic_GBps"] for r in rows)
+    ceilings = document["ceilings"]
+    assert set(ceilings["gpu_copy_GBps"]) == {"0", "1", "2"}
+    assert set(ceilings["gpu_reduce_GBps"]) == {"0", "1", "2"}
+    assert set(ceilings["gpu_peer_GBps"]) == {"0->1", "1->0", "0->2", "2->0", "1->2", "2->1"}
+    assert set(ceilings["gpu_peer_bidir_GBps"]) == {"0<->1", "0<->2", "1<->2"}
+    assert all(v > 0 for v in ceilings["gpu_peer_bidir_GBps"].values())
+    assert ceilings["gpu_peer_access"]["0->1"] is True
+    assert "copy_GBps" in ceilings  # the harness's CPU ceilings sit beside them
+
+
+def test_gpu_backend_shares_a_device_only_when_asked(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "gpu.csv"
+    with fake_cupy(FakeCuda(1, seed=2)):
+        assert _sweep("gpu", "2", out) == 2
+        assert "--shared-devices 1" in capsys.readouterr().err
+        assert not out.exists()
+        monkeypatch.setattr(bench_gpu, "shared_devices_requested", lambda config: True)
+        assert _sweep("gpu", "1,4", out) == 0
+    rows, _ = _read(out)
+    assert {r["nodes"]: r["shared_devices"] for r in rows} == {"1": "false", "4": "true"}
+    assert {r["devices"] for r in rows} == {"0", "0 0 0 0"}
+    assert all(r["wrong"] == "0" for r in rows)
+
+
+def test_a_wrong_reduction_fails_the_run(tmp_path):
+    out = tmp_path / "gpu.csv"
+    sim = FakeCuda(2, seed=3)
+    sim.module.add = FakeUfunc(sim, np.subtract)
+    with fake_cupy(sim):
+        assert _sweep("gpu", "2", out) == 1
+    rows, document = _read(out)
+    assert all(int(r["wrong"]) > 0 for r in rows)
+    assert document["wrong_total"] > 0
+
+
+def test_nccl_backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    out = tmp_path / "nccl.csv"
+    with fake_cupy(FakeCuda(4, seed=4)):
+        assert _sweep("nccl", "1,2,4", out, "-o", "max") == 0
+    rows, document = _read(out)
+    assert {r["nodes"] for r in rows} == {"1", "2", "4"}
+    assert all(r["backend"] == "nccl" and r["sync"] == "none" for r in rows)
+    assert all(r["wrong"] == "0" and float(r["time_us"]) > 0 for r in rows)
+    assert document["backends"]["nccl"]["environment"]["NCCL_ALGO"] == "Ring"
+
+
+@pytest.mark.parametrize(
+    ("devices", "args", "message"),
+    [
+        (1, ["--nodes", "2"], "needs 2 CUDA devices (NCCL puts one rank on each)"),
+        (2, ["--nodes", "2", "-d", "complex64"], "NCCL has no complex64"),
+        (0, ["--nodes", "2"], "no CUDA-capable device"),
+    ],
+)
+def test_nccl_refuses_what_it_cannot_run(tmp_path, capsys, devices, args, message):
+    with fake_cupy(FakeCuda(devices)):
+        assert bench_main(["--backend", "nccl", "--out", str(tmp_path / "x.csv"), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_without_cupy_the_gpu_backends_say_how_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    for backend in ("gpu", "nccl"):
+        assert bench_main(["--backend", backend, "--out", str(tmp_path / "x.csv")]) == 2
+        assert "pip install '.[gpu]'" in capsys.readouterr().err
+    assert kernel_bw.main(["-e", "4K"]) == 2
+    assert "pip install '.[gpu]'" in capsys.readouterr().err
+
+
+def test_kernel_bw_sweep(tmp_path, capsys):
+    out = tmp_path / "kernel.csv"
+    with fake_cupy(FakeCuda(2, seed=5)):
+        sweep = ["-b", "1K", "-e", "64K", "-f", "4", "-n", "4", "-w", "1", "--device", "1"]
+        code = kernel_bw.main([*sweep, "-d", "float16", "-o", "prod", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    rows, document = _read(out)
+    assert [int(r["bytes"]) for r in rows] == [1024, 4096, 16384, 65536]
+    assert all(r["device"] == "1" and r["gpu_name"] == "Simulated GPU" for r in rows)
+    assert all(r["wrong"] == "0" and r["dtype"] == "float16" and r["op"] == "prod" for r in rows)
+    for r in rows:
+        t = float(r["time_us"])
+        assert float(r["kernel_GBps"]) == pytest.approx(3 * int(r["bytes"]) / t / 1e3, rel=1e-4)
+        assert float(r["kernel_vs_copy"]) > 0
+    assert document["mode"] == "kernel-bw"
+    assert set(document["ceilings"]["gpu_copy_GBps"]) == {"1"}
+    assert "kernel/" in capsys.readouterr().out
+
+
+def test_kernel_bw_checks_the_kernel(tmp_path):
+    sim = FakeCuda(1, seed=6)
+    sim.module.add = FakeUfunc(sim, np.maximum)
+    with fake_cupy(sim):
+        assert kernel_bw.main(["-e", "4K", "-n", "2", "--out", str(tmp_path / "k.csv")]) == 1
+    rows, _ = _read(tmp_path / "k.csv")
+    assert all(int(r["wrong"]) > 0 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "2"], "--device 2 does not exist"),
+        (["-b", "2K", "-e", "1K"], "larger than"),
+        (["-f", "1"], "step-factor must be > 1"),
+        (["-d", "bool"], "unknown dtype"),
+        (["-o", "max", "-d", "complex64"], "not defined for complex"),
+        (["--out", "x.txt"], ".csv"),
+    ],
+)
+def test_kernel_bw_bad_input(args, message, capsys):
+    with fake_cupy(FakeCuda(1)):
+        assert kernel_bw.main(["-e", "4K", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_plugins_register_their_backends():
+    from ring.bench.backends import available_backends
+
+    backends = available_backends()
+    assert backends["gpu"] is bench_gpu.GpuRingBackend
+    assert backends["nccl"] is bench_nccl.NcclBackend
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_nccl_timed_region_starts_after_every_restore_and_ends_after_every_device(seed):
+    from ring.bench.cli import parse_args
+
+    config = parse_args(["-e", "4K", "--backend", "nccl"], ["nccl"], [])
+    with fake_cupy(FakeCuda(3, seed=seed)):
+        session = bench_nccl.NcclBackend().open(3, "none", config, None)
+        try:
+            session.load([np.full(256, float(i + 1), np.float32) for i in range(3)])
+            session.restore()
+            session.timed_call()
+            (elapsed,) = session.times()
+            start, end = session._pending[0]
+            assert all(event.time < start.time for event in session.restored)
+            assert all(event.time < end.time for event in session.finished[1:])
+            assert elapsed > 0
+            for result in session.results():
+                np.testing.assert_array_equal(result, np.full(256, 6.0, np.float32))
+        finally:
+            session.close()
