@@ -262,7 +262,7 @@ class GpuCommunicator:
         # Node i reads node i - 1's memory in place (kernel / plain copy) instead of copying
         # across a link when both live on one device.
         self._direct = tuple(
-            self.devices[(i - 1) % n] == self.devices[i] and not force for i in range(n)
+            self.devices[schedule.left(i)] == self.devices[i] and not force for i in range(n)
         )
         # Per collective, step-major: plans[name][t][i] = (src node, chunk, accumulate,
         # direct, NVTX pusher) of node i at step t.
@@ -403,7 +403,7 @@ class GpuCommunicator:
         bounds = _chunk_bounds(count, n)
         plan = self._plans[name]
         needs_scratch = ufunc is not None
-        longest = bounds[0][1] - bounds[0][0]
+        longest = max(b - a for a, b in bounds)
         scratch = [
             self._scratch_for(i, dtype, longest) if needs_scratch and not self._direct[i] else None
             for i in range(n)
