@@ -11,6 +11,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -170,7 +171,8 @@ def test_watchdog_aborts_a_hung_job():
     code, out, err, _ = mpirun(2, "rank_dies.py", "hang", "2", timeout=60)
     assert code != 0
     assert "finished" not in out
-    assert "rank_dies.py: watchdog: rank 0 still running after 2 s; aborting the MPI job" in err
+    # Whichever rank's timer fires first aborts the job, possibly before the others print.
+    assert re.search(r"rank_dies.py: watchdog: rank \d still running after 2 s; aborting", err)
 
 
 def test_bench_under_mpirun_writes_a_valid_csv(tmp_path):
