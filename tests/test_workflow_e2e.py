@@ -1,0 +1,109 @@
+"""The workflow for real, on this machine, with config/ci.yaml and no GPU:
+
+* `snakemake --cores 2 all` in a copy of the repository produces every file its plan
+  promises, the report included, and a second run has nothing to do;
+* benchmark jobs never overlap in time, while the same jobs do overlap once the `bench`
+  resource is lifted (so the check can see an overlap when there is one).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+from test_workflow import TIMED_RULES, copy_workflow, parse_plan, snakemake
+
+pytestmark = pytest.mark.slow
+
+# ring/ travels with the workflow: the jobs run `python -m ring...` from the copy's root.
+EXTRA = ("ring",)
+
+
+def run_ok(workdir: Path, *args: str) -> str:
+    done = snakemake(workdir, *args, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    return output
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    """A copy of the repository after `snakemake --cores 2 all --configfile config/ci.yaml`."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("e2e"), EXTRA)
+    args = ("all", "--configfile", "config/ci.yaml", "--config", "gpus=0")
+    plan = parse_plan(run_ok(workdir, "-n", *args))
+    output = run_ok(workdir, "--cores", "2", *args)
+    return {"workdir": workdir, "plan": plan, "output": output, "args": args}
+
+
+def test_all_writes_every_promised_file(e2e):
+    workdir = e2e["workdir"]
+    promised = [path for job in e2e["plan"] for path in job.output]
+    assert "results/report/index.html" in promised
+    missing = [path for path in promised if not (workdir / path).exists()]
+    assert not missing
+    empty = [
+        path
+        for path in promised
+        if (workdir / path).is_file() and (workdir / path).stat().st_size == 0
+    ]
+    assert not empty
+    figures = sorted(p.name for p in (workdir / "results/figures").glob("*.png"))
+    assert figures, "the report rule drew no figure"
+
+
+def test_all_runs_no_gpu_job_and_the_report_says_why(e2e):
+    rules = {job.rule for job in e2e["plan"]}
+    assert not rules & {"gpu_bench", "kernel_bw_sweep", "nsys_profile_gpu"}
+    workdir = e2e["workdir"]
+    absent = json.loads((workdir / "results/report/not_measured.json").read_text())
+    assert any(entry["what"].startswith("GPU sweeps at N = 4") for entry in absent)
+    report = (workdir / "results/report/report.md").read_text()
+    assert "GPU" in report and "snakemake --cores 8 gpu" in report
+
+
+def test_second_run_has_nothing_to_do(e2e):
+    output = run_ok(e2e["workdir"], "--cores", "2", *e2e["args"])
+    assert "Nothing to be done" in output
+
+
+def job_intervals(workdir: Path) -> list[tuple[str, float, float]]:
+    """(log, start, end) of every timed job, from Snakemake's own metadata records."""
+    jobs: dict[str, tuple[float, float]] = {}
+    for record_path in (workdir / ".snakemake/metadata").iterdir():
+        record = json.loads(record_path.read_text())
+        if record.get("rule") not in TIMED_RULES:
+            continue
+        output = base64.urlsafe_b64decode(record_path.name).decode()
+        key = record["log"][0] if record.get("log") else output
+        start, end = jobs.get(key, (record["starttime"], record["endtime"]))
+        jobs[key] = (min(start, record["starttime"]), max(end, record["endtime"]))
+    return [(key, start, end) for key, (start, end) in jobs.items()]
+
+
+def overlaps(intervals) -> list[tuple[str, str]]:
+    return [
+        (a, b)
+        for (a, a_start, a_end), (b, b_start, b_end) in combinations(intervals, 2)
+        if a_start < b_end and b_start < a_end
+    ]
+
+
+def test_benchmark_jobs_never_overlap_even_with_spare_cores(tmp_path):
+    workdir = copy_workflow(tmp_path / "wf", EXTRA)
+    config = ("--configfile", "config/ci.yaml", "--config", "gpus=0")
+    run_ok(workdir, "--cores", "8", "cpu", *config)
+    intervals = job_intervals(workdir)
+    assert len(intervals) == 4
+    assert overlaps(intervals) == []
+
+    # Control: the same jobs with the limit lifted do run side by side on 8 cores, so the
+    # check above would have seen an overlap had the profile not prevented it.
+    # (--resources, --forcerun and --config take lists: the target goes first.)
+    run_ok(
+        workdir, "--cores", "8", "cpu", "--resources", "bench=8", "--forcerun", "cpu_bench", *config
+    )
+    assert overlaps(job_intervals(workdir))
