@@ -128,7 +128,8 @@ def count_gpus():
     if done.returncode == 0 and done.stdout.strip().isdigit():
         return visible_gpus(int(done.stdout.strip()), "CuPy")
     last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    notes.append("CuPy sees no device: " + re.sub(r"^[\w.]+Error: ", "", last))
+    error = re.sub(r"^[\w.]+Error: ", "", last)
+    notes.append(f"CuPy sees no device: {error}")
     return 0, "; ".join(notes)
 
 
