@@ -50,7 +50,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import nvtx_ranges
-from ._optional import MissingDependencyError, require
+from ._optional import require
 from .buffers import validate_buffers
 from .cpu import COLLECTIVE_PHASES, CommunicatorClosedError, chunk_bounds
 from .ops import OPS, resolve_op
@@ -566,7 +566,8 @@ class Watchdog:
     A peer that died or stopped answering leaves the others blocked inside MPI, where no
     Python code runs; a timer thread is the one place left to end the job from.  It prints
     ``message`` and calls ``MPI.COMM_WORLD.Abort(exit_code)``, which makes ``mpirun`` kill
-    every rank.  ``seconds`` of ``None`` or 0 disables it.
+    every rank; a process that never started MPI just exits with ``exit_code``.  ``seconds``
+    of ``None`` or 0 disables it.
     """
 
     def __init__(
@@ -604,17 +605,17 @@ class Watchdog:
         self.cancel()
 
     def _fire(self) -> None:
-        try:
-            MPI = _mpi()
-            rank = MPI.COMM_WORLD.Get_rank()
-        except MissingDependencyError:  # pragma: no cover - started without MPI
-            MPI, rank = None, 0
+        # Only a process that already uses MPI aborts through it: importing mpi4py.MPI here
+        # would start an MPI world in a process that never asked for one.
+        MPI = sys.modules.get("mpi4py.MPI")
+        live = MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized()
+        where = f"rank {MPI.COMM_WORLD.Get_rank()}" if live else f"process {os.getpid()}"
+        what = "the MPI job" if live else "this process"
         stream = self._stream or sys.stderr
         stream.write(
-            f"{self.message}: rank {rank} still running after {self.seconds:g} s; "
-            "aborting the MPI job\n"
+            f"{self.message}: {where} still running after {self.seconds:g} s; aborting {what}\n"
         )
         stream.flush()
-        if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        if live:
             MPI.COMM_WORLD.Abort(self.exit_code)
         os._exit(self.exit_code)

@@ -20,7 +20,6 @@ import time
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 PROGRAMS = Path(__file__).parent / "mpi_programs"
@@ -215,43 +214,23 @@ def test_bench_registers_the_mpi_backend():
     assert backend.needs_mpirun and backend.traffic_bytes(backend(), 100, 4) == 2100
 
 
-# -- without mpirun: the pieces that need no second rank ----------------------------------
+# -- one rank, or none ----------------------------------------------------------------
 
 
-def test_cache_key_and_options():
-    import ring.mpi
-
-    key = ring.mpi.cache_key(1)
-    assert key == ring.mpi.cache_key(1, comm=None) and key[0] == "mpi"
-    with pytest.raises(TypeError, match="unknown option"):
-        ring.mpi.cache_key(1, sync="barrier")
-    with pytest.raises(TypeError, match="communicator"):
-        ring.mpi.cache_key(1, comm="world")
-    with pytest.raises(ValueError, match="segment_bytes"):
-        ring.mpi.MpiRing(segment_bytes=-1)
+def test_single_rank_api_cache_and_options():
+    code, out, err, _ = mpirun(1, "single_rank.py")
+    assert code == 0 and "single_rank ok" in out, err
 
 
-def test_single_rank_is_a_checked_no_op():
-    import ring
-
-    buf = np.arange(5.0)
-    ring.allreduce([buf], backend="mpi")
-    np.testing.assert_array_equal(buf, np.arange(5.0))
-    with pytest.raises(ValueError, match="unknown op"):
-        ring.allreduce([buf], "mean", backend="mpi")
-
-
-def test_cuda_awareness_is_reported_with_its_source(monkeypatch):
-    import ring.mpi
-
-    monkeypatch.setenv(ring.mpi.CUDA_AWARE_ENV, "1")
-    ring.mpi.cuda_aware.cache_clear()
-    assert ring.mpi.cuda_aware() == (True, "RING_MPI_CUDA_AWARE=1")
-    monkeypatch.delenv(ring.mpi.CUDA_AWARE_ENV)
-    ring.mpi.cuda_aware.cache_clear()
-    aware, how = ring.mpi.cuda_aware()
-    assert isinstance(aware, bool) and how
-    ring.mpi.cuda_aware.cache_clear()
+def test_watchdog_ends_a_process_without_mpi():
+    code = "import time; from ring.mpi import Watchdog; Watchdog(0.2, message='t').start(); "
+    code += "time.sleep(30)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 124
+    assert re.search(
+        r"^t: process \d+ still running after 0.2 s; aborting this process", done.stderr
+    )
+    assert "mpi4py" not in done.stderr
 
 
 def test_watchdog_rejects_bad_timeouts():
