@@ -3,7 +3,7 @@
 
 from snakemake.utils import min_version, validate
 
-min_version("8.0")
+min_version("8.30")
 
 
 configfile: "config/config.yaml"

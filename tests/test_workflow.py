@@ -221,12 +221,16 @@ def test_two_gpus_leave_out_n4_unless_devices_may_be_shared(workdir, stubs, tmp_
 
     shared = dry_run(workdir, ["all"], pinned, config_args=["gpus=2", "shared_devices=True"])
     n4 = [job for job in shared if job.rule == "gpu_bench" and job.wildcards["nodes"] == "4"]
-    assert len(n4) == 2
-    assert all(job.resources["gpu"] == "2" for job in n4)
+    # NCCL cannot place two nodes on one device; our ring can, and says so.
+    assert [job.wildcards["backend"] for job in n4] == ["gpu"]
+    assert n4[0].resources["gpu"] == "2"
+    assert "--shared-devices 1" in n4[0].shell
+    n2 = [job for job in shared if job.rule == "gpu_bench" and job.wildcards["nodes"] == "2"]
+    assert len(n2) == 2 and all("--shared-devices" not in job.shell for job in n2)
     profile = next(
         job for job in shared if job.rule == "nsys_profile_gpu" and job.wildcards["nodes"] == "4"
     )
-    assert "--gpus 2" in profile.shell
+    assert "--gpus 2" in profile.shell and "--shared-devices 1" in profile.shell
 
 
 @pytest.mark.parametrize(

@@ -65,9 +65,10 @@ rule gpu_bench:
         gpu=lambda wildcards: devices_for(int(wildcards.nodes)),
     params:
         sweep=sweep_args("gpu"),
+        shared=lambda wildcards: shared_flag(int(wildcards.nodes)),
     shell:
         "python -m ring.bench --backend {wildcards.backend} --nodes {wildcards.nodes}"
-        " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
+        " -d {wildcards.dtype} {params.sweep} {params.shared} --out {output.csv} > {log} 2>&1"
 
 
 rule kernel_bw_sweep:

@@ -251,24 +251,47 @@ def profile_args(name):
     ]
     if "sync" in p:
         args.append(f"--sync {p['sync']}")
+    if p["backend"] == "gpu" and shares_devices(p["nodes"]):
+        args.append("--shared-devices 1")
     return " ".join(args)
+
+
+def shared_flag(nodes):
+    """The harness flag that lets `nodes` nodes share fewer GPUs (rows say shared_devices)."""
+    return "--shared-devices 1" if shares_devices(nodes) else ""
 
 
 # -- files each target asks for -----------------------------------------------------------
 
 
-def sweep_files(kind, nodes_list=None):
+def sweep_files(kind, nodes_list=None, backends=None):
     nodes_list = config[kind]["nodes"] if nodes_list is None else nodes_list
+    backends = config[kind]["backends"] if backends is None else backends
     return [
         f"results/{kind}/{backend}_n{nodes}_{dtype}.csv"
-        for backend in config[kind]["backends"]
+        for backend in backends
         for nodes in nodes_list
         for dtype in sweep_settings(kind)["dtypes"]
     ]
 
 
-def gpu_nodes_here():
-    return [nodes for nodes in config["gpu"]["nodes"] if gpu_shortfall(nodes) is None]
+# NCCL builds one communicator over distinct devices: it cannot share one among nodes.
+DEVICE_PER_NODE = {"nccl"}
+
+
+def gpu_files_here():
+    """GPU sweep results this machine can produce; with shared devices, only backends that
+    can place several nodes on one device."""
+    files = []
+    for nodes in config["gpu"]["nodes"]:
+        if gpu_shortfall(nodes) is None:
+            backends = [
+                backend
+                for backend in config["gpu"]["backends"]
+                if not (shares_devices(nodes) and backend in DEVICE_PER_NODE)
+            ]
+            files += sweep_files("gpu", [nodes], backends)
+    return files
 
 
 def profile_files(name):
@@ -302,8 +325,7 @@ def sweeps_here():
     files = sweep_files("cpu")
     if MPI.ok:
         files += sweep_files("mpi")
-    files += sweep_files("gpu", gpu_nodes_here())
-    return files
+    return files + gpu_files_here()
 
 
 def kernel_bw_files():
@@ -340,6 +362,16 @@ def not_measured():
                     "how": f"on a machine with {nodes} GPUs: snakemake --cores 8 gpu",
                 }
             )
+        elif shares_devices(nodes):
+            for backend in sorted(DEVICE_PER_NODE & set(config["gpu"]["backends"])):
+                absent.append(
+                    {
+                        "what": f"GPU sweep at N = {nodes} ({backend})",
+                        "why": f"{backend} needs one device per node, {GPUS_HOW}; "
+                        "shared_devices applies to our ring only",
+                        "how": f"on a machine with {nodes} GPUs: snakemake --cores 8 gpu",
+                    }
+                )
     shortfall = gpu_shortfall(1)
     if shortfall:
         absent.append(
@@ -395,7 +427,7 @@ def gpu_target(wildcards):
         shortfall = gpu_shortfall(nodes)
         if shortfall:
             stop(f"target gpu: the sweep at N = {nodes} {shortfall}")
-    return sweep_files("gpu")
+    return gpu_files_here()
 
 
 def kernel_bw_target(wildcards):
