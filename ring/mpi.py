@@ -72,6 +72,7 @@ DEFAULT_SEGMENT_BYTES = 1 << 20
 # Set to 1 or 0 to override CUDA-awareness detection (e.g. for MPI libraries that do not
 # export Open MPI's MPIX_Query_cuda_support).
 CUDA_AWARE_ENV = "RING_MPI_CUDA_AWARE"
+_MPIX_GPU_SUPPORT_CUDA = 0  # MPICH's enum value for CUDA
 
 _COLLECTIVES = tuple(COLLECTIVE_PHASES)
 _OP_NAMES = tuple(OPS)
@@ -108,14 +109,25 @@ def _loaded_libmpi() -> list[str]:
     return paths
 
 
-def _query_mpix() -> bool | None:
+def _query_mpix() -> tuple[bool, str] | None:
     for path in _loaded_libmpi():
         try:
-            query = ctypes.CDLL(path).MPIX_Query_cuda_support
-        except (OSError, AttributeError):
+            library = ctypes.CDLL(path)
+        except OSError:
             continue
-        query.restype, query.argtypes = ctypes.c_int, []
-        return bool(query())
+        with contextlib.suppress(AttributeError):  # Open MPI >= 2.0
+            query = library.MPIX_Query_cuda_support
+            query.restype, query.argtypes = ctypes.c_int, []
+            answer = bool(query())
+            return answer, f"MPIX_Query_cuda_support() returned {int(answer)}"
+        with contextlib.suppress(AttributeError):  # MPICH >= 4.0
+            query = library.MPIX_GPU_query_support
+            query.restype = ctypes.c_int
+            query.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+            flag = ctypes.c_int(0)
+            if query(_MPIX_GPU_SUPPORT_CUDA, ctypes.byref(flag)) == 0:
+                answer = bool(flag.value)
+                return answer, f"MPIX_GPU_query_support(CUDA) said {int(answer)}"
     return None
 
 
@@ -141,16 +153,17 @@ def cuda_aware() -> tuple[bool, str]:
 
     In order: the ``RING_MPI_CUDA_AWARE`` environment variable (``1``/``0``); Open MPI's
     ``MPIX_Query_cuda_support()`` in the loaded libmpi (true only when the library was built
-    with CUDA *and* its CUDA support is enabled at run time); ``ompi_info --parsable --all``
+    with CUDA *and* its CUDA support is enabled at run time), or MPICH's
+    ``MPIX_GPU_query_support``; ``ompi_info --parsable --all``
     (``mpi_built_with_cuda_support:value``).  Unknown counts as not CUDA-aware.
     """
     forced = os.environ.get(CUDA_AWARE_ENV)
     if forced is not None and forced.strip() in ("0", "1"):
         return forced.strip() == "1", f"{CUDA_AWARE_ENV}={forced.strip()}"
     _mpi()  # MPIX_Query_cuda_support needs MPI initialised
-    answer = _query_mpix()
-    if answer is not None:
-        return answer, f"MPIX_Query_cuda_support() returned {int(answer)}"
+    found = _query_mpix()
+    if found is not None:
+        return found
     answer = _query_ompi_info()
     if answer is not None:
         return answer, f"ompi_info reports mpi_built_with_cuda_support={str(answer).lower()}"
