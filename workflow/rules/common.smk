@@ -179,6 +179,13 @@ MPI_HINT = (
 )
 NSYS_HINT = "install it with: sudo sh scripts/install_nsys.sh (Debian 12), or use a CUDA toolkit's nsys"
 
+# Jobs run `python -m ring...`: let that be the Python that runs Snakemake (the project's
+# virtual environment) even when the environment is not activated. Jobs under --sdm conda
+# activate their own environment, which then comes first.
+INTERPRETER_BIN = os.path.dirname(sys.executable)
+if shutil.which("python", path=INTERPRETER_BIN):
+    os.environ["PATH"] = os.pathsep.join([INTERPRETER_BIN, os.environ.get("PATH", "")])
+
 if os.geteuid() == 0:
     # Containers and CI runners run as root, which Open MPI refuses without these; other
     # MPI libraries ignore them.
