@@ -13,6 +13,7 @@ Nsight Systems 2022.4 to record ranges (see the README's profiling section).
 
 from __future__ import annotations
 
+import os
 import re
 
 DOMAIN = "ring"
@@ -23,6 +24,9 @@ STEP_RANGE = re.compile(
 )
 
 try:  # pragma: no cover - exercised by which packages are installed
+    # nvtx.push_range honours NVTX_DISABLE, but the C-level entry points used below do not.
+    if os.environ.get("NVTX_DISABLE"):
+        raise ImportError("NVTX_DISABLE is set")
     import nvtx as _nvtx
 
     _domain = _nvtx.get_domain(DOMAIN)

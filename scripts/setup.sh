@@ -34,6 +34,8 @@ if [ "${RING_SKIP_APT:-0}" != 1 ]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       "${missing[@]}"
   fi
+  # Nsight Systems (Debian non-free) for the profiling targets; no GPU needed for CPU profiles.
+  command -v nsys >/dev/null || as_root bash scripts/install_nsys.sh
 fi
 
 python3 -m venv .venv

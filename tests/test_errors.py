@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -97,3 +98,9 @@ def test_import_and_run_without_nvtx():
         "assert (b[1] == 6).all()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_nvtx_disable_turns_the_ranges_off():
+    code = "import ring.nvtx_ranges as r; assert not r.AVAILABLE"
+    env = {**os.environ, "NVTX_DISABLE": "1"}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env)
