@@ -357,8 +357,11 @@ def ceiling_fractions(rows: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFram
         mine = measured[(measured["run"] == run) & (measured["device"] == on_device)]
         for ceiling in mine.itertuples():
             metric = "busbw_GBps" if ceiling.link else "traffic_GBps"
-            fraction = group[metric] / ceiling.GBps
-            last = group.loc[group["bytes"].idxmax()]
+            known = group[group[metric].notna()]
+            if known.empty:
+                continue  # e.g. NCCL's memory traffic, which the harness cannot see
+            fraction = known[metric] / ceiling.GBps
+            last = known.loc[known["bytes"].idxmax()]
             best = fraction.idxmax()
             records.append(
                 {
@@ -371,7 +374,7 @@ def ceiling_fractions(rows: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFram
                     "value_at_largest": float(last[metric]),
                     "fraction_at_largest": float(last[metric] / ceiling.GBps),
                     "max_fraction": float(fraction[best]),
-                    "max_at_bytes": int(group.at[best, "bytes"]),
+                    "max_at_bytes": int(known.at[best, "bytes"]),
                 }
             )
     columns = [

@@ -59,8 +59,9 @@ FIGURES = (
         "How close does each backend come to the machine's ceilings?",
         "Top: bus bandwidth (algbw · 2(N−1)/N, as nccl-tests) with link ceilings between "
         "devices where the run measured them. Bottom: memory traffic of the schedule per "
-        "second with the copy and add ceilings measured in the same run (dashed; a shaded "
-        "band where one ceiling has several values, e.g. per device).",
+        "second with the copy and add ceilings measured in the same runs (a line, or a shaded "
+        "band from the lowest to the highest value where runs, devices or pairs measured one "
+        "ceiling differently).",
     ),
     FigureSpec(
         "ring_vs_peers",
@@ -498,21 +499,20 @@ def _kernel_bandwidth(model, out_dir: Path):
     plt, sns = _seaborn()
     fig, axes = _grid(plt, 1, 1)
     ax = axes[0][0]
-    colours = iter(sns.color_palette("tab10", 10))
     sizes = []
+    lines = []
     for result in model.inputs.kernel_bandwidth:
         rows = result.rows[result.rows["bytes"] > 0]
         sizes += rows["bytes"].tolist()
-        for column in model.kernel_rate_columns(result):
-            part = rows.sort_values("bytes")
-            ax.plot(
-                part["bytes"],
-                part[column],
-                marker="o",
-                markersize=3,
-                color=next(colours),
-                label=f"{column} [{result.name}]",
-            )
+        devices = rows.groupby("device") if "device" in rows else [(None, rows)]
+        for device, part in devices:
+            where = result.name if device is None else f"{result.name}, device {device}"
+            for column in ("kernel_GBps", "copy_GBps"):
+                lines.append((f"{column.removesuffix('_GBps')} [{where}]", column, part))
+    colours = sns.color_palette("tab10", max(len(lines), 1))
+    for colour, (label, column, part) in zip(colours, lines, strict=False):
+        part = part[part[column].notna()].sort_values("bytes")
+        ax.plot(part["bytes"], part[column], marker="o", markersize=3, color=colour, label=label)
     _draw_ceilings(ax, model.kernel_ceilings, _ceiling_styles(model.kernel_ceilings))
     _bytes_axis(ax, sizes)
     _log_y(ax)

@@ -64,8 +64,9 @@ _FLOAT_COLUMNS = (
     "time_us_max",
     "algbw_GBps",
     "busbw_GBps",
-    "traffic_GBps",
 )
+# Empty where the harness cannot know it (NCCL's traffic is hidden inside its kernels).
+_OPTIONAL_FLOAT_COLUMNS = ("traffic_GBps",)
 _TEXT_COLUMNS = ("backend", "sync", "dtype", "op")
 _JSON_KEYS = ("schema", "command", "environment", "ceilings")
 
@@ -182,10 +183,13 @@ def _as_bool(path: Path, column: str, values: pd.Series) -> pd.Series:
     return text.map(mapping).astype(bool)
 
 
-def _numeric(path: Path, frame: pd.DataFrame, columns, integer: bool) -> None:
+def _numeric(
+    path: Path, frame: pd.DataFrame, columns, integer: bool, allow_empty: bool = False
+) -> None:
     for column in columns:
         values = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame.index[values.isna()].tolist()
+        invalid = values.isna() & frame[column].notna() if allow_empty else values.isna()
+        bad = frame.index[invalid].tolist()
         if bad:
             raise ReportInputError(
                 f"{path}: column {column!r} is not numeric in data row(s) "
@@ -195,7 +199,7 @@ def _numeric(path: Path, frame: pd.DataFrame, columns, integer: bool) -> None:
             if not (values == values.round()).all():
                 raise ReportInputError(f"{path}: column {column!r} must hold integers")
             values = values.astype("int64")
-        elif not values.map(math.isfinite).all():
+        elif not values.dropna().map(math.isfinite).all():
             raise ReportInputError(f"{path}: column {column!r} holds inf")
         frame[column] = values
 
@@ -217,6 +221,7 @@ def load_sweep(csv_path: str | Path) -> Run:
         rows[column] = rows[column].astype(str)
     _numeric(csv_path, rows, _INTEGER_COLUMNS, integer=True)
     _numeric(csv_path, rows, _FLOAT_COLUMNS, integer=False)
+    _numeric(csv_path, rows, _OPTIONAL_FLOAT_COLUMNS, integer=False, allow_empty=True)
     rows["shared_devices"] = _as_bool(csv_path, "shared_devices", rows["shared_devices"])
     if (rows["nodes"] < 1).any() or (rows["bytes"] < 0).any() or (rows["time_us"] < 0).any():
         raise ReportInputError(f"{csv_path}: negative bytes or time, or nodes < 1")
@@ -229,20 +234,27 @@ def load_sweep(csv_path: str | Path) -> Run:
     return Run(csv_path.stem, csv_path, json_path, rows, meta)
 
 
+KERNEL_COLUMNS = ("bytes", "time_us", "kernel_GBps", "copy_GBps")
+
+
 def load_kernel_bandwidth(csv_path: str | Path) -> KernelBandwidth:
-    """Read the reduction-kernel bandwidth sweep (CSV + JSON beside it)."""
+    """Read the reduction-kernel bandwidth sweep (``python -m ring.bench kernel-bw``)."""
     csv_path = Path(csv_path)
     rows = _read_csv(csv_path)
-    needed = ("bytes",)
-    missing = [c for c in needed if c not in rows.columns]
-    rates = [c for c in rows.columns if c.endswith("_GBps")]
-    if missing or not rates:
+    missing = [c for c in KERNEL_COLUMNS if c not in rows.columns]
+    if missing:
         raise ReportInputError(
-            f"{csv_path}: not a kernel-bandwidth result, it needs a 'bytes' column and at "
-            f"least one '*_GBps' column (found {list(rows.columns)})"
+            f"{csv_path}: not a kernel-bandwidth result, missing columns {missing} "
+            f"(found {list(rows.columns)})"
         )
-    _numeric(csv_path, rows, ["bytes"], integer=True)
-    _numeric(csv_path, rows, rates, integer=False)
+    _numeric(csv_path, rows, ["bytes", *(["wrong"] if "wrong" in rows else [])], integer=True)
+    _numeric(csv_path, rows, ["time_us"], integer=False)
+    for column in [c for c in rows.columns if c.endswith("_GBps") or c == "kernel_vs_copy"]:
+        # The harness leaves a rate empty where the time was too short to give one.
+        values = pd.to_numeric(rows[column], errors="coerce")
+        if (values.isna() & rows[column].notna()).any():
+            raise ReportInputError(f"{csv_path}: column {column!r} is not numeric")
+        rows[column] = values
     meta = _read_json(csv_path.with_suffix(".json"), ("schema", "environment"))
     return KernelBandwidth(csv_path.stem, csv_path, csv_path.with_suffix(".json"), rows, meta)
 

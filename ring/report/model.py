@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import analysis, profiles
 from .fmt import format_bytes, format_number
-from .inputs import Inputs, KernelBandwidth
+from .inputs import Inputs
 
 __all__ = ["EXPECTED", "Expected", "Missing", "ReportModel"]
 
@@ -117,9 +117,33 @@ class ReportModel:
 
     # --- kernel bandwidth -------------------------------------------------------------
 
-    @staticmethod
-    def kernel_rate_columns(result: KernelBandwidth) -> list[str]:
-        return [c for c in result.rows.columns if c.endswith("_GBps")]
+    @cached_property
+    def kernel_summary(self) -> pd.DataFrame:
+        """Per kernel sweep (and device): kernel against copy at the largest size, and best."""
+        records = []
+        for result in self.inputs.kernel_bandwidth:
+            rows = result.rows.dropna(subset=["kernel_GBps", "copy_GBps"])
+            rows = rows[rows["copy_GBps"] > 0]
+            groups = rows.groupby("device") if "device" in rows else [("", rows)]
+            for device, part in groups:
+                if part.empty:
+                    continue
+                ratio = part["kernel_GBps"] / part["copy_GBps"]
+                last = part.loc[part["bytes"].idxmax()]
+                best = ratio.idxmax()
+                records.append(
+                    {
+                        "run": result.name,
+                        "device": str(device),
+                        "largest_bytes": int(last["bytes"]),
+                        "kernel_GBps": float(last["kernel_GBps"]),
+                        "copy_GBps": float(last["copy_GBps"]),
+                        "ratio_at_largest": float(last["kernel_GBps"] / last["copy_GBps"]),
+                        "max_ratio": float(ratio[best]),
+                        "max_at_bytes": int(part.at[best, "bytes"]),
+                    }
+                )
+        return pd.DataFrame.from_records(records)
 
     @cached_property
     def kernel_ceilings(self) -> pd.DataFrame:
@@ -169,6 +193,8 @@ class ReportModel:
         return ", ".join(hosts)
 
     def _no_gpu_anywhere(self) -> bool:
+        if self.backends & set(analysis.DEVICE_BACKENDS) or self.inputs.kernel_bandwidth:
+            return False
         return all(not run.environment.get("gpus") for run in self.inputs.runs)
 
     def _no_mpi_anywhere(self) -> bool:
@@ -186,7 +212,8 @@ class ReportModel:
         return not rows.empty
 
     def _why_missing(self, expected: Expected) -> str:
-        files = ", ".join(run.json_path.name for run in self.inputs.runs)
+        count = len(self.inputs.runs)
+        files = self.inputs.runs[0].json_path.name if count == 1 else f"all {count} result JSONs"
         reasons = []
         if "gpu" in expected.needs and self._no_gpu_anywhere():
             reasons.append(f"no GPU on {self._hosts()} (`environment.gpus` is empty in {files})")
@@ -240,10 +267,47 @@ class ReportModel:
 
     # --- caveats ----------------------------------------------------------------------
 
+    def _above_ceiling(self) -> list[str]:
+        """Points faster than a ceiling: their buffers fit a cache the ceiling's did not."""
+        fractions = self.ceiling_fractions
+        above = fractions[fractions["max_fraction"] > 1]
+        if above.empty:
+            return []
+        worst = above.loc[above.groupby(["series", "nodes"])["max_fraction"].idxmax()]
+        described = "; ".join(
+            f"{r.series} N={r.nodes}: {format_number(100 * r.max_fraction)} % of {r.ceiling} "
+            f"at {format_bytes(r.max_at_bytes)}"
+            for r in worst.itertuples()
+        )
+        runs = set(self.rows.loc[self.rows["series"].isin(set(above["series"])), "run"])
+        size = _first_buffer_size(self.inputs.runs, runs)
+        largest_point = int((worst["nodes"] * worst["max_at_bytes"]).max())
+        if size and largest_point < size:
+            why = (
+                f"The ceilings were measured on {format_bytes(size)} buffers; all N buffers of "
+                f"these points together hold at most {format_bytes(largest_point)}, little "
+                "enough for the CPU caches to serve them. Read fractions above 100 % as cache "
+                "effects, not as beating memory."
+            )
+        else:
+            why = (
+                "Read fractions above 100 % as a ceiling measurement disturbed by other load "
+                "or as cache effects, not as beating memory."
+            )
+        return [f"Some points move memory faster than a ceiling of their run ({described}). {why}"]
+
     @cached_property
     def caveats(self) -> list[str]:
         notes = []
         rows = self.rows
+        for result in self.inputs.kernel_bandwidth:
+            if "wrong" in result.rows and (result.rows["wrong"] > 0).any():
+                bad = result.rows[result.rows["wrong"] > 0]
+                notes.append(
+                    f"**Wrong results.** The kernel sweep {result.name} has {len(bad)} size(s) "
+                    "whose first launch failed validation; its throughput there describes a "
+                    "wrong kernel."
+                )
         wrong = rows[rows["wrong"] > 0]
         if not wrong.empty:
             points = "; ".join(
@@ -343,6 +407,7 @@ class ReportModel:
                 f"wider than {100 * NOISY_SPREAD:g} % of the median: {described}. "
                 "The machine was probably busy; treat those medians with care."
             )
+        notes.extend(self._above_ceiling())
         single = rows[rows["nodes"] == 1]
         if not single.empty:
             notes.append(
@@ -352,6 +417,15 @@ class ReportModel:
         if (rows["bytes"] == 0).any():
             notes.append("0-byte rows are in the tables but cannot be drawn on a log size axis.")
         return notes
+
+
+def _first_buffer_size(runs, run_names) -> int | None:
+    for run in runs:
+        if run.name in run_names:
+            size = run.ceilings.get("cpu_buffer_bytes")
+            if isinstance(size, int) and not isinstance(size, bool):
+                return size
+    return None
 
 
 def _split_how(how: str) -> tuple[str, str]:

@@ -22,6 +22,17 @@ __all__ = ["Table", "context", "render"]
 
 # Profile tables longer than this are cut in the report (the CSV keeps every row).
 PROFILE_ROWS = 40
+# The columns a reader needs; the CSV beside the report holds every column.
+PROFILE_COLUMNS = {
+    "nvtx_ranges": [
+        "range", "count", "total_ns", "median_ns", "min_ns", "max_ns", "wait_ns", "wait_share",
+    ],
+    "memops": ["operation", "count", "total_ns", "median_ns", "total_bytes", "median_bytes"],
+    "kernels": ["name", "grid_xyz", "block_xyz", "count", "total_ns", "median_ns"],
+    "osrt": ["function", "sync_wait", "count", "total_ns", "median_ns", "max_ns"],
+    "cuda_api": ["function", "count", "total_ns", "median_ns", "max_ns"],
+    "waits": ["range", "function", "calls", "wait_ns"],
+}  # fmt: skip
 
 
 @dataclass
@@ -251,15 +262,48 @@ def _profile_tables(model: ReportModel) -> list[Table]:
         for name, frame in profile.tables.items():
             # Every table of one profile has the same ``profile`` column: the title says it.
             frame = frame.drop(columns=["profile"], errors="ignore")
+            shown_columns = [c for c in PROFILE_COLUMNS.get(name, frame.columns) if c in frame]
+            frame = frame[shown_columns].copy()
+            for column in frame.columns:
+                values = frame[column]
+                # Empty cells make a column of counts or indices float; show them whole.
+                if values.dtype.kind == "f" and (values.dropna() % 1 == 0).all():
+                    frame[column] = values.astype("Int64")
             shown = frame.head(PROFILE_ROWS)
             rows = [[_cell(v) for v in row] for row in shown.itertuples(index=False)]
-            note = f"From {profile.path / 'tables' / (name + '.csv')}"
+            note = f"Columns a reader needs from {profile.path / 'tables' / (name + '.csv')}"
             if len(frame) > PROFILE_ROWS:
                 note += f"; the first {PROFILE_ROWS} of its {len(frame)} rows"
             if profile.summary is not None:
                 note += f"; derived figures in {profile.path / 'summary.md'}"
             tables.append(Table(f"{profile.name}: {name}", list(frame.columns), rows, note + "."))
     return tables
+
+
+def _kernel_table(model: ReportModel) -> Table | None:
+    summary = model.kernel_summary
+    if summary.empty:
+        return None
+    rows = [
+        [
+            r.run,
+            r.device,
+            format_bytes(r.largest_bytes),
+            format_number(r.kernel_GBps),
+            format_number(r.copy_GBps),
+            format_fraction(r.ratio_at_largest),
+            f"{format_fraction(r.max_ratio)} ({format_bytes(r.max_at_bytes)})",
+        ]
+        for r in summary.itertuples()
+    ]
+    return Table(
+        "Reduction kernel against the device copy (one GPU)",
+        ["run", "device", "largest size", "kernel (GB/s)", "copy (GB/s)", "kernel / copy",
+         "highest kernel / copy (at)"],
+        rows,
+        "Kernel: two reads and one write per element; copy: one read and one write, of the "
+        "same bytes on the same device in the same run.",
+    )  # fmt: skip
 
 
 def _wait_table(model: ReportModel) -> Table | None:
@@ -286,6 +330,8 @@ def _wait_table(model: ReportModel) -> Table | None:
 
 
 def _cell(value) -> str:
+    if value is pd.NA:
+        return ""
     if isinstance(value, bool | numpy.bool_):
         return "true" if value else "false"
     if isinstance(value, numbers.Integral):
@@ -352,6 +398,9 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
     waiting = _wait_table(model)
     if waiting is not None:
         headline.append(waiting)
+    kernel = _kernel_table(model)
+    if kernel is not None:
+        headline.append(kernel)
     return {
         "title": "Ring-allreduce study: results",
         "measured_from": min(starts) if starts else None,
