@@ -64,15 +64,17 @@ def test_gpu_backend_sweep_on_separate_devices(tmp_path):
     assert "copy_GBps" in ceilings  # the harness's CPU ceilings sit beside them
 
 
-def test_gpu_backend_shares_a_device_only_when_asked(tmp_path, monkeypatch, capsys):
+def test_gpu_backend_shares_a_device_only_when_asked(tmp_path, capsys):
     out = tmp_path / "gpu.csv"
     with fake_cupy(FakeCuda(1, seed=2)):
         assert _sweep("gpu", "2", out) == 2
         assert "--shared-devices 1" in capsys.readouterr().err
+        assert _sweep("gpu", "2", out, "--shared-devices", "yes") == 2
+        assert "--shared-devices must be 0 or 1" in capsys.readouterr().err
         assert not out.exists()
-        monkeypatch.setattr(bench_gpu, "shared_devices_requested", lambda config: True)
-        assert _sweep("gpu", "1,4", out) == 0
-    rows, _ = _read(out)
+        assert _sweep("gpu", "1,4", out, "--shared-devices", "1") == 0
+    rows, document = _read(out)
+    assert document["config"]["options"]["shared_devices"] == "1"
     assert {r["nodes"]: r["shared_devices"] for r in rows} == {"1": "false", "4": "true"}
     assert {r["devices"] for r in rows} == {"0", "0 0 0 0"}
     assert all(r["wrong"] == "0" for r in rows)

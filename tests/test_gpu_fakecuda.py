@@ -289,6 +289,9 @@ class FakeCuda:
         def empty_like(array):
             return empty(array.size, array.dtype)
 
+        def zeros_like(array):
+            return sim.to_device(np.zeros(array.size, array.dtype), sim.current)
+
         def ones(shape, dtype=np.float64):
             return sim.to_device(np.ones(int(shape), dtype=dtype), sim.current)
 
@@ -303,6 +306,8 @@ class FakeCuda:
 
         pool = types.SimpleNamespace(free_all_blocks=lambda stream=None: None)
         cupy.empty_like = empty_like
+        cupy.zeros_like = zeros_like
+        cupy.__version__ = "simulated"
         cupy.ones = ones
         cupy.asarray = asarray
         cupy.asnumpy = asnumpy
@@ -513,12 +518,15 @@ class FakeUfunc:
     def __call__(self, x, y, out):
         sim = self.sim
         for array in (x, y, out):
+            if not isinstance(array, FakeArray):
+                continue  # a scalar operand
             if array.device.id != sim.current:
                 raise ValueError(
                     f"array on device {array.device.id} used on current device {sim.current}"
                 )
         stream = sim.current_streams.get(sim.current) or sim.legacy_stream(sim.current)
-        xv, yv, ov = x.host(), y.host(), out.host()
+        xv, ov = x.host(), out.host()
+        yv = y.host() if isinstance(y, FakeArray) else y
         ufunc = self.ufunc
 
         def kernel():

@@ -71,8 +71,12 @@ def requested_nodes(config: BenchConfig) -> tuple[int, ...]:
 
 
 def shared_devices_requested(config: BenchConfig) -> bool:
-    """``--shared-devices 1``: several nodes may share one device, round-robin."""
-    return bool(getattr(config, "shared_devices", False))
+    """``--shared-devices 1`` (the gpu backend's own flag): several nodes may share one
+    device, round-robin."""
+    value = getattr(config, "shared_devices", "0")
+    if value not in ("0", "1"):
+        raise BenchInputError(f"--shared-devices must be 0 or 1, got {value!r}")
+    return value == "1"
 
 
 def check_cupy_dtype(backend: str, dtype: np.dtype) -> None:
@@ -336,11 +340,23 @@ class GpuRingBackend(Backend):
     sync_modes = ("pairwise",)
     extra_columns = ("devices",)
 
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        parser.add_argument(
+            "--shared-devices",
+            default="0",
+            help=(
+                "backend gpu: 1 lets several nodes share one CUDA device, round-robin, when "
+                "--nodes exceeds the devices there are (rows say shared_devices=true); "
+                "default 0: one device per node"
+            ),
+        )
+
     def check(self, config: BenchConfig, world) -> None:
+        shared = shared_devices_requested(config)
         cupy = cupy_or_input_error(self.name)
         available = device_count_or_input_error(self.name)
         check_cupy_dtype(self.name, config.dtype)
-        shared = shared_devices_requested(config)
         need: dict[int, int] = {}
         largest = config.sizes[-1]
         for nodes in requested_nodes(config):
