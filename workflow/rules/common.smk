@@ -184,7 +184,9 @@ NSYS_HINT = "install it with: sudo sh scripts/install_nsys.sh (Debian 12), or us
 # activate their own environment, which then comes first.
 INTERPRETER_BIN = os.path.dirname(sys.executable)
 if shutil.which("python", path=INTERPRETER_BIN):
-    os.environ.update(PATH=os.pathsep.join([INTERPRETER_BIN, os.environ.get("PATH", "")]))
+    os.environ.update(
+        PATH=os.pathsep.join([INTERPRETER_BIN, os.environ.get("PATH", "")])
+    )
 
 if os.geteuid() == 0:
     # Containers and CI runners run as root, which Open MPI refuses without these; other
