@@ -24,6 +24,7 @@ import itertools
 import re
 import sys
 import types
+import warnings
 from collections import deque
 
 import numpy as np
@@ -663,3 +664,25 @@ def test_simulated_calls_match_the_installed_cupy():
     assert _signature_from_doc(real.cuda.get_elapsed_time) == ["start_event", "end_event"]
     for name in ("add", "multiply", "maximum", "minimum"):
         assert isinstance(getattr(real, name), real.ufunc), name
+
+
+def test_simulated_nccl_matches_the_installed_one():
+    """The NCCL calls of the nccl backend exist with these parameters (needs CuPy with NCCL)."""
+    real = pytest.importorskip("cupy")
+    if getattr(real, "__fake__", False):
+        pytest.skip("cupy is the simulator here")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from cupy.cuda import nccl
+    if not getattr(nccl, "available", False):
+        pytest.skip("CuPy cannot load NCCL here")
+    fake = FakeCuda(1).module.cuda.nccl
+    for name in ("allReduce", "destroy"):
+        real_params = _signature_from_doc(getattr(nccl.NcclCommunicator, name))
+        fake_params = list(inspect.signature(getattr(fake.NcclCommunicator, name)).parameters)
+        assert real_params == fake_params[1:], name  # the fake's list starts with self
+    assert _signature_from_doc(nccl.NcclCommunicator.initAll) == ["devices"]
+    for name in dir(fake):
+        if name.startswith("NCCL_"):
+            assert hasattr(nccl, name), name
+    assert callable(nccl.groupStart) and callable(nccl.groupEnd) and callable(nccl.get_version)
