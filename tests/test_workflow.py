@@ -256,15 +256,18 @@ def test_named_target_plans_its_stage_only(workdir, stubs, tmp_path, target, con
         )
 
 
-def test_report_target_builds_what_all_builds_but_the_json(workdir, stubs, tmp_path):
+def test_report_target_builds_the_report_from_everything_measurable(workdir, stubs, tmp_path):
     pinned = pinned_config(tmp_path, stubs, mpi=False)
     jobs = dry_run(workdir, ["report"], pinned, config_args=["gpus=0"])
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
         "nsys_profile_cpu": 1,
+        "not_measured": 1,
         "build_report": 1,
         "report": 1,
     }
+    report = next(job for job in jobs if job.rule == "build_report")
+    assert "--not-measured results/report/not_measured.json" in report.shell
 
 
 def test_every_timed_job_takes_the_exclusive_resource(workdir, stubs, tmp_path):

@@ -464,6 +464,7 @@ def report_args(wildcards, input):
     args = [f"--sweep {path}" for path in input.sweeps]
     args += [f"--kernel-bw {path}" for path in input.kernel_bw]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
+    args.append(f"--not-measured {input.not_measured}")
     return " ".join(args)
 
 

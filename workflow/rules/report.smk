@@ -22,6 +22,7 @@ rule build_report:
         kernel_bw=kernel_bw_here(),
         tables=[f"results/profiles/{name}/tables" for name in profiles_here()],
         summaries=[f"results/profiles/{name}/summary.md" for name in profiles_here()],
+        not_measured="results/report/not_measured.json",
     output:
         figures=report(
             directory("results/figures"),
