@@ -132,8 +132,9 @@ def _bytes_axis(ax, sizes) -> None:
         step = 1
         while (high - low) // step + 1 > 7:
             step *= 2
-        first = math.ceil(low / step) * step
-        ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(first, high + 1, step)]))
+        # Labels start at the smallest size, so with a sweep's step factor they fall on
+        # measured sizes.
+        ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(low, high + 1, step)]))
         ax.xaxis.set_minor_locator(FixedLocator([2.0**k for k in range(low, high + 1)]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick_bytes(v)))
     ax.xaxis.set_minor_formatter(NullFormatter())
