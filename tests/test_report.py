@@ -278,14 +278,18 @@ def test_wait_share_matches_profile_table(results, markdown):
     assert "### cpu: nvtx_ranges" in markdown
 
 
-def test_not_measured_says_what_is_missing(results, markdown):
+def test_not_measured_says_what_is_missing(results, built, markdown):
     section = markdown.split("## Not measured")[1].split("## Environment")[0]
     meta = json.loads(next((results / "cpu").glob("*.json")).read_text())
     gpu_rows = [line for line in section.splitlines() if line.startswith("| GPU ring")]
     assert len(gpu_rows) == 1
     assert "`snakemake --cores 8 gpu`" in gpu_rows[0]
+    html = built.html.read_text(encoding="utf-8").split('id="not-measured"')[1]
+    assert "<code>snakemake --cores 8 gpu</code>" in html
     if not meta["environment"]["gpus"]:
-        assert f"no GPU on {meta['environment']['host']}" in gpu_rows[0]
+        no_gpu = f"no GPU on {meta['environment']['host']}"
+        assert no_gpu in gpu_rows[0]
+        assert f"{no_gpu} (<code>environment.gpus</code> is empty" in html
     for what in ("NCCL allreduce", "MPI_Allreduce through mpi4py", "the ring over MPI ranks"):
         assert f"| {what} |" in section
     assert "Nsight Systems profile of the CPU ring" not in section  # it was given
