@@ -107,3 +107,19 @@ def test_benchmark_jobs_never_overlap_even_with_spare_cores(tmp_path):
         workdir, "--cores", "8", "cpu", "--resources", "bench=8", "--forcerun", "cpu_bench", *config
     )
     assert overlaps(job_intervals(workdir))
+
+
+def test_snakemake_report_carries_every_figure_with_its_caption(e2e):
+    from ring.report.figures import SPECS
+
+    workdir = e2e["workdir"]
+    run_ok(workdir, "--report", "results/report/snakemake.html", *e2e["args"])
+    html = (workdir / "results/report/snakemake.html").read_text(encoding="utf-8")
+    drawn = sorted(path.stem for path in (workdir / "results/figures").glob("*.png"))
+    assert drawn
+    for name in drawn:
+        assert f"{name}.png" in html
+        # The caption's opening words (the page escapes non-ASCII characters).
+        words = SPECS[name].caption.split()[:4]
+        opening = " ".join(word for word in words if word.isascii())
+        assert opening in html, name
