@@ -56,11 +56,13 @@ def job_env() -> dict[str, str]:
     return env
 
 
-def snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [tool("snakemake"), *args],
         cwd=workdir,
-        env=job_env(),
+        env=job_env() if env is None else env,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -131,11 +133,11 @@ def pinned_config(tmp: Path, stubs: dict[str, str], *, mpi: bool = True, nsys: b
     return str(path)
 
 
-def dry_run(workdir: Path, targets, *configs: str, config_args=()) -> list[Job]:
+def dry_run(workdir: Path, targets, *configs: str, config_args=(), env=None) -> list[Job]:
     args = ["-n", *targets, "--configfile", "config/ci.yaml", *configs]
     if config_args:
         args += ["--config", *config_args]
-    done = snakemake(workdir, *args)
+    done = snakemake(workdir, *args, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return parse_plan(done.stdout + done.stderr)
 
@@ -231,6 +233,33 @@ def test_two_gpus_leave_out_n4_unless_devices_may_be_shared(workdir, stubs, tmp_
         job for job in shared if job.rule == "nsys_profile_gpu" and job.wildcards["nodes"] == "4"
     )
     assert "--gpus 2" in profile.shell and "--shared-devices 1" in profile.shell
+
+
+def test_gpus_auto_counts_what_nvidia_smi_lists_and_cuda_lets_us_see(workdir, stubs, tmp_path):
+    fake = tmp_path / "fake-driver"
+    fake.mkdir()
+    smi = fake / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = -L ] || exit 2\n'
+        "echo 'GPU 0: NVIDIA H200 (UUID: GPU-0000)'\n"
+        "echo 'GPU 1: NVIDIA H200 (UUID: GPU-0001)'\n"
+    )
+    smi.chmod(0o755)
+    env = job_env()
+    env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
+    pinned = pinned_config(tmp_path, stubs, mpi=False)
+
+    jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=auto"], env=env)
+    plan = counts(jobs)
+    assert {job.wildcards["nodes"] for job in jobs if job.rule == "gpu_bench"} == {"2"}
+    assert plan["gpu_bench"] == 2 and plan["kernel_bw_sweep"] == 1
+    assert [job.wildcards["nodes"] for job in jobs if job.rule == "nsys_profile_gpu"] == ["2"]
+
+    env["CUDA_VISIBLE_DEVICES"] = "1"
+    jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=auto"], env=env)
+    plan = counts(jobs)
+    assert plan["gpu_bench"] == 0 and plan["kernel_bw_sweep"] == 1
 
 
 @pytest.mark.parametrize(
