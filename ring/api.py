@@ -66,13 +66,19 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
             name, buffers, ufunc, count
         )
         return
-    if isinstance(buffers, (str, bytes)) or not isinstance(buffers, Sequence):
-        raise TypeError(
-            f"buffers must be a list of arrays, one per node, got {type(buffers).__name__}"
-        )
-    if len(buffers) == 0:
-        raise ValueError("buffers is empty: pass one array per node")
-    method = getattr(get_communicator(len(buffers), backend=backend, **options), name)
+    if backend == "mpi":
+        # One buffer per rank: ring.mpi checks what every rank passed on all ranks together,
+        # so one rank's mistake raises everywhere instead of leaving the others waiting.
+        nodes = 1
+    else:
+        if isinstance(buffers, (str, bytes)) or not isinstance(buffers, Sequence):
+            raise TypeError(
+                f"buffers must be a list of arrays, one per node, got {type(buffers).__name__}"
+            )
+        if len(buffers) == 0:
+            raise ValueError("buffers is empty: pass one array per node")
+        nodes = len(buffers)
+    method = getattr(get_communicator(nodes, backend=backend, **options), name)
     if name == "all_gather":
         method(buffers)
     else:

@@ -232,8 +232,6 @@ class MpiRing:
         self._comm = comm.Dup()
         self.rank = self._comm.Get_rank()
         self.nodes = self._comm.Get_size()
-        self.left = (self.rank - 1) % self.nodes
-        self.right = (self.rank + 1) % self.nodes
         self._closed = False
         self._call_lock = threading.Lock()
         self._BYTE = MPI.BYTE
@@ -242,6 +240,8 @@ class MpiRing:
         self._scratch: dict = {}
 
         schedule = ring_schedule(self.nodes)
+        self.left = schedule.left(self.rank)
+        self.right = schedule.right(self.rank)
         # Per collective: (chunk received from the left, chunk sent to the right,
         # accumulate, push-range) for each of this rank's steps, in order.  What the right
         # neighbour takes from us is its own scheduled transfer at the same step.
