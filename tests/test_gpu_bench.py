@@ -11,22 +11,33 @@ import numpy as np
 import pytest
 from test_gpu_fakecuda import FakeCuda, FakeUfunc, fake_cupy
 
-import ring.bench.gpu as bench_gpu
-import ring.bench.kernel_bw as kernel_bw
-import ring.bench.nccl as bench_nccl
 import ring.bench.runner as runner
 from ring.bench.__main__ import main as bench_main
 
 SMALL = 64 << 10
 
 
+@pytest.fixture(scope="module")
+def plugins():
+    """The plugin modules, imported (and so registered) only when these tests run."""
+    import types
+
+    import ring.bench.gpu
+    import ring.bench.kernel_bw
+    import ring.bench.nccl
+
+    return types.SimpleNamespace(
+        gpu=ring.bench.gpu, kernel_bw=ring.bench.kernel_bw, nccl=ring.bench.nccl
+    )
+
+
 @pytest.fixture(autouse=True)
-def small_ceilings(monkeypatch):
+def small_ceilings(monkeypatch, plugins):
     """Ceilings on 64 KiB buffers: the simulator moves bytes with NumPy."""
     monkeypatch.setattr(runner, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
-    monkeypatch.setattr(bench_gpu, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
-    monkeypatch.setattr(kernel_bw, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
-    bench_gpu._ceiling_cache.clear()
+    monkeypatch.setattr(plugins.gpu, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
+    monkeypatch.setattr(plugins.kernel_bw, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
+    plugins.gpu._ceiling_cache.clear()
 
 
 def _read(out):
@@ -118,20 +129,20 @@ def test_nccl_refuses_what_it_cannot_run(tmp_path, capsys, devices, args, messag
     assert not (tmp_path / "x.csv").exists()
 
 
-def test_without_cupy_the_gpu_backends_say_how_to_install(tmp_path, monkeypatch, capsys):
+def test_without_cupy_the_gpu_backends_say_how_to_install(tmp_path, monkeypatch, capsys, plugins):
     monkeypatch.setitem(sys.modules, "cupy", None)
     for backend in ("gpu", "nccl"):
         assert bench_main(["--backend", backend, "--out", str(tmp_path / "x.csv")]) == 2
         assert "pip install '.[gpu]'" in capsys.readouterr().err
-    assert kernel_bw.main(["-e", "4K"]) == 2
+    assert plugins.kernel_bw.main(["-e", "4K"]) == 2
     assert "pip install '.[gpu]'" in capsys.readouterr().err
 
 
-def test_kernel_bw_sweep(tmp_path, capsys):
+def test_kernel_bw_sweep(tmp_path, capsys, plugins):
     out = tmp_path / "kernel.csv"
     with fake_cupy(FakeCuda(2, seed=5)):
         sweep = ["-b", "1K", "-e", "64K", "-f", "4", "-n", "4", "-w", "1", "--device", "1"]
-        code = kernel_bw.main([*sweep, "-d", "float16", "-o", "prod", "--out", str(out)])
+        code = plugins.kernel_bw.main([*sweep, "-d", "float16", "-o", "prod", "--out", str(out)])
     assert code == 0, capsys.readouterr().err
     rows, document = _read(out)
     assert [int(r["bytes"]) for r in rows] == [1024, 4096, 16384, 65536]
@@ -146,11 +157,13 @@ def test_kernel_bw_sweep(tmp_path, capsys):
     assert "kernel/" in capsys.readouterr().out
 
 
-def test_kernel_bw_checks_the_kernel(tmp_path):
+def test_kernel_bw_checks_the_kernel(tmp_path, plugins):
     sim = FakeCuda(1, seed=6)
     sim.module.add = FakeUfunc(sim, np.maximum)
     with fake_cupy(sim):
-        assert kernel_bw.main(["-e", "4K", "-n", "2", "--out", str(tmp_path / "k.csv")]) == 1
+        assert (
+            plugins.kernel_bw.main(["-e", "4K", "-n", "2", "--out", str(tmp_path / "k.csv")]) == 1
+        )
     rows, _ = _read(tmp_path / "k.csv")
     assert all(int(r["wrong"]) > 0 for r in rows)
 
@@ -166,27 +179,27 @@ def test_kernel_bw_checks_the_kernel(tmp_path):
         (["--out", "x.txt"], ".csv"),
     ],
 )
-def test_kernel_bw_bad_input(args, message, capsys):
+def test_kernel_bw_bad_input(args, message, capsys, plugins):
     with fake_cupy(FakeCuda(1)):
-        assert kernel_bw.main(["-e", "4K", *args]) == 2
+        assert plugins.kernel_bw.main(["-e", "4K", *args]) == 2
     assert message in capsys.readouterr().err
 
 
-def test_plugins_register_their_backends():
+def test_plugins_register_their_backends(plugins):
     from ring.bench.backends import available_backends
 
     backends = available_backends()
-    assert backends["gpu"] is bench_gpu.GpuRingBackend
-    assert backends["nccl"] is bench_nccl.NcclBackend
+    assert backends["gpu"] is plugins.gpu.GpuRingBackend
+    assert backends["nccl"] is plugins.nccl.NcclBackend
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_nccl_timed_region_starts_after_every_restore_and_ends_after_every_device(seed):
+def test_nccl_timed_region_starts_after_every_restore_and_ends_after_every_device(seed, plugins):
     from ring.bench.cli import parse_args
 
     config = parse_args(["-e", "4K", "--backend", "nccl"], ["nccl"], [])
     with fake_cupy(FakeCuda(3, seed=seed)):
-        session = bench_nccl.NcclBackend().open(3, "none", config, None)
+        session = plugins.nccl.NcclBackend().open(3, "none", config, None)
         try:
             session.load([np.full(256, float(i + 1), np.float32) for i in range(3)])
             session.restore()
