@@ -400,6 +400,8 @@ BAD_INPUT = {
     "out not csv": (["--out", "results.txt"], "must name a .csv"),
     "mixed launch": (["--backend", "cpu,mpi-allreduce"], None),
     "too large": (["-e", "1T"], "memory"),
+    "timeout 0": (["--timeout", "0"], "--timeout must be a positive"),
+    "timeout text": (["--timeout", "soon"], "not a number"),
 }
 
 

@@ -124,3 +124,26 @@ def test_nodes_must_match_the_world(tmp_path):
     assert len(errors) == 1 and "does not match the 2 ranks" in errors[0]  # rank 0 alone says it
     assert "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_timeout_aborts_every_rank(tmp_path):
+    out = tmp_path / "slow.csv"
+    # A run that would take minutes: the watchdog ends the whole job after 2 s.
+    done = mpirun(
+        2,
+        "--backend",
+        "mpi-allreduce",
+        "-b",
+        "64M",
+        "-e",
+        "64M",
+        "-n",
+        "100000",
+        "--timeout",
+        "2",
+        "--out",
+        str(out),
+    )
+    assert done.returncode != 0
+    assert "ring.bench: --timeout 2.0 s reached" in done.stderr
+    assert not out.exists() and not out.with_suffix(".json").exists()

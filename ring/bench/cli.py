@@ -62,6 +62,8 @@ class BenchConfig:
     out: Path | None
     seed: int
     sizes: tuple[int, ...] = field(default=())
+    # Seconds after which the whole run (every MPI rank) is aborted; None = no limit.
+    timeout: float | None = None
     # Flags that backends add through Backend.add_arguments, by argparse dest.
     options: dict = field(default_factory=dict)
 
@@ -92,6 +94,7 @@ class BenchConfig:
             "out": None if self.out is None else str(self.out),
             "seed": self.seed,
             "sizes": list(self.sizes),
+            "timeout": self.timeout,
             "options": dict(self.options),
         }
 
@@ -206,6 +209,11 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
     )
     add("--out", default=None, help="write FILE.csv and FILE.json beside it")
     add("--seed", default="0", help="seed of the random inputs (default 0)")
+    add(
+        "--timeout",
+        default=None,
+        help="abort the run (every MPI rank) after this many seconds, with a message",
+    )
     return parser
 
 
@@ -278,6 +286,16 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
                     f"unknown sync {mode!r}: expected one of {', '.join(known_syncs)}"
                 )
     nodes = None if args.nodes is None else _parse_nodes(args.nodes)
+    timeout = None
+    if args.timeout is not None:
+        try:
+            timeout = float(args.timeout)
+        except ValueError:
+            raise BenchInputError(f"--timeout {args.timeout!r} is not a number") from None
+        if not (timeout > 0 and math.isfinite(timeout)):
+            raise BenchInputError(
+                f"--timeout must be a positive number of seconds, got {args.timeout}"
+            )
     out = None
     if args.out is not None:
         out = Path(args.out)
@@ -302,5 +320,6 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         out=out,
         seed=seed,
         sizes=sweep_sizes(min_bytes, max_bytes, step_factor, dtype.itemsize),
+        timeout=timeout,
         options=options,
     )

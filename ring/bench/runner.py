@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..mpi import Watchdog
 from . import data
 from .backends import Backend, Session, get_backend
 from .ceilings import ceiling_bytes, measure_cpu_ceilings
@@ -246,8 +247,17 @@ def _ceiling_line(ceilings: dict) -> str:
 
 
 def run(config: BenchConfig, command: list[str]) -> int:
-    """Measure, print, write ``--out``; return 0, or 1 if any element was wrong."""
+    """Measure, print, write ``--out``; return 0, or 1 if any element was wrong.
+
+    With ``--timeout`` a watchdog aborts the run (under mpirun: the whole job, since a
+    rank blocked in MPI by a dead peer can end it no other way) and nothing is written.
+    """
     plan = plan_run(config)
+    with Watchdog(config.timeout, message=f"ring.bench: --timeout {config.timeout} s reached"):
+        return _run_plan(config, plan, command)
+
+
+def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
     world = plan.world
     start_time = utc_now()
     output = _Output(world.is_root, plan.points)
