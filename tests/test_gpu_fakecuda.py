@@ -542,7 +542,8 @@ class FakeUfunc:
 def fake_cupy(sim: FakeCuda):
     """Install ``sim``'s module as ``cupy`` for the duration of the block."""
     names = ("cupy", "cupy.cuda", "cupy.cuda.runtime", "cupy.cuda.nccl")
-    saved = {name: sys.modules.get(name) for name in names}
+    absent = object()
+    saved = {name: sys.modules.get(name, absent) for name in names}
     sys.modules["cupy"] = sim.module
     sys.modules["cupy.cuda"] = sim.module.cuda
     sys.modules["cupy.cuda.runtime"] = sim.module.cuda.runtime
@@ -551,10 +552,10 @@ def fake_cupy(sim: FakeCuda):
         yield sim.module
     finally:
         for name, module in saved.items():
-            if module is None:
+            if module is absent:
                 sys.modules.pop(name, None)
             else:
-                sys.modules[name] = module
+                sys.modules[name] = module  # None too: "import cupy" keeps failing
 
 
 # -- the simulator's own tests ---------------------------------------------------------------
