@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 
 mode=${1:-run}
 case "$mode" in
-  run) extras="mpi" ;;
-  test) extras="mpi,test" ;;
+  run) extras="mpi,study" ;;
+  test) extras="mpi,study,test" ;;
   *) echo "usage: bash scripts/setup.sh [run|test]" >&2; exit 2 ;;
 esac
 
@@ -25,6 +25,8 @@ as_root() {
 
 if [ "${RING_SKIP_APT:-0}" != 1 ]; then
   packages=(openmpi-bin libopenmpi-dev)
+  # The report test renders the page in headless Chromium.
+  [ "$mode" = test ] && packages+=(chromium)
   missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
