@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args[:1] == ["merge"]:
             return merge_main(args[1:], command)
+        if args[:1] == ["kernel-bw"]:
+            from .kernel_bw import kernel_bw_main
+
+            return kernel_bw_main(args[1:], command)
         backends = available_backends()
         config = parse_args(args, backends, _known_syncs(backends))
         return run(config, command)

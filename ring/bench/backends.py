@@ -121,7 +121,7 @@ __all__ = [
 ]
 
 # Modules that define further backends; imported once, the first time the registry is read.
-PLUGIN_MODULES: tuple[str, ...] = ("ring.bench.mpi_ring",)
+PLUGIN_MODULES: tuple[str, ...] = ("ring.bench.mpi_ring", "ring.bench.gpu", "ring.bench.nccl")
 
 PLUGINS_ENV = "RING_BENCH_PLUGINS"
 
@@ -287,6 +287,11 @@ class Backend:
 
     def ceilings(self, config: BenchConfig, world) -> dict[str, Any]:
         return {}
+
+    def traffic_ceiling(self, ceilings: dict[str, Any]) -> tuple[str, float | None]:
+        """The ceiling ``traffic_GBps`` is compared with in the footer: host memory's
+        in-place add bandwidth unless the backend's buffers live elsewhere."""
+        return "add", ceilings.get("add_GBps")
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         raise NotImplementedError

@@ -381,5 +381,10 @@ class GpuRingBackend(Backend):
     def ceilings(self, config: BenchConfig, world) -> dict[str, Any]:
         return gpu_ceilings_for(config, self.name)
 
+    def traffic_ceiling(self, ceilings: dict[str, Any]) -> tuple[str, float | None]:
+        # Logical nodes' buffers live in device memory: the slowest device's copy bandwidth.
+        copies = [v for v in (ceilings.get("gpu_copy_GBps") or {}).values() if v]
+        return "device copy", min(copies) if copies else None
+
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         return GpuRingSession(nodes, config, shared_devices_requested(config))

@@ -225,15 +225,15 @@ def _fmt(value: float | None, unit: str = "GB/s") -> str:
     return "N/A" if value is None else f"{value:.2f} {unit}"
 
 
-def _block_footer(rows: list[dict], ceilings: dict) -> list[str]:
+def _block_footer(rows: list[dict], ceilings: dict, backend: Backend) -> list[str]:
     busbw = [row["busbw_GBps"] for row in rows if row["busbw_GBps"] is not None]
     lines = [f"# Avg bus bandwidth    : {_fmt(float(np.mean(busbw)) if busbw else None)}"]
     last = rows[-1]
-    add = ceilings.get("add_GBps")
-    if last["traffic_GBps"] is not None and add:
+    name, ceiling = backend.traffic_ceiling(ceilings)
+    if last["traffic_GBps"] is not None and ceiling:
         lines.append(
             f"# Traffic at {last['bytes']} B : {_fmt(last['traffic_GBps'])} = "
-            f"{100 * last['traffic_GBps'] / add:.0f}% of the add ceiling ({_fmt(add)})"
+            f"{100 * last['traffic_GBps'] / ceiling:.0f}% of the {name} ceiling ({_fmt(ceiling)})"
         )
     return lines
 
@@ -304,7 +304,7 @@ def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
                             output.line(table_line(row))
                             output.step(f"{stage.backend.name} {sync} N={nodes}")
                     rows.extend(block)
-                    for line in _block_footer(block, ceilings):
+                    for line in _block_footer(block, ceilings, stage.backend):
                         output.line(line)
     finally:
         output.close()
