@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The committed CPU reference sweep: cpu (both sync modes) and numpy-direct in one run,
-# mpi-allreduce in one mpirun launch per node count, merged into
-# results/reference/<host-kind>/cpu_sweep.csv + .json.  Run it on a quiet machine.
+# The committed reference sweeps, run on a quiet machine:
+# - cpu_sweep: cpu (both sync modes) and numpy-direct in one run, mpi-allreduce in one mpirun
+#   launch per node count, merged into results/reference/<host-kind>/cpu_sweep.csv + .json;
+# - mpi_sweep: our ring over MPI ranks (mpi) and mpi-allreduce in the same launch, per node
+#   count, merged into results/reference/<host-kind>/mpi_sweep.csv + .json.
 #
 #   scripts/bench_reference.sh HOST_KIND [MAX_BYTES]     e.g. scripts/bench_reference.sh epyc-2core
 set -euo pipefail
@@ -9,7 +11,7 @@ set -euo pipefail
 host_kind=${1:?usage: scripts/bench_reference.sh HOST_KIND [MAX_BYTES]}
 max_bytes=${2:-256M}
 out=results/reference/$host_kind
-runs=$out/runs
+runs=results/reference_runs/$host_kind  # merged below; the merged JSON keeps every run
 python=${PYTHON:-python}
 sweep=(-b 1K -e "$max_bytes" -f 2 -n 20 -w 5 -d float32 -o sum --seed 0)
 
@@ -27,3 +29,8 @@ for nodes in 2 4; do
 done
 "$python" -m ring.bench merge --out "$out/cpu_sweep.csv" \
     "$runs/cpu.csv" "$runs/mpi-allreduce-n2.csv" "$runs/mpi-allreduce-n4.csv"
+for nodes in 2 4; do
+    mpirun "${mpirun_args[@]}" -n "$nodes" "$python" -m ring.bench "${sweep[@]}" \
+        --backend mpi,mpi-allreduce --out "$runs/mpi-n$nodes.csv"
+done
+"$python" -m ring.bench merge --out "$out/mpi_sweep.csv" "$runs/mpi-n2.csv" "$runs/mpi-n4.csv"
