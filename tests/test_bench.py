@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -563,3 +564,14 @@ def test_environment_reads_nvidia_smi(tmp_path, monkeypatch):
 def test_environment_without_gpu_is_null():
     assert parse_gpus("") == []
     assert parse_cuda_version("no banner") is None
+
+
+def test_result_files_are_readable_by_everyone(tmp_path):
+    out = tmp_path / "perm.csv"
+    old = os.umask(0o022)
+    try:
+        assert main([*TINY, "--out", str(out)]) == 0
+    finally:
+        os.umask(old)
+    for path in (out, out.with_suffix(".json")):
+        assert path.stat().st_mode & 0o777 == 0o644
