@@ -1,7 +1,8 @@
 """Ring-allreduce from scratch: one schedule, executed by threads, GPUs or MPI ranks."""
 
 from .api import all_gather, allreduce, get_communicator, reduce_scatter
-from .cpu import CommunicatorClosedError, CpuCommunicator
+from .communicator import CommunicatorClosedError, RingCommunicator
+from .cpu import CpuCommunicator
 from .ops import OPS
 from .schedule import Transfer, chunk_range, owned_chunk, ring_schedule
 
@@ -11,6 +12,7 @@ __all__ = [
     "OPS",
     "CommunicatorClosedError",
     "CpuCommunicator",
+    "RingCommunicator",
     "Transfer",
     "all_gather",
     "allreduce",

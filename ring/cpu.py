@@ -35,6 +35,7 @@ import numpy as np
 
 from . import nvtx_ranges
 from .buffers import validate_buffers
+from .communicator import CommunicatorClosedError, RingCommunicator
 from .ops import resolve_op
 from .schedule import ALL_GATHER, REDUCE_SCATTER, chunk_range, ring_schedule
 
@@ -49,10 +50,6 @@ COLLECTIVE_PHASES = {
     "reduce_scatter": (REDUCE_SCATTER,),
     "all_gather": (ALL_GATHER,),
 }
-
-
-class CommunicatorClosedError(RuntimeError):
-    """Raised when a closed communicator is asked to run a collective."""
 
 
 class _Aborted(Exception):
@@ -95,7 +92,7 @@ def check_nodes(nodes: int) -> int:
     return int(nodes)
 
 
-class CpuCommunicator:
+class CpuCommunicator(RingCommunicator):
     """Owns ``nodes`` worker threads and runs ring collectives on lists of NumPy arrays.
 
     Use it as a context manager, or call :meth:`close`; a closed communicator refuses work.
@@ -144,24 +141,6 @@ class CpuCommunicator:
                 thread.start()
                 self._threads.append(thread)
 
-    # -- public API -------------------------------------------------------------------
-
-    def allreduce(self, buffers: Sequence[np.ndarray], op: str = "sum") -> None:
-        """Reduce ``buffers`` element-wise with ``op``; every buffer receives the result."""
-        self._collective("allreduce", buffers, op)
-
-    def reduce_scatter(self, buffers: Sequence[np.ndarray], op: str = "sum") -> None:
-        """After this, node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced."""
-        self._collective("reduce_scatter", buffers, op)
-
-    def all_gather(self, buffers: Sequence[np.ndarray]) -> None:
-        """Copy chunk ``owned_chunk(i, N)`` of node ``i`` to every node (no reduction)."""
-        self._collective("all_gather", buffers, None)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def close(self) -> None:
         """Stop and join the worker threads.  Safe to call more than once."""
         if self._closed:
@@ -174,12 +153,6 @@ class CpuCommunicator:
             for thread in self._threads:
                 thread.join(timeout=5)
             self._threads = []
-
-    def __enter__(self) -> CpuCommunicator:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

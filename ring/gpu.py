@@ -42,7 +42,8 @@ import numpy as np
 from . import nvtx_ranges
 from ._optional import require
 from .buffers import validate_buffers
-from .cpu import COLLECTIVE_PHASES, CommunicatorClosedError, check_nodes
+from .communicator import CommunicatorClosedError, RingCommunicator
+from .cpu import COLLECTIVE_PHASES, check_nodes
 from .ops import resolve_op
 from .schedule import chunk_range, ring_schedule
 
@@ -187,7 +188,7 @@ def _chunk_bounds(count: int, nodes: int) -> tuple[tuple[int, int], ...]:
     return tuple(chunk_range(count, nodes, c) for c in range(nodes))
 
 
-class GpuCommunicator:
+class GpuCommunicator(RingCommunicator):
     """Runs ring collectives on lists of CuPy arrays, node ``i`` on ``self.devices[i]``.
 
     Peer access is enabled once, here, for every ordered pair of distinct devices that
@@ -283,20 +284,6 @@ class GpuCommunicator:
                 for row in zip(*per_node, strict=True)
             )
 
-    # -- public API -------------------------------------------------------------------
-
-    def allreduce(self, buffers: Sequence, op: str = "sum") -> None:
-        """Reduce ``buffers`` element-wise with ``op``; every buffer receives the result."""
-        self._collective("allreduce", buffers, op)
-
-    def reduce_scatter(self, buffers: Sequence, op: str = "sum") -> None:
-        """After this, node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced."""
-        self._collective("reduce_scatter", buffers, op)
-
-    def all_gather(self, buffers: Sequence) -> None:
-        """Copy chunk ``owned_chunk(i, N)`` of node ``i`` to every node (no reduction)."""
-        self._collective("all_gather", buffers, None)
-
     def last_elapsed_ms(self) -> float:
         """Device time of the last collective in milliseconds, measured with CUDA events
         from the moment every input was ready to the moment the last node finished (the
@@ -304,10 +291,6 @@ class GpuCommunicator:
         if not self._timed:
             return 0.0
         return float(self._cp.cuda.get_elapsed_time(self._entry, self._done))
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def close(self) -> None:
         """Release the streams, events and scratch chunks.  Safe to call more than once."""
@@ -319,12 +302,6 @@ class GpuCommunicator:
             self._events = []
             self._scratch = []
             self._ready = {}
-
-    def __enter__(self) -> GpuCommunicator:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

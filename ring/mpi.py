@@ -52,7 +52,8 @@ import numpy as np
 from . import nvtx_ranges
 from ._optional import require
 from .buffers import validate_buffers
-from .cpu import COLLECTIVE_PHASES, CommunicatorClosedError, chunk_bounds
+from .communicator import CommunicatorClosedError, RingCommunicator
+from .cpu import COLLECTIVE_PHASES, chunk_bounds
 from .ops import OPS, resolve_op
 from .schedule import ring_schedule
 
@@ -200,7 +201,7 @@ def _dtype_name(code: int) -> str:
     return str(np.dtype(int(code).to_bytes(8, "little", signed=True).rstrip(b"\0").decode()))
 
 
-class MpiRing:
+class MpiRing(RingCommunicator):
     """Ring collectives over the ranks of an MPI intracommunicator, one buffer per rank.
 
     The constructor duplicates ``comm`` (collective over ``comm``) so the ring's messages
@@ -259,20 +260,6 @@ class MpiRing:
             self._plans[name] = tuple(plan)
         self._outer = {name: nvtx_ranges.pusher(name) for name in _COLLECTIVES}
 
-    # -- public API -------------------------------------------------------------------
-
-    def allreduce(self, buffers: Sequence, op: str = "sum") -> None:
-        """Reduce every rank's buffer element-wise with ``op``; each rank gets the result."""
-        self._collective("allreduce", buffers, op)
-
-    def reduce_scatter(self, buffers: Sequence, op: str = "sum") -> None:
-        """Afterwards rank ``r`` holds chunk ``owned_chunk(r, N)`` fully reduced."""
-        self._collective("reduce_scatter", buffers, op)
-
-    def all_gather(self, buffers: Sequence) -> None:
-        """Copy chunk ``owned_chunk(r, N)`` of every rank ``r`` to all ranks."""
-        self._collective("all_gather", buffers, None)
-
     @property
     def comm(self):
         """The ring's own duplicate of the communicator it was given."""
@@ -297,12 +284,6 @@ class MpiRing:
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
                 self._comm.Free()
             self._scratch = {}
-
-    def __enter__(self) -> MpiRing:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
