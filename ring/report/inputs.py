@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..bench.results import COLUMNS
+
 __all__ = [
     "SWEEP_COLUMNS",
     "Inputs",
@@ -35,26 +37,7 @@ __all__ = [
 ]
 
 # The bench CSV contract; the harness may write more columns, never fewer.
-SWEEP_COLUMNS = (
-    "backend",
-    "sync",
-    "nodes",
-    "dtype",
-    "op",
-    "bytes",
-    "count",
-    "iters",
-    "time_us",
-    "time_us_min",
-    "time_us_p25",
-    "time_us_p75",
-    "time_us_max",
-    "algbw_GBps",
-    "busbw_GBps",
-    "traffic_GBps",
-    "wrong",
-    "shared_devices",
-)
+SWEEP_COLUMNS = COLUMNS
 _INTEGER_COLUMNS = ("nodes", "bytes", "count", "iters", "wrong")
 _FLOAT_COLUMNS = (
     "time_us",
