@@ -39,7 +39,9 @@ class BenchInputError(ValueError):
     """Bad input to the harness: reported as one line, exit code 2, no output file."""
 
 
-class _Parser(argparse.ArgumentParser):
+class BenchParser(argparse.ArgumentParser):
+    """Turns argparse's usage errors into :class:`BenchInputError` (one line, exit 2)."""
+
     def error(self, message: str):
         raise BenchInputError(message)
 
@@ -173,8 +175,96 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: float, itemsize: int) ->
     return tuple(sizes)
 
 
+def add_sweep_arguments(parser, *, max_default: str, per: str, calls: str) -> None:
+    """The nccl-tests flags every sweep command shares (-b -e -f -n -w -c -d -o), plus
+    --out and --seed; :func:`parse_sweep` checks them."""
+    add = parser.add_argument
+    add("-b", "--min-bytes", default="1K", help=f"smallest size {per} (default 1K)")
+    add(
+        "-e", "--max-bytes", default=max_default, help=f"largest size {per} (default {max_default})"
+    )
+    add("-f", "--step-factor", default="2", help="multiply the size by this (default 2)")
+    add("-n", "--iters", default="20", help=f"timed {calls} per size (default 20)")
+    add("-w", "--warmup", default="5", help=f"untimed {calls} per size before timing (default 5)")
+    add("-c", "--check", default="1", help="validate every size: 1 (default) or 0")
+    add("-d", "--dtype", default="float32", help="element type (default float32)")
+    add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
+    add("--out", default=None, help="write FILE.csv and FILE.json beside it")
+    add("--seed", default="0", help="seed of the random inputs (default 0)")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The checked values of :func:`add_sweep_arguments`' flags."""
+
+    min_bytes: int
+    max_bytes: int
+    step_factor: float
+    iters: int
+    warmup: int
+    check: bool
+    dtype: np.dtype
+    op: str
+    seed: int
+    sizes: tuple[int, ...]
+    out: Path | None
+
+
+def parse_sweep(args: argparse.Namespace) -> Sweep:
+    """Check the shared sweep flags; raise :class:`BenchInputError` on anything wrong."""
+    min_bytes = parse_size(args.min_bytes)
+    max_bytes = parse_size(args.max_bytes)
+    try:
+        step_factor = float(args.step_factor)
+    except ValueError:
+        raise BenchInputError(f"-f/--step-factor {args.step_factor!r} is not a number") from None
+    if not step_factor > 1 or not math.isfinite(step_factor):
+        raise BenchInputError(f"-f/--step-factor must be > 1, got {args.step_factor}")
+    iters = _int_flag(args.iters, "-n/--iters", 1)
+    warmup = _int_flag(args.warmup, "-w/--warmup", 0)
+    if args.check not in ("0", "1"):
+        raise BenchInputError(f"-c/--check must be 0 or 1, got {args.check!r}")
+    seed = _int_flag(args.seed, "--seed", 0)
+    dtype = _parse_dtype(args.dtype)
+    try:
+        resolve_op(args.op, dtype)
+    except (TypeError, ValueError) as exc:
+        raise BenchInputError(str(exc)) from None
+    if min_bytes < dtype.itemsize:
+        raise BenchInputError(
+            f"-b/--min-bytes must hold at least one {dtype.name} element "
+            f"({dtype.itemsize} bytes), got {min_bytes}"
+        )
+    if min_bytes > max_bytes:
+        raise BenchInputError(
+            f"-b/--min-bytes ({args.min_bytes}) is larger than -e/--max-bytes ({args.max_bytes})"
+        )
+    out = None
+    if args.out is not None:
+        out = Path(args.out)
+        if out.suffix != ".csv" or not out.stem:
+            raise BenchInputError(
+                f"--out {args.out!r} must name a .csv file (the JSON goes beside it)"
+            )
+        if out.exists() and out.is_dir():
+            raise BenchInputError(f"--out {args.out!r} is a directory")
+    return Sweep(
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        step_factor=step_factor,
+        iters=iters,
+        warmup=warmup,
+        check=args.check == "1",
+        dtype=dtype,
+        op=args.op,
+        seed=seed,
+        sizes=sweep_sizes(min_bytes, max_bytes, step_factor, dtype.itemsize),
+        out=out,
+    )
+
+
 def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = BenchParser(
         prog="python -m ring.bench",
         description=(
             "Measure allreduce the way nccl-tests' all_reduce_perf does: one line per size, "
@@ -183,15 +273,8 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
             "Combine result files with: python -m ring.bench merge --out OUT.csv IN.csv..."
         ),
     )
+    add_sweep_arguments(parser, max_default="16M", per="per node", calls="calls")
     add = parser.add_argument
-    add("-b", "--min-bytes", default="1K", help="smallest size per node (default 1K)")
-    add("-e", "--max-bytes", default="16M", help="largest size per node (default 16M)")
-    add("-f", "--step-factor", default="2", help="multiply the size by this (default 2)")
-    add("-n", "--iters", default="20", help="timed calls per size (default 20)")
-    add("-w", "--warmup", default="5", help="untimed calls per size before timing (default 5)")
-    add("-c", "--check", default="1", help="validate every size: 1 (default) or 0")
-    add("-d", "--dtype", default="float32", help="element type (default float32)")
-    add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
     add(
         "--backend",
         default="cpu",
@@ -207,8 +290,6 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
         default=None,
         help=f"comma list of: {', '.join(known_syncs)} (default: each backend's own default)",
     )
-    add("--out", default=None, help="write FILE.csv and FILE.json beside it")
-    add("--seed", default="0", help="seed of the random inputs (default 0)")
     add(
         "--timeout",
         default=None,
@@ -244,33 +325,7 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
     options = {
         dest: value for dest, value in vars(args).items() if dest not in core and dest != "help"
     }
-    min_bytes = parse_size(args.min_bytes)
-    max_bytes = parse_size(args.max_bytes)
-    try:
-        step_factor = float(args.step_factor)
-    except ValueError:
-        raise BenchInputError(f"-f/--step-factor {args.step_factor!r} is not a number") from None
-    if not step_factor > 1 or not math.isfinite(step_factor):
-        raise BenchInputError(f"-f/--step-factor must be > 1, got {args.step_factor}")
-    iters = _int_flag(args.iters, "-n/--iters", 1)
-    warmup = _int_flag(args.warmup, "-w/--warmup", 0)
-    if args.check not in ("0", "1"):
-        raise BenchInputError(f"-c/--check must be 0 or 1, got {args.check!r}")
-    seed = _int_flag(args.seed, "--seed", 0)
-    dtype = _parse_dtype(args.dtype)
-    try:
-        resolve_op(args.op, dtype)
-    except (TypeError, ValueError) as exc:
-        raise BenchInputError(str(exc)) from None
-    if min_bytes < dtype.itemsize:
-        raise BenchInputError(
-            f"-b/--min-bytes must hold at least one {dtype.name} element "
-            f"({dtype.itemsize} bytes), got {min_bytes}"
-        )
-    if min_bytes > max_bytes:
-        raise BenchInputError(
-            f"-b/--min-bytes ({args.min_bytes}) is larger than -e/--max-bytes ({args.max_bytes})"
-        )
+    sweep = parse_sweep(args)
     backends = _split_list(args.backend, "--backend")
     for name in backends:
         if name not in known_backends:
@@ -296,30 +351,21 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
             raise BenchInputError(
                 f"--timeout must be a positive number of seconds, got {args.timeout}"
             )
-    out = None
-    if args.out is not None:
-        out = Path(args.out)
-        if out.suffix != ".csv" or not out.stem:
-            raise BenchInputError(
-                f"--out {args.out!r} must name a .csv file (the JSON goes beside it)"
-            )
-        if out.exists() and out.is_dir():
-            raise BenchInputError(f"--out {args.out!r} is a directory")
     return BenchConfig(
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        step_factor=step_factor,
-        iters=iters,
-        warmup=warmup,
-        check=args.check == "1",
-        dtype=dtype,
-        op=args.op,
+        min_bytes=sweep.min_bytes,
+        max_bytes=sweep.max_bytes,
+        step_factor=sweep.step_factor,
+        iters=sweep.iters,
+        warmup=sweep.warmup,
+        check=sweep.check,
+        dtype=sweep.dtype,
+        op=sweep.op,
         backends=backends,
         nodes=nodes,
         sync=sync,
-        out=out,
-        seed=seed,
-        sizes=sweep_sizes(min_bytes, max_bytes, step_factor, dtype.itemsize),
+        out=sweep.out,
+        seed=sweep.seed,
+        sizes=sweep.sizes,
         timeout=timeout,
         options=options,
     )

@@ -25,10 +25,9 @@ import sys
 import numpy as np
 
 from .._optional import MissingDependencyError
-from ..ops import OPS, resolve_op
 from . import data
 from .ceilings import ceiling_bytes
-from .cli import BenchInputError, _int_flag, _parse_dtype, parse_size, sweep_sizes
+from .cli import BenchInputError, BenchParser, _int_flag, add_sweep_arguments, parse_sweep
 from .environment import collect_environment, git_commit, utc_now
 from .gpu import (
     check_cupy_dtype,
@@ -70,63 +69,21 @@ HEADER = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise BenchInputError(message)
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = _Parser(
+    parser = BenchParser(
         prog="python -m ring.bench kernel-bw",
         description=(
             "Throughput of the GPU ring's reduction kernel (dst op= src: 2 reads + 1 write "
             "per element) against size, beside a device-to-device copy of the same size."
         ),
     )
-    add = parser.add_argument
-    add("-b", "--min-bytes", default="1K", help="smallest buffer (default 1K)")
-    add("-e", "--max-bytes", default="1G", help="largest buffer (default 1G)")
-    add("-f", "--step-factor", default="2", help="multiply the size by this (default 2)")
-    add("-n", "--iters", default="20", help="timed launches per size (default 20)")
-    add("-w", "--warmup", default="5", help="untimed launches per size first (default 5)")
-    add("-c", "--check", default="1", help="check the first launch: 1 (default) or 0")
-    add("-d", "--dtype", default="float32", help="element type (default float32)")
-    add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
-    add("--device", default="0", help="CUDA device id (default 0)")
-    add("--out", default=None, help="write FILE.csv and FILE.json beside it")
-    add("--seed", default="0", help="seed of the random inputs (default 0)")
+    add_sweep_arguments(parser, max_default="1G", per="buffer", calls="launches")
+    parser.add_argument("--device", default="0", help="CUDA device id (default 0)")
     args = parser.parse_args(argv)
-
-    args.min_bytes = parse_size(args.min_bytes)
-    args.max_bytes = parse_size(args.max_bytes)
-    try:
-        args.step_factor = float(args.step_factor)
-    except ValueError:
-        raise BenchInputError(f"-f/--step-factor {args.step_factor!r} is not a number") from None
-    if not args.step_factor > 1 or not np.isfinite(args.step_factor):
-        raise BenchInputError(f"-f/--step-factor must be > 1, got {args.step_factor}")
-    args.iters = _int_flag(args.iters, "-n/--iters", 1)
-    args.warmup = _int_flag(args.warmup, "-w/--warmup", 0)
+    sweep = parse_sweep(args)
+    for name, value in vars(sweep).items():
+        setattr(args, name, value)
     args.device = _int_flag(args.device, "--device", 0)
-    args.seed = _int_flag(args.seed, "--seed", 0)
-    if args.check not in ("0", "1"):
-        raise BenchInputError(f"-c/--check must be 0 or 1, got {args.check!r}")
-    args.check = args.check == "1"
-    args.dtype = _parse_dtype(args.dtype)
-    try:
-        resolve_op(args.op, args.dtype)
-    except (TypeError, ValueError) as exc:
-        raise BenchInputError(str(exc)) from None
-    if args.min_bytes < args.dtype.itemsize:
-        raise BenchInputError(
-            f"-b/--min-bytes must hold at least one {args.dtype.name} element "
-            f"({args.dtype.itemsize} bytes), got {args.min_bytes}"
-        )
-    if args.min_bytes > args.max_bytes:
-        raise BenchInputError("-b/--min-bytes is larger than -e/--max-bytes")
-    args.sizes = sweep_sizes(args.min_bytes, args.max_bytes, args.step_factor, args.dtype.itemsize)
-    if args.out is not None and not args.out.endswith(".csv"):
-        raise BenchInputError(f"--out {args.out!r} must name a .csv file (the JSON goes beside it)")
     return args
 
 

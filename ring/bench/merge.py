@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from .cli import BenchInputError, _Parser
+from .cli import BenchInputError, BenchParser
 from .results import COLUMNS, SCHEMA, read_csv, write_csv_atomic, write_json_atomic
 
 __all__ = ["merge", "merge_main"]
@@ -88,7 +88,7 @@ def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
 
 
 def merge_main(argv: list[str], command: list[str]) -> int:
-    parser = _Parser(
+    parser = BenchParser(
         prog="python -m ring.bench merge",
         description="Combine ring.bench result files (CSV + JSON beside each) into one.",
     )
