@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])
 def test_ruff(command):
-    if shutil.which("ruff") is None and not (Path(sys.executable).parent / "ruff").exists():
+    beside = Path(sys.executable).parent / "ruff"  # the environment's own, first
+    ruff = str(beside) if beside.exists() else shutil.which("ruff")
+    if ruff is None:
         pytest.skip("ruff is not installed (pip install '.[test]')")
-    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     done = subprocess.run([ruff, *command, "."], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
