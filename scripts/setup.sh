@@ -25,6 +25,8 @@ as_root() {
 
 if [ "${RING_SKIP_APT:-0}" != 1 ]; then
   packages=(openmpi-bin libopenmpi-dev)
+  # Debian's own python3 needs python3-venv for `python3 -m venv`.
+  python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
   # The report test renders the page in headless Chromium.
   [ "$mode" = test ] && packages+=(chromium)
   missing=()
