@@ -389,6 +389,20 @@ def test_stale_figure_is_removed(results, built, tmp_path):
     assert "| CPU ring (threads), barrier after every step |" in text
 
 
+def test_nul_padded_environment_strings_are_cleaned(tmp_path):
+    """Open MPI pads its library version with NUL bytes; results written before the
+    harness stripped them must still give a text report."""
+    sweep = run_bench(tmp_path / "cpu" / "cpu_n2_float32.csv", "--backend", "cpu", "--nodes", "2")
+    meta_path = sweep.with_suffix(".json")
+    meta = json.loads(meta_path.read_text())
+    meta["environment"]["mpi_library"] = "Open MPI v4.1.4, May 26, 2022\x00\x00"
+    meta_path.write_text(json.dumps(meta))
+    result = build_report([sweep], figures_dir=tmp_path / "figures", out_dir=tmp_path / "report")
+    for path in (result.markdown, result.html):
+        assert b"\x00" not in path.read_bytes()
+    assert "Open MPI v4.1.4, May 26, 2022 |" in result.markdown.read_text()
+
+
 def test_wrong_rows_repeated_runs_and_workflow_record(results, tmp_path):
     """Wrong elements become a caveat; a series measured twice at one N keeps both runs apart;
     the workflow's record of what it left out is shown as it says."""

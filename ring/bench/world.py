@@ -110,4 +110,5 @@ class MpiWorld:
         return values
 
     def library_version(self) -> str | None:
-        return self.MPI.Get_library_version().strip().splitlines()[0] or None
+        # Open MPI pads the string with NUL bytes.
+        return self.MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0] or None

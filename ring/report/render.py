@@ -196,7 +196,8 @@ def _environment_table(model: ReportModel) -> Table:
     for name, meta in _sources(model):
         env = meta.get("environment") or {}
         values = tuple(
-            "not recorded" if (v := get(env, meta)) in (None, "") else str(v)
+            # Strings reported by libraries may carry NUL padding (older Open MPI runs).
+            "not recorded" if (v := get(env, meta)) in (None, "") else str(v).replace("\x00", "")
             for _, get in _ENVIRONMENT_FIELDS
         )
         columns.setdefault(values, []).append(name)
