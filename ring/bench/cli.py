@@ -47,8 +47,8 @@ class BenchParser(argparse.ArgumentParser):
 
 
 @dataclass(frozen=True)
-class BenchConfig:
-    """The parsed arguments of one run (recorded as ``config`` in the JSON)."""
+class Sweep:
+    """The checked values of :func:`add_sweep_arguments`' flags."""
 
     min_bytes: int
     max_bytes: int
@@ -58,12 +58,18 @@ class BenchConfig:
     check: bool
     dtype: np.dtype
     op: str
+    seed: int
+    sizes: tuple[int, ...]
+    out: Path | None
+
+
+@dataclass(frozen=True)
+class BenchConfig(Sweep):
+    """The parsed arguments of one run (recorded as ``config`` in the JSON)."""
+
     backends: tuple[str, ...]
     nodes: tuple[int, ...] | None
     sync: tuple[str, ...] | None
-    out: Path | None
-    seed: int
-    sizes: tuple[int, ...] = field(default=())
     # Seconds after which the whole run (every MPI rank) is aborted; None = no limit.
     timeout: float | None = None
     # Flags that backends add through Backend.add_arguments, by argparse dest.
@@ -191,23 +197,6 @@ def add_sweep_arguments(parser, *, max_default: str, per: str, calls: str) -> No
     add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
     add("--out", default=None, help="write FILE.csv and FILE.json beside it")
     add("--seed", default="0", help="seed of the random inputs (default 0)")
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """The checked values of :func:`add_sweep_arguments`' flags."""
-
-    min_bytes: int
-    max_bytes: int
-    step_factor: float
-    iters: int
-    warmup: int
-    check: bool
-    dtype: np.dtype
-    op: str
-    seed: int
-    sizes: tuple[int, ...]
-    out: Path | None
 
 
 def parse_sweep(args: argparse.Namespace) -> Sweep:
@@ -352,20 +341,10 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
                 f"--timeout must be a positive number of seconds, got {args.timeout}"
             )
     return BenchConfig(
-        min_bytes=sweep.min_bytes,
-        max_bytes=sweep.max_bytes,
-        step_factor=sweep.step_factor,
-        iters=sweep.iters,
-        warmup=sweep.warmup,
-        check=sweep.check,
-        dtype=sweep.dtype,
-        op=sweep.op,
+        **vars(sweep),
         backends=backends,
         nodes=nodes,
         sync=sync,
-        out=sweep.out,
-        seed=sweep.seed,
-        sizes=sweep.sizes,
         timeout=timeout,
         options=options,
     )

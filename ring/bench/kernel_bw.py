@@ -37,7 +37,7 @@ from .gpu import (
     measure_gpu_ceilings,
     reduction_kernel,
 )
-from .results import SCHEMA, columns_of, write_csv_atomic, write_json_atomic
+from .results import SCHEMA, TIME_COLUMNS, columns_of, write_csv_atomic, write_json_atomic
 
 __all__ = ["COLUMNS", "kernel_bw_main", "main", "measure_size"]
 
@@ -49,11 +49,7 @@ COLUMNS = (
     "bytes",
     "count",
     "iters",
-    "time_us",
-    "time_us_min",
-    "time_us_p25",
-    "time_us_p75",
-    "time_us_max",
+    *TIME_COLUMNS,
     "kernel_GBps",
     "copy_time_us",
     "copy_GBps",

@@ -29,6 +29,9 @@ __all__ = [
 
 SCHEMA = 1
 
+# The median and the spread of a point's timed calls, in every result CSV.
+TIME_COLUMNS = ("time_us", "time_us_min", "time_us_p25", "time_us_p75", "time_us_max")
+
 COLUMNS = (
     "backend",
     "sync",
@@ -38,11 +41,7 @@ COLUMNS = (
     "bytes",
     "count",
     "iters",
-    "time_us",
-    "time_us_min",
-    "time_us_p25",
-    "time_us_p75",
-    "time_us_max",
+    *TIME_COLUMNS,
     "algbw_GBps",
     "busbw_GBps",
     "traffic_GBps",
