@@ -352,31 +352,20 @@ def _ceilings_text(model: ReportModel, run_name: str) -> str:
 
 
 def _inputs_table(model: ReportModel) -> Table:
-    rows = []
-    for run in model.inputs.runs:
-        rows.append(
-            [
-                run.name,
-                "sweep",
-                str(run.csv_path),
-                str(len(run.rows)),
-                _command(run.meta.get("command")) or "not recorded",
-                f"{run.meta.get('start_time')} – {run.meta.get('end_time')}",
-                _ceilings_text(model, run.name),
-            ]
-        )
-    for result in model.inputs.kernel_bandwidth:
-        rows.append(
-            [
-                result.name,
-                "kernel bandwidth",
-                str(result.csv_path),
-                str(len(result.rows)),
-                _command(result.meta.get("command")) or "not recorded",
-                f"{result.meta.get('start_time')} – {result.meta.get('end_time')}",
-                "",
-            ]
-        )
+    def result_row(result, kind: str, ceilings: str) -> list[str]:
+        meta = result.meta
+        return [
+            result.name,
+            kind,
+            str(result.csv_path),
+            str(len(result.rows)),
+            _command(meta.get("command")) or "not recorded",
+            f"{meta.get('start_time')} – {meta.get('end_time')}",
+            ceilings,
+        ]
+
+    rows = [result_row(run, "sweep", _ceilings_text(model, run.name)) for run in model.inputs.runs]
+    rows += [result_row(k, "kernel bandwidth", "") for k in model.inputs.kernel_bandwidth]
     for profile in model.inputs.profiles:
         tables = ", ".join(profile.tables)
         rows.append([profile.name, "profile", str(profile.path), tables, "", "", ""])
