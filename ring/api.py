@@ -15,6 +15,7 @@ import importlib
 import threading
 from collections.abc import Sequence
 
+from .communicator import CommunicatorClosedError
 from .cpu import CpuCommunicator, check_sync, prepare_call
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
@@ -62,10 +63,15 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
         # Validate before get_communicator, which may start threads.
         check_sync(options.get("sync", "pairwise"))
         ufunc, count = prepare_call(buffers, op)
-        get_communicator(len(buffers), backend=backend, **options)._execute(
-            name, buffers, ufunc, count
-        )
-        return
+        while True:
+            comm = get_communicator(len(buffers), backend=backend, **options)
+            try:
+                comm._execute(name, buffers, ufunc, count)
+                return
+            except CommunicatorClosedError:
+                # Closed by another thread's failed or interrupted call before this call
+                # started any work: the cache now hands out a new communicator.
+                continue
     if backend == "mpi":
         # One buffer per rank: ring.mpi checks what every rank passed on all ranks together,
         # so one rank's mistake raises everywhere instead of leaving the others waiting.

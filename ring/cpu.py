@@ -4,30 +4,36 @@ All nodes share one address space, so a ring "link" is node ``i`` reading node `
 array at the chunk boundary the schedule names; reductions are NumPy ufuncs with ``out=``,
 which release the GIL on large chunks so nodes really run in parallel.
 
-Synchronisation uses raw locks as one-shot signals, because they are the cheapest blocking
-primitive CPython has (a ``threading.Barrier`` or ``Condition`` costs several lock round
-trips per wait).  Every signal lock starts locked; the producer releases it, the single
-consumer acquires it, which also re-arms it for the next call.
+Synchronisation uses one ``queue.SimpleQueue`` per node as a counting signal: it is
+implemented in C, a blocking ``get`` costs one lock round trip like a raw lock (a
+``threading.Barrier`` or ``Condition`` costs several), and a count lets a producer run
+ahead of its consumer without a separate signal per step, so the state stays linear in N.
 
-* ``sync="pairwise"``: after step ``t`` node ``i`` releases ``signal[i][t]``; before step
-  ``t + 1`` node ``i + 1`` acquires it.  Node ``i`` waits only for its left neighbour, as
-  the original study's GPU code does with events; non-neighbours run ahead.  This is
+* ``sync="pairwise"``: after step ``t`` node ``i`` puts a token in ``ready[i]``; before
+  step ``t + 1`` node ``i + 1`` takes one.  Node ``i`` waits only for its left neighbour,
+  as the original study's GPU code does with events; non-neighbours run ahead.  This is
   enough: node ``i`` at step ``t`` transitively waits for node ``i + 1`` at step
   ``t - (N - 1)``, the last step at which node ``i + 1`` reads a chunk that node ``i``
   overwrites at step ``t`` (``tests/test_schedule.py`` checks every hazard).
 * ``sync="barrier"``: after every step all nodes wait for each other, as the original
-  study's CPU code does with ``std::barrier``.  The last node to arrive releases the
-  others' ``signal[j][t]``.
+  study's CPU code does with ``std::barrier``.  The last node to arrive puts a token in
+  every other node's ``ready`` queue.
 
-Every call ends when the last node to finish releases the caller's ``done`` signal (one
-wake-up for the caller instead of one per node), so consecutive calls never overlap.
+Every call ends when the last node to finish wakes the caller once, so consecutive calls
+never overlap.  A call that does not complete (a worker raised, or the caller was
+interrupted, e.g. by Ctrl-C) stops and joins every worker before the exception reaches the
+caller, and leaves the communicator closed: a later call can never see a stale signal.
+The threads share state with the communicator only through :class:`_Crew`, so a
+communicator dropped without :meth:`CpuCommunicator.close` is collected and its finalizer
+stops its threads.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
+import queue
 import threading
+import weakref
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -56,10 +62,7 @@ class _Aborted(Exception):
     """Raised inside a healthy worker when another worker failed."""
 
 
-def _new_signal() -> threading.Lock:
-    lock = threading.Lock()
-    lock.acquire()
-    return lock
+_STOP = None  # what a worker's start queue receives instead of a job when it must exit
 
 
 @lru_cache(maxsize=1024)
@@ -92,12 +95,53 @@ def check_nodes(nodes: int) -> int:
     return int(nodes)
 
 
+# Per-step NVTX ranges are named for communicators up to this size.  A call makes
+# 2N(N - 1) step ranges, more than a profile can show beyond this; above it only the call's
+# outer range is recorded, and every node shares one plan, so the state stays linear in N.
+STEP_RANGE_MAX_NODES = 64
+
+
+def _no_range() -> None:
+    """Push and pop of a step above STEP_RANGE_MAX_NODES: records nothing."""
+
+
+def _plans(nodes: int) -> list[dict[str, tuple]]:
+    """Per node and collective, ``(shift, accumulate, push-range)`` for each step: the node
+    takes chunk ``(node + shift) mod N`` (see :meth:`RingSchedule.shift`)."""
+    schedule = ring_schedule(nodes)
+    steps = [(p, s) for p in COLLECTIVE_PHASES["allreduce"] for s in range(nodes - 1)]
+
+    def plan(node: int | None) -> dict[str, tuple]:
+        # allreduce's steps are reduce_scatter's followed by all_gather's: one pusher each.
+        allreduce = tuple(
+            (
+                schedule.shift(p, s),
+                p == REDUCE_SCATTER,
+                nvtx_ranges.pusher(schedule.transfer(p, s, node).name)
+                if node is not None
+                else _no_range,
+            )
+            for p, s in steps
+        )
+        return {
+            "allreduce": allreduce,
+            "reduce_scatter": allreduce[: nodes - 1],
+            "all_gather": allreduce[nodes - 1 :],
+        }
+
+    if nodes <= STEP_RANGE_MAX_NODES:
+        return [plan(node) for node in range(nodes)]
+    shared = plan(None)
+    return [dict(shared) for _ in range(nodes)]
+
+
 class CpuCommunicator(RingCommunicator):
     """Owns ``nodes`` worker threads and runs ring collectives on lists of NumPy arrays.
 
     Use it as a context manager, or call :meth:`close`; a closed communicator refuses work.
-    If a worker fails mid-collective, every other worker stops at its next wait, the
-    threads exit, and the caller receives the original exception.
+    If a worker fails mid-collective, or the caller is interrupted, every worker stops at
+    its next wait, the threads are joined, the communicator closes, and the caller receives
+    the original exception.
     """
 
     backend = "cpu"
@@ -107,52 +151,27 @@ class CpuCommunicator(RingCommunicator):
         self.sync = check_sync(sync)
         self._closed = False
         self._call_lock = threading.Lock()
-        self._fail_lock = threading.Lock()
-        self._error: BaseException | None = None
-        self._failed = False
-        self._stopping = False
-        self._job = None
+        self._crew = _Crew(self.nodes, self.sync)
+        # Stops the threads of a communicator that is dropped without close().
+        self._finalizer = weakref.finalize(self, self._crew.stop, False)
 
-        n = self.nodes
-        schedule = self._schedule = ring_schedule(n)
-        steps = 2 * (n - 1)
-        self._signal = [[_new_signal() for _ in range(steps)] for _ in range(n)]
-        self._arrivals = [itertools.count() for _ in range(steps)]
-        # Per node and collective: (chunk, accumulate, push-range) for each step, in order.
-        self._plans = [
-            {
-                name: tuple(
-                    (t.chunk, t.accumulate, nvtx_ranges.pusher(t.name))
-                    for t in schedule.for_node(node, phases)
-                )
-                for name, phases in COLLECTIVE_PHASES.items()
-            }
-            for node in range(n)
-        ]
-        self._start = [_new_signal() for _ in range(n)]
-        self._done = _new_signal()
-        self._finished = itertools.count()
-        self._threads: list[threading.Thread] = []
-        if n > 1:
-            for node in range(n):
-                thread = threading.Thread(
-                    target=self._worker, args=(node,), name=f"ring-cpu-node{node}", daemon=True
-                )
-                thread.start()
-                self._threads.append(thread)
+    @property
+    def _plans(self) -> list[dict[str, tuple]]:
+        return self._crew.plans
+
+    @property
+    def _threads(self) -> list[threading.Thread]:
+        return self._crew.threads
 
     def close(self) -> None:
-        """Stop and join the worker threads.  Safe to call more than once."""
+        """Stop and join the worker threads.  Safe to call more than once, and after a
+        call that failed or was interrupted."""
         if self._closed:
             return
         self._closed = True
         with self._call_lock:
-            self._stopping = True
-            for start in self._start:
-                start.release()
-            for thread in self._threads:
-                thread.join(timeout=5)
-            self._threads = []
+            self._finalizer.detach()
+            self._crew.stop(True)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -174,58 +193,127 @@ class CpuCommunicator(RingCommunicator):
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
 
     def _execute(self, name: str, buffers: Sequence[np.ndarray], ufunc, count: int) -> None:
-        """Run a collective on buffers that :func:`prepare_call` accepted."""
+        """Run a collective on buffers that :func:`prepare_call` accepted.
+
+        Raises :class:`CommunicatorClosedError` only before any work started.
+        """
         if self.nodes == 1 or count == 0:
-            return
-        bounds = chunk_bounds(count, self.nodes)
-        with self._call_lock, nvtx_ranges.annotate(name):
             self._check_open()
-            self._job = (name, list(buffers), ufunc, bounds)
-            for start in self._start:
-                start.release()
-            self._done.acquire()
-            self._job = None
-        if self._error is not None:
-            error = self._error
-            self.close()
-            raise error
+            return
+        job = (name, list(buffers), ufunc, chunk_bounds(count, self.nodes))
+        with self._call_lock:
+            self._check_open()
+            try:
+                with nvtx_ranges.annotate(name):
+                    error = self._crew.run(job)
+            except BaseException:
+                # Interrupted (Ctrl-C) while the workers ran: run() has stopped them.
+                self._closed = True
+                self._finalizer.detach()
+                raise
+            if error is not None:
+                self._closed = True
+                self._finalizer.detach()
+                raise error
+
+
+class _Crew:
+    """The worker threads and all they share.  It holds no reference to its communicator."""
+
+    def __init__(self, nodes: int, sync: str):
+        n = self.nodes = nodes
+        self.pairwise = sync == "pairwise"
+        self.plans = _plans(n) if n > 1 else []
+        self.pop = nvtx_ranges.pop if n <= STEP_RANGE_MAX_NODES else _no_range
+        self.left = [ring_schedule(n).left(node) for node in range(n)]
+        self.ready = [queue.SimpleQueue() for _ in range(n)]
+        self.arrivals = [itertools.count() for _ in range(2 * (n - 1))]
+        self.start = [queue.SimpleQueue() for _ in range(n)]
+        self.done: queue.SimpleQueue = queue.SimpleQueue()
+        self.finished = itertools.count()
+        self.fail_lock = threading.Lock()
+        self.error: BaseException | None = None
+        self.failed = False
+        self.threads: list[threading.Thread] = []
+        for node in range(n if n > 1 else 0):
+            thread = threading.Thread(
+                target=self.worker, args=(node,), name=f"ring-cpu-node{node}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    def run(self, job) -> BaseException | None:
+        """Run one collective on every node; return a worker's exception, if any.
+
+        If the caller is interrupted while the nodes run, the workers are stopped and
+        joined before the interruption propagates, so no node touches a buffer afterwards.
+        """
+        try:
+            for start in self.start:
+                start.put(job)
+            self.done.get()
+        except BaseException as interruption:
+            self.fail(interruption)
+            self.stop(True)
+            raise
+        if self.failed:
+            self.stop(True)
+            return self.error
+        return None
+
+    def stop(self, join: bool) -> None:
+        """Make every worker exit after its current step; with ``join``, wait for them."""
+        self.fail(_Aborted("stopped"))
+        for start in self.start:
+            start.put(_STOP)
+        if join:
+            for thread in self.threads:
+                thread.join()
+
+    def fail(self, exc: BaseException) -> None:
+        with self.fail_lock:
+            if self.failed:
+                return
+            self.error = exc
+            self.failed = True
+        # One token wakes whichever node waits on each queue; it then sees `failed`.
+        for ready in self.ready:
+            ready.put(None)
 
     # -- the workers' side -------------------------------------------------------------
 
-    def _worker(self, node: int) -> None:
-        start, n = self._start[node], self.nodes
+    def worker(self, node: int) -> None:
+        start, n = self.start[node], self.nodes
         while True:
-            start.acquire()
-            if self._stopping:
+            job = start.get()
+            if job is _STOP:
                 return
             try:
-                self._run(node, *self._job)
+                self.steps(node, *job)
             except _Aborted:
                 pass
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                self._fail(exc)
+                self.fail(exc)
             finally:
                 # itertools.count is atomic under the GIL: exactly one node sees n - 1.
-                if next(self._finished) % n == n - 1:
-                    self._done.release()
+                if next(self.finished) % n == n - 1:
+                    self.done.put(None)
 
-    def _run(self, node: int, name: str, buffers: list, ufunc, bounds) -> None:
-        schedule = self._schedule
-        mine, left = buffers[node], buffers[schedule.left(node)]
-        plan = self._plans[node][name]
+    def steps(self, node: int, name: str, buffers: list, ufunc, bounds) -> None:
+        mine, left = buffers[node], buffers[self.left[node]]
+        plan = self.plans[node][name]
         last = len(plan) - 1
-        pop = nvtx_ranges.pop
-        pairwise = self.sync == "pairwise"
-        my_signals = self._signal[node]
-        left_signals = self._signal[schedule.left(node)]
-        for t, (chunk, accumulate, push) in enumerate(plan):
+        pop = self.pop
+        pairwise, n = self.pairwise, self.nodes
+        mine_ready, left_ready = self.ready[node], self.ready[self.left[node]]
+        for t, (shift, accumulate, push) in enumerate(plan):
             push()
             try:
                 if t and pairwise:
-                    left_signals[t - 1].acquire()
-                    if self._failed:
-                        raise _Aborted
-                a, b = bounds[chunk]
+                    left_ready.get()
+                if self.failed:
+                    raise _Aborted
+                a, b = bounds[(node + shift) % n]
                 if accumulate:
                     dst = mine[a:b]
                     ufunc(dst, left[a:b], out=dst)
@@ -233,31 +321,19 @@ class CpuCommunicator(RingCommunicator):
                     mine[a:b] = left[a:b]
                 if t < last:
                     if pairwise:
-                        my_signals[t].release()
+                        mine_ready.put(None)
                     else:
-                        self._barrier(node, t)
+                        self.barrier(node, t)
             finally:
                 pop()
 
-    def _barrier(self, node: int, t: int) -> None:
+    def barrier(self, node: int, t: int) -> None:
         n = self.nodes
-        if next(self._arrivals[t]) % n == n - 1:
+        if next(self.arrivals[t]) % n == n - 1:
             for other in range(n):
                 if other != node:
-                    self._signal[other][t].release()
+                    self.ready[other].put(None)
         else:
-            self._signal[node][t].acquire()
-            if self._failed:
+            self.ready[node].get()
+            if self.failed:
                 raise _Aborted
-
-    def _fail(self, exc: BaseException) -> None:
-        with self._fail_lock:
-            if self._failed:
-                return
-            self._error = exc
-            self._failed = True
-        # Wake every node that waits (or will wait) on a signal; they see _failed and stop.
-        for row in self._signal:
-            for signal in row:
-                with contextlib.suppress(RuntimeError):  # already released
-                    signal.release()

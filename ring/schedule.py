@@ -14,7 +14,7 @@ Backends never redo this arithmetic: they iterate over :func:`ring_schedule` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 __all__ = [
@@ -96,11 +96,24 @@ class Phase:
     steps: tuple[tuple[Transfer, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RingSchedule:
+    """The schedule for ``nodes`` nodes.
+
+    One node's steps (:meth:`for_node`) are computed directly, so a backend that needs only
+    its own node's steps does O(N) work; the full per-step tables (:attr:`phases`, N · 2(N - 1)
+    transfers) are built on first use, for the checks that read the whole schedule.
+    """
+
     nodes: int
-    reduce_scatter: Phase
-    all_gather: Phase
+
+    @cached_property
+    def reduce_scatter(self) -> Phase:
+        return self._phase(REDUCE_SCATTER)
+
+    @cached_property
+    def all_gather(self) -> Phase:
+        return self._phase(ALL_GATHER)
 
     @property
     def phases(self) -> tuple[Phase, Phase]:
@@ -114,29 +127,36 @@ class RingSchedule:
         """The neighbour ``node`` sends to."""
         return (node + 1) % self.nodes
 
+    def shift(self, phase: PhaseName, step: int) -> int:
+        """At ``step`` of ``phase`` every node ``i`` takes chunk ``(i + shift) mod N`` from its
+        left neighbour: the ring is the same at every node up to rotation, which lets a backend
+        keep one O(N) plan for all nodes.  The one place the ring's arithmetic lives."""
+        return -step - (1 if phase == REDUCE_SCATTER else 0)
+
+    def transfer(self, phase: PhaseName, step: int, node: int) -> Transfer:
+        """What ``node`` does at ``step`` of ``phase``."""
+        return Transfer(
+            phase=phase,
+            step=step,
+            node=node,
+            src=self.left(node),
+            chunk=(node + self.shift(phase, step)) % self.nodes,
+            accumulate=phase == REDUCE_SCATTER,
+        )
+
     def for_node(self, node: int, phases: tuple[PhaseName, ...]) -> tuple[Transfer, ...]:
         """Everything ``node`` does, in order, for the requested phases."""
         return tuple(
-            steps[node] for phase in self.phases if phase.name in phases for steps in phase.steps
+            self.transfer(phase, s, node)
+            for phase in (REDUCE_SCATTER, ALL_GATHER)
+            if phase in phases
+            for s in range(self.nodes - 1)
         )
 
-
-def _phase(name: PhaseName, nodes: int, offset: int, accumulate: bool) -> Phase:
-    steps = tuple(
-        tuple(
-            Transfer(
-                phase=name,
-                step=s,
-                node=i,
-                src=(i - 1) % nodes,  # RingSchedule.left
-                chunk=(i - offset - s) % nodes,
-                accumulate=accumulate,
-            )
-            for i in range(nodes)
-        )
-        for s in range(nodes - 1)
-    )
-    return Phase(name, steps)
+    def _phase(self, name: PhaseName) -> Phase:
+        n = self.nodes
+        steps = tuple(tuple(self.transfer(name, s, i) for i in range(n)) for s in range(n - 1))
+        return Phase(name, steps)
 
 
 @lru_cache(maxsize=256)
@@ -145,8 +165,4 @@ def ring_schedule(nodes: int) -> RingSchedule:
     nodes = _check_int("nodes", nodes)
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
-    return RingSchedule(
-        nodes=nodes,
-        reduce_scatter=_phase(REDUCE_SCATTER, nodes, offset=1, accumulate=True),
-        all_gather=_phase(ALL_GATHER, nodes, offset=0, accumulate=False),
-    )
+    return RingSchedule(nodes=nodes)
