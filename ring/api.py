@@ -62,7 +62,7 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     if backend == "cpu":
         # Validate before get_communicator, which may start threads.
         check_sync(options.get("sync", "pairwise"))
-        ufunc, count = prepare_call(buffers, op)
+        ufunc, count = prepare_call(name, buffers, op)
         while True:
             comm = get_communicator(len(buffers), backend=backend, **options)
             try:
@@ -84,11 +84,13 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
         if len(buffers) == 0:
             raise ValueError("buffers is empty: pass one array per node")
         nodes = len(buffers)
-    method = getattr(get_communicator(nodes, backend=backend, **options), name)
-    if name == "all_gather":
-        method(buffers)
+    comm = get_communicator(nodes, backend=backend, **options)
+    if backend == "mpi":
+        comm._collective(name, buffers, op, segment_bytes=options.get("segment_bytes"))
+    elif name == "all_gather":
+        comm.all_gather(buffers)
     else:
-        method(buffers, op)
+        getattr(comm, name)(buffers, op)
 
 
 def allreduce(buffers: Sequence, op: str = "sum", *, backend: str = "cpu", **options) -> None:

@@ -71,13 +71,14 @@ def chunk_bounds(count: int, nodes: int) -> tuple[tuple[int, int], ...]:
     return tuple(chunk_range(count, nodes, c) for c in range(nodes))
 
 
-def prepare_call(buffers: Sequence[np.ndarray], op: str | None):
+def prepare_call(name: str, buffers: Sequence[np.ndarray], op: str | None):
     """Validate a call's buffers and op; return ``(ufunc or None, count)``.
 
-    Runs before any thread is woken, so bad input leaves every buffer untouched.
+    Runs before any thread is woken, so bad input leaves every buffer untouched.  Every
+    collective but all_gather reduces, so ``op`` must name an op (None is not one).
     """
     count, dtype = validate_buffers(buffers)
-    ufunc = resolve_op(op, dtype) if op is not None else None
+    ufunc = resolve_op(op, dtype) if name != "all_gather" else None
     return ufunc, count
 
 
@@ -181,7 +182,7 @@ class CpuCommunicator(RingCommunicator):
 
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
         self._check_open()
-        ufunc, count = prepare_call(buffers, op)
+        ufunc, count = prepare_call(name, buffers, op)
         if len(buffers) != self.nodes:
             raise ValueError(
                 f"this communicator has {self.nodes} nodes but {len(buffers)} buffers were given"

@@ -360,7 +360,8 @@ class GpuCommunicator(RingCommunicator):
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         count, dtype = self._check(buffers)
-        ufunc = getattr(self._cp, resolve_op(op, dtype).__name__) if op is not None else None
+        reduces = name != "all_gather"  # op=None is no op for the collectives that reduce
+        ufunc = getattr(self._cp, resolve_op(op, dtype).__name__) if reduces else None
         with self._call_lock:
             if self._closed:
                 raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")

@@ -79,9 +79,9 @@ _COLLECTIVES = tuple(COLLECTIVE_PHASES)
 _OP_NAMES = tuple(OPS)
 _OPTIONS = frozenset({"comm", "segment_bytes"})
 # One row per rank in the pre-flight exchange.
-_STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE = range(6)
-_ROW = 6
-_ROW_FORMAT = struct.Struct("<6q")
+_STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT = range(7)
+_ROW = 7
+_ROW_FORMAT = struct.Struct("<7q")
 _pack_row = _ROW_FORMAT.pack_into
 _COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
 _OP_CODE = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
@@ -210,7 +210,9 @@ class MpiRing(RingCommunicator):
     rank's one-dimensional, contiguous buffer of the same length and dtype on every rank.
 
     ``segment_bytes``: reduce-scatter moves each chunk in segments of at most this size
-    (0 = whole chunks); every rank must use the same value.
+    (0 = whole chunks); every rank must use the same value.  The constructor checks it on
+    every rank together (after the collective ``Dup``), so a bad or different value on one
+    rank raises the same error everywhere instead of leaving the others waiting.
     """
 
     backend = "mpi"
@@ -223,14 +225,14 @@ class MpiRing(RingCommunicator):
             raise TypeError(f"comm must be an mpi4py intracommunicator, got {type(comm).__name__}")
         if comm == MPI.COMM_NULL:
             raise ValueError("comm is MPI.COMM_NULL")
-        if isinstance(segment_bytes, bool) or not isinstance(segment_bytes, (int, np.integer)):
-            raise TypeError(f"segment_bytes must be an integer, got {type(segment_bytes).__name__}")
-        if segment_bytes < 0:
-            raise ValueError(f"segment_bytes must be >= 0, got {segment_bytes}")
-        self.segment_bytes = int(segment_bytes)
         self._MPI = MPI
         self._user_comm = weakref.ref(comm) if _weakrefable(comm) else None
         self._comm = comm.Dup()
+        try:
+            self.segment_bytes = _agree_on_segment(self._comm, segment_bytes)
+        except Exception:
+            self._comm.Free()
+            raise
         self.rank = self._comm.Get_rank()
         self.nodes = self._comm.Get_size()
         self._closed = False
@@ -291,24 +293,31 @@ class MpiRing(RingCommunicator):
 
     # -- one call ---------------------------------------------------------------------
 
-    def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
+    def _collective(
+        self, name: str, buffers: Sequence, op: str | None, segment_bytes: object = None
+    ) -> None:
+        """Run one collective; ``segment_bytes`` overrides the ring's for this call (it is
+        checked, and compared across ranks, with the rest of the call)."""
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+        if segment_bytes is None:
+            segment_bytes = self.segment_bytes
         with self._call_lock:
             self._outer[name]()
             try:
-                buf, ufunc, device = self._preflight(name, buffers, op)
+                buf, ufunc, device = self._preflight(name, buffers, op, segment_bytes)
                 if self.nodes == 1 or buf.shape[0] == 0:
                     return
                 try:
-                    self._run(name, buf, ufunc, device)
+                    self._run(name, buf, ufunc, device, segment_bytes)
                 except BaseException:  # noqa: BLE001 - the peers are mid-collective
                     self._abort(name)
             finally:
                 nvtx_ranges.pop()
 
-    def _validate_local(self, name: str, buffers, op: str | None):
+    def _validate_local(self, name: str, buffers, op: str | None, segment_bytes: object):
         """This rank's buffer, reduction and buffer kind; raises on bad local input."""
+        check_segment_bytes(segment_bytes)
         if _is_device_array(buffers) or isinstance(buffers, np.ndarray):
             raise TypeError("pass this rank's buffer in a list: [buf]")
         if isinstance(buffers, Sequence) and not isinstance(buffers, (str, bytes)):
@@ -325,18 +334,19 @@ class MpiRing(RingCommunicator):
         else:
             validate_buffers(buffers)
         buf = buffers[0]
-        ufunc = resolve_op(op, buf.dtype) if op is not None else None
+        # all_gather reduces nothing; the others need an op, and None is not one.
+        ufunc = resolve_op(op, buf.dtype) if name != "all_gather" else None
         if device and ufunc is not None:
             ufunc = getattr(cupy, ufunc.__name__)
         return buf, ufunc, device
 
-    def _preflight(self, name: str, buffers, op: str | None):
+    def _preflight(self, name: str, buffers, op: str | None, segment_bytes):
         """Validate locally, then agree with every rank before any data moves."""
         try:
-            buf, ufunc, device = self._validate_local(name, buffers, op)
+            buf, ufunc, device = self._validate_local(name, buffers, op, segment_bytes)
         except Exception as exc:  # noqa: BLE001 - reported to every rank below
             error = exc
-            _pack_row(self._row, 0, 1, _COLLECTIVE_CODE[name], 0, 0, 0, 0)
+            _pack_row(self._row, 0, 1, _COLLECTIVE_CODE[name], 0, 0, 0, 0, 0)
         else:
             error = None
             _pack_row(
@@ -346,8 +356,9 @@ class MpiRing(RingCommunicator):
                 _COLLECTIVE_CODE[name],
                 buf.shape[0],
                 _dtype_code(buf.dtype),
-                _OP_CODE[op],
+                _OP_CODE[op] if name != "all_gather" else -1,
                 int(device),
+                int(segment_bytes),
             )
         self._comm.Allgather([self._row, self._BYTE], [self._table, self._BYTE])
         # Byte-wise equality of every row with ours is the fast path of the check.
@@ -398,13 +409,13 @@ class MpiRing(RingCommunicator):
             self._scratch[key] = scratch
         return scratch[:nbytes].view(buf.dtype)
 
-    def _run(self, name: str, buf, ufunc, device: bool) -> None:
+    def _run(self, name: str, buf, ufunc, device: bool, segment_bytes: int) -> None:
         count, itemsize = buf.shape[0], buf.dtype.itemsize
         bounds = chunk_bounds(count, self.nodes)
         largest = bounds[0][1] - bounds[0][0]
         seg = largest
-        if self.segment_bytes:
-            seg = min(largest, max(1, self.segment_bytes // itemsize))
+        if segment_bytes:
+            seg = min(largest, max(1, segment_bytes // itemsize))
         # Every rank and step cuts chunks into the same number of segments, so sender and
         # receiver pair their messages one for one even when chunk lengths differ.
         segments = -(-largest // seg)
@@ -481,6 +492,32 @@ def _exception_class(module: str, qualname: str) -> type[Exception]:
     return found if isinstance(found, type) and issubclass(found, Exception) else RuntimeError
 
 
+def check_segment_bytes(segment_bytes: object) -> int:
+    if isinstance(segment_bytes, bool) or not isinstance(segment_bytes, (int, np.integer)):
+        raise TypeError(f"segment_bytes must be an integer, got {type(segment_bytes).__name__}")
+    if not 0 <= segment_bytes < 2**62:
+        raise ValueError(f"segment_bytes must be >= 0 and < 2**62, got {segment_bytes}")
+    return int(segment_bytes)
+
+
+def _agree_on_segment(comm, segment_bytes: object) -> int:
+    """``segment_bytes`` checked on every rank together: the same error everywhere."""
+    try:
+        value, error = check_segment_bytes(segment_bytes), None
+    except (TypeError, ValueError) as exc:
+        value, error = None, (type(exc).__name__, str(exc))
+    answers = comm.allgather((value, error))
+    for rank, (_, bad) in enumerate(answers):
+        if bad is not None:
+            cls = TypeError if bad[0] == "TypeError" else ValueError
+            raise cls(f"ring.mpi: bad segment_bytes on rank {rank}: {bad[1]}")
+    values = [v for v, _ in answers]
+    if len(set(values)) > 1:
+        shown = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+        raise ValueError(f"ring.mpi: segment_bytes differs between ranks ({shown})")
+    return value
+
+
 def _weakrefable(obj) -> bool:
     try:
         weakref.ref(obj)
@@ -512,8 +549,11 @@ def _mismatch(table: np.ndarray) -> Exception:
     if differs(_DTYPE):
         shown = per_rank(_DTYPE, _dtype_name)
         return TypeError(header + f"buffer dtypes differ between ranks ({shown})")
-    shown = per_rank(_OP, lambda v: repr(_OP_NAMES[v]))
-    return ValueError(header + f"ops differ between ranks ({shown})")
+    if differs(_OP):
+        shown = per_rank(_OP, lambda v: repr(_OP_NAMES[v]) if v >= 0 else "None")
+        return ValueError(header + f"ops differ between ranks ({shown})")
+    shown = per_rank(_SEGMENT, lambda v: f"{v} bytes")
+    return ValueError(header + f"segment_bytes differs between ranks ({shown})")
 
 
 # -- the entry points ring.api calls ------------------------------------------------------
@@ -540,15 +580,16 @@ def cache_key(nodes: int, **options) -> tuple:
         comm = MPI.COMM_WORLD
     if not isinstance(comm, MPI.Comm):
         raise TypeError(f"comm must be an mpi4py communicator, got {type(comm).__name__}")
-    return ("mpi", comm.py2f(), options.get("segment_bytes", DEFAULT_SEGMENT_BYTES))
+    # Not segment_bytes: ring.api passes it with each call, where it is compared across
+    # ranks.  A key per value would let one rank make a new ring (a collective Dup) while
+    # the others call the cached one, and wait forever.
+    return ("mpi", comm.py2f())
 
 
 def make_communicator(nodes: int, **options) -> MpiRing:
     """A new :class:`MpiRing` over ``comm`` (default ``MPI.COMM_WORLD``); collective."""
     _check_options(options)
-    return MpiRing(
-        options.get("comm"), segment_bytes=options.get("segment_bytes", DEFAULT_SEGMENT_BYTES)
-    )
+    return MpiRing(options.get("comm"))
 
 
 # -- a watchdog for jobs that must not hang -------------------------------------------------

@@ -32,6 +32,7 @@ def _bad_cases():
     yield "read-only", [*good[:-1], frozen], {}, ValueError, "read-only"
     yield "not an array", [*good[:-1], [1.0] * 10], {}, TypeError, "NumPy array"
     yield "unknown op", good, {"op": "mean"}, ValueError, "unknown op"
+    yield "op None", good, {"op": None}, ValueError, "unknown op None"
     yield "unknown backend", good, {"backend": "fpga"}, ValueError, "unknown backend"
     yield "unknown sync", good, {"sync": "none"}, ValueError, "unknown sync"
     yield "unknown option", good, {"threads": 3}, TypeError, "unknown option"

@@ -120,6 +120,12 @@ EXPECTED = {
     "device_not_cuda_aware": ("RuntimeError", "need a CUDA-aware MPI library"),
     "device_without_cupy": ("MissingDependencyError", "needs the Python package 'cupy'"),
     "unpicklable_error": ("RuntimeError", "bad input on rank 1: raised on rank 1 only"),
+    "op_none_everywhere": ("ValueError", "bad input on every rank: unknown op None"),
+    "op_none_on_one_rank": ("ValueError", "bad input on rank 1: unknown op None"),
+    "segment_negative_on_one_rank_api": ("ValueError", "bad input on rank 1: segment_bytes"),
+    "segment_differs_api": ("ValueError", "segment_bytes differs between ranks"),
+    "segment_negative_on_one_rank_ctor": ("ValueError", "bad segment_bytes on rank 1"),
+    "segment_differs_ctor": ("ValueError", "segment_bytes differs between ranks"),
 }
 
 

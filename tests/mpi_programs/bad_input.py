@@ -152,6 +152,43 @@ def main() -> int:
 
     scenario("unpicklable_error", unpicklable_error)
 
+    def op_none_everywhere():
+        buf = base()
+        return buf, lambda: comm.allreduce([buf], None)
+
+    def op_none_on_one_rank():
+        buf = base()
+        return buf, lambda: comm.allreduce([buf], None if rank == 1 else "min")
+
+    def segment_negative_on_one_rank_api():
+        buf = base()
+        segment = -1 if rank == 1 else 1 << 20
+        return buf, lambda: ring.allreduce([buf], backend="mpi", segment_bytes=segment)
+
+    def segment_differs_api():
+        buf = base(4099)
+        segment = 64 * (rank + 1)
+        return buf, lambda: ring.allreduce([buf], backend="mpi", segment_bytes=segment)
+
+    def segment_negative_on_one_rank_ctor():
+        buf = base()
+        return buf, lambda: MpiRing(world, segment_bytes=-1 if rank == 1 else 1 << 20)
+
+    def segment_differs_ctor():
+        buf = base()
+        return buf, lambda: MpiRing(world, segment_bytes=64 * (rank + 1))
+
+    scenario("op_none_everywhere", op_none_everywhere)
+    scenario("op_none_on_one_rank", op_none_on_one_rank)
+    # The API caches one ring per communicator: a good call first, so the bad ones below
+    # meet a cached ring on every rank.
+    good = base()
+    ring.allreduce([good], backend="mpi")
+    scenario("segment_negative_on_one_rank_api", segment_negative_on_one_rank_api)
+    scenario("segment_differs_api", segment_differs_api)
+    scenario("segment_negative_on_one_rank_ctor", segment_negative_on_one_rank_ctor)
+    scenario("segment_differs_ctor", segment_differs_ctor)
+
     # After all that the same communicator still works.
     buf = np.full(13, rank + 1, dtype=np.int64)
     comm.allreduce([buf])
