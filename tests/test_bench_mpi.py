@@ -147,3 +147,72 @@ def test_timeout_aborts_every_rank(tmp_path):
     assert done.returncode != 0
     assert "ring.bench: --timeout 2.0 s reached" in done.stderr
     assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+# Rank 0 alone raises in the middle of the sweep: the rank-0-only failure that used to leave
+# rank 1 waiting in its next collective until killed.
+RANK0_DIES_PLUGIN = textwrap.dedent(
+    """
+    from ring.bench.backends import MpiAllreduceBackend, MpiAllreduceSession, register_backend
+
+
+    class Session(MpiAllreduceSession):
+        calls = 0
+
+        def collective(self):
+            Session.calls += 1
+            if self.world.rank == 0 and Session.calls == 5:
+                raise OSError(28, "No space left on device (injected on rank 0)")
+            super().collective()
+
+
+    @register_backend
+    class Dies(MpiAllreduceBackend):
+        name = "test-mpi-rank0-dies"
+
+        def open(self, nodes, sync, config, world):
+            return Session(nodes, sync, config, world)
+    """
+)
+
+
+def _plugin_env(tmp_path, module: str, source: str) -> dict:
+    plugin_dir = tmp_path / "plugin"
+    plugin_dir.mkdir(exist_ok=True)
+    (plugin_dir / f"{module}.py").write_text(source)
+    return {
+        "RING_BENCH_PLUGINS": module,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(plugin_dir), os.environ.get("PYTHONPATH")])
+        ),
+    }
+
+
+def test_an_exception_on_rank_0_alone_ends_the_job(tmp_path):
+    env = _plugin_env(tmp_path, "rank0_dies_backend", RANK0_DIES_PLUGIN)
+    out = tmp_path / "r.csv"
+    # No --timeout: the harness itself must end the job (mpirun's timeout fails the test).
+    done = mpirun(2, "--backend", "test-mpi-rank0-dies", *TINY, "--out", str(out), env=env)
+    assert done.returncode != 0
+    assert "injected on rank 0" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["proc", "directory"])
+def test_unwritable_out_fails_on_every_rank_before_any_work(tmp_path, where):
+    out = "/proc/ring-bench/r.csv" if where == "proc" else str(tmp_path / "d.csv")
+    if where == "directory":
+        Path(out).mkdir()
+    done = mpirun(2, "--backend", "mpi", "-b", "1K", "-e", "4K", "-n", "2", "--out", out)
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
+    assert len(errors) == 1 and ("cannot write" in errors[0] or "directory" in errors[0])
+    assert done.stdout == ""  # nothing was measured
+
+
+def test_mpi_allreduce_refuses_a_dtype_the_library_cannot_reduce(tmp_path):
+    done = mpirun(2, "--backend", "mpi-allreduce", *TINY, "-d", "float16")
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
+    assert len(errors) == 1 and "cannot reduce float16" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr

@@ -8,6 +8,7 @@ from .._optional import MissingDependencyError
 from .backends import available_backends
 from .cli import BenchInputError, parse_args
 from .merge import merge_main
+from .results import InterruptedAfterWriting
 from .runner import env_is_root, run
 
 __all__ = ["main"]
@@ -34,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         if env_is_root():
             print(f"ring.bench: error: {exc}", file=sys.stderr)
         return 2
+    except InterruptedAfterWriting as exc:
+        print(f"ring.bench: interrupted after writing {exc} and its JSON", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("ring.bench: interrupted; no result file written", file=sys.stderr)
         return 130

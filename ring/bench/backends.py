@@ -77,7 +77,9 @@ The session protocol, for each size (one "point")
     5. ``results()``: host NumPy arrays of this process's nodes after the last timed
        call (all N, or the rank's own), copied back from a device if needed.  The harness
        validates each against the float64 reference it computed with plain NumPy
-       (:mod:`ring.bench.data`) and sums the wrong elements over ranks.
+       (:mod:`ring.bench.data`) and sums the wrong elements over ranks.  With ``-c`` it
+       also calls ``keep_sample(positions)`` after every timed call (untimed) and checks
+       each call's kept elements (``take_samples()``), so a wrong call among many is seen.
     ``shared_devices`` (attribute): True when several nodes share one memory or device
     (threads in one process, logical nodes on one GPU, ranks on one host), where memory
     traffic, not a link, is the honest ceiling.  ``row_extras()`` returns the values of
@@ -188,6 +190,17 @@ class Session:
 
     def results(self) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def keep_sample(self, positions: np.ndarray) -> None:
+        """After each timed call, outside the timed region: keep this process's results at
+        ``positions``, so ``-c`` checks every call, not only the last.  Device sessions
+        override it to index on the device instead of copying whole buffers back."""
+        kept = self.__dict__.setdefault("_samples", [])
+        kept.append([np.array(result[positions]) for result in self.results()])
+
+    def take_samples(self) -> list[list[np.ndarray]]:
+        """What :meth:`keep_sample` kept since the last take, per call and node."""
+        return self.__dict__.pop("_samples", [])
 
     def row_extras(self) -> dict[str, Any]:
         return {}
@@ -425,6 +438,23 @@ def mpi_datatype(MPI, dtype: np.dtype):
     return None if datatype == MPI.DATATYPE_NULL else datatype
 
 
+def _reduces(world, datatype, config: BenchConfig) -> bool:
+    """Whether MPI_Allreduce takes ``datatype`` with ``config.op``: having a datatype is not
+    enough (Open MPI 4.1 maps float16 to one and then fails with MPI_ERR_TYPE).  A one-element
+    call on a duplicate that returns errors instead of aborting; every rank runs it."""
+    MPI = world.MPI
+    probe = world.comm.Dup()
+    try:
+        probe.Set_errhandler(MPI.ERRORS_RETURN)
+        values = np.ones(1, dtype=config.dtype)
+        probe.Allreduce(MPI.IN_PLACE, [values, datatype], op=_mpi_op(MPI, config.op))
+    except MPI.Exception:
+        return False
+    finally:
+        probe.Free()
+    return True
+
+
 @register_backend
 class MpiAllreduceBackend(Backend):
     name = "mpi-allreduce"
@@ -433,10 +463,12 @@ class MpiAllreduceBackend(Backend):
     needs_mpirun = True
 
     def check(self, config: BenchConfig, world) -> None:
-        if mpi_datatype(world.MPI, config.dtype) is None:
+        MPI = world.MPI
+        datatype = mpi_datatype(MPI, config.dtype)
+        if datatype is None or not _reduces(world, datatype, config):
             raise BenchInputError(
-                f"backend mpi-allreduce: this MPI library has no datatype for "
-                f"{config.dtype.name}; use another -d/--dtype"
+                f"backend mpi-allreduce: this MPI library cannot reduce {config.dtype.name} "
+                f"with {config.op!r}; use another -d/--dtype or -o/--op"
             )
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:

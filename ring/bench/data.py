@@ -10,7 +10,11 @@ The reference is the element-wise reduction in a wide type (float64, complex128,
 or uint64) with plain NumPy.  Integers compare exactly after casting the reference back
 (both wrap modulo 2**bits); floats compare with a relative tolerance of 2·N·eps of the
 dtype, above the rounding error of any summation order over N terms (about (N-1)·eps/2)
-and below the smallest wrong result the inputs allow (one input missing: 1/(3N)).
+and below the smallest wrong result the inputs allow (one input missing: 1/(3N)).  Below
+the dtype's smallest normal number (``finfo.tiny``: 6.1e-5 for float16, which a product of
+a few hundred inputs reaches) a dtype has no relative precision left, only subnormal steps,
+so every float comparison also allows an absolute error of ``tiny``; above the normal range
+that allowance is far below the relative one.
 """
 
 from __future__ import annotations
@@ -100,11 +104,13 @@ def tolerance(dtype: np.dtype, nodes: int) -> float:
 
 def count_wrong(result: np.ndarray, expected: np.ndarray, rtol: float) -> int:
     """Elements of ``result`` that differ from the wide ``expected`` by more than ``rtol``
-    (relative); NaN and inf always count as wrong."""
+    (relative) plus the dtype's smallest normal number (absolute); NaN and inf always count
+    as wrong."""
     if result.shape != expected.shape:
         raise ValueError(f"result has shape {result.shape}, expected {expected.shape}")
     wrong = 0
     exact = result.dtype.kind in "iu"
+    tiny = 0.0 if exact else float(np.finfo(result.dtype).tiny)
     for start in range(0, result.shape[0], _BLOCK):
         got = result[start : start + _BLOCK]
         want = expected[start : start + _BLOCK]
@@ -112,10 +118,24 @@ def count_wrong(result: np.ndarray, expected: np.ndarray, rtol: float) -> int:
             wrong += int(np.count_nonzero(got != want.astype(result.dtype)))
         else:
             with np.errstate(invalid="ignore", over="ignore"):
-                ok = np.abs(got.astype(want.dtype) - want) <= rtol * np.abs(want)
+                ok = np.abs(got.astype(want.dtype) - want) <= rtol * np.abs(want) + tiny
             wrong += int(ok.size - np.count_nonzero(ok))
     return wrong
 
 
 def count_wrong_all(results: Sequence[np.ndarray], expected: np.ndarray, rtol: float) -> int:
     return sum(count_wrong(result, expected, rtol) for result in results)
+
+
+# Each timed call is checked at this many positions (the full comparison runs on the last).
+SAMPLE_SIZE = 64
+
+
+def sample_positions(seed: int, count: int) -> np.ndarray:
+    """Where every timed call's result is checked: the first and last element and random
+    positions between (chunk boundaries move with N; random positions find any region)."""
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, count, 0x5A4D]))
+    inner = rng.integers(0, count, size=min(count, SAMPLE_SIZE - 2))
+    return np.unique(np.concatenate(([0, count - 1], inner))).astype(np.int64)

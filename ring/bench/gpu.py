@@ -313,6 +313,15 @@ class GpuRingSession(Session):
     def results(self) -> list[np.ndarray]:
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
 
+    def keep_sample(self, positions: np.ndarray) -> None:
+        # Index on each device: a whole-buffer copy per call would dwarf the call.
+        kept = self.__dict__.setdefault("_samples", [])
+        sample = []
+        for buffer in self.buffers:
+            with self.cupy.cuda.Device(buffer.device.id):
+                sample.append(self.cupy.asnumpy(buffer[self.cupy.asarray(positions)]))
+        kept.append(sample)
+
     def row_extras(self) -> dict[str, Any]:
         return {"devices": " ".join(map(str, self.communicator.devices))}
 

@@ -9,12 +9,13 @@ those of the first input.
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from pathlib import Path
 
 from .cli import BenchInputError, BenchParser
-from .results import COLUMNS, SCHEMA, read_csv, write_csv_atomic, write_json_atomic
+from .results import COLUMNS, SCHEMA, check_pair, output_problem, read_csv, write_result_pair
 
 __all__ = ["merge", "merge_main"]
 
@@ -28,7 +29,10 @@ def _load(path: Path) -> tuple[list[str], list[dict], dict]:
     for needed in (path, json_path):
         if not needed.is_file():
             raise BenchInputError(f"merge input {str(needed)!r} does not exist")
-    columns, rows = read_csv(path)
+    try:
+        columns, rows = read_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise BenchInputError(f"cannot read {path}: {exc}") from None
     missing = [name for name in COLUMNS if name not in columns]
     if missing:
         raise BenchInputError(f"{path} is not a ring.bench CSV: no column {', '.join(missing)}")
@@ -38,6 +42,9 @@ def _load(path: Path) -> tuple[list[str], list[dict], dict]:
         raise BenchInputError(f"cannot read {json_path}: {exc}") from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise BenchInputError(f"{json_path} is not a ring.bench JSON of schema {SCHEMA}")
+    mismatch = check_pair(path, document)
+    if mismatch:
+        raise BenchInputError(mismatch)
     return columns, rows, document
 
 
@@ -82,8 +89,10 @@ def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
         "wrong_total": None if None in wrong else sum(wrong),
         "runs": runs,
     }
-    write_json_atomic(out.with_suffix(".json"), document)
-    write_csv_atomic(out, rows, columns)
+    try:
+        write_result_pair(out, rows, columns, document)
+    except OSError as exc:
+        raise BenchInputError(f"cannot write {out}: {exc.strerror or exc}") from None
     return document
 
 
@@ -101,6 +110,9 @@ def merge_main(argv: list[str], command: list[str]) -> int:
     inputs = [Path(path) for path in args.inputs]
     if out.resolve() in {path.resolve() for path in inputs}:
         raise BenchInputError(f"--out {args.out!r} is also an input")
+    problem = output_problem(out)
+    if problem:
+        raise BenchInputError(problem)
     document = merge(inputs, out, command)
     print(
         f"ring.bench merge: {len(inputs)} runs -> {out} and {out.with_suffix('.json')}"

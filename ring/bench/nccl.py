@@ -166,6 +166,16 @@ class NcclSession(Session):
         self.synchronize()
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
 
+    def keep_sample(self, positions: np.ndarray) -> None:
+        # Index on each device: a whole-buffer copy per call would dwarf the call.
+        self.synchronize()
+        kept = self.__dict__.setdefault("_samples", [])
+        sample = []
+        for buffer in self.buffers:
+            with self.cupy.cuda.Device(buffer.device.id):
+                sample.append(self.cupy.asnumpy(buffer[self.cupy.asarray(positions)]))
+        kept.append(sample)
+
     def row_extras(self) -> dict[str, Any]:
         return {"devices": " ".join(map(str, self.devices))}
 

@@ -7,11 +7,15 @@ nccl-tests' allreduce factor, which is 0 for N = 1 (nothing crosses a link);
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -20,11 +24,16 @@ import numpy as np
 __all__ = [
     "COLUMNS",
     "SCHEMA",
+    "InterruptedAfterWriting",
     "busbw_factor",
+    "check_pair",
     "make_row",
+    "output_problem",
     "read_csv",
+    "signals_deferred",
     "write_csv_atomic",
     "write_json_atomic",
+    "write_result_pair",
 ]
 
 SCHEMA = 1
@@ -128,9 +137,8 @@ def csv_text(rows: Sequence[dict], columns: Sequence[str] | None = None) -> str:
     return buffer.getvalue()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside ``path`` and rename over it: readers see the old file or the whole new
-    one, and an interrupted write leaves nothing under ``path``."""
+def _temporary_beside(path: Path, text: str) -> Path:
+    """``text`` in a new file beside ``path`` (fsynced, readable by everyone); its name."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -143,9 +151,42 @@ def _write_atomic(path: Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+_DEFERRED_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done: their handlers only record
+    them meanwhile.  Yields the list of the signals that arrived; the caller acts on them
+    (see :func:`write_result_pair`).  Outside the main thread nothing can be deferred."""
+    caught: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _DEFERRED_SIGNALS:
+            previous[signum] = signal.signal(signum, lambda signum, frame: caught.append(signum))
+    try:
+        yield caught
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write beside ``path`` and rename over it: readers see the old file or the whole new
+    one, and an interrupted write leaves nothing under ``path``."""
+    tmp = _temporary_beside(path, text)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -155,6 +196,75 @@ def write_csv_atomic(path: Path, rows: Sequence[dict], columns: Sequence[str] | 
 
 def write_json_atomic(path: Path, document: dict) -> None:
     _write_atomic(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class InterruptedAfterWriting(KeyboardInterrupt):
+    """A Ctrl-C that arrived while a result pair was written: the pair is complete."""
+
+
+def write_result_pair(
+    csv_path: Path, rows: Sequence[dict], columns: Sequence[str] | None, document: dict
+) -> None:
+    """``FILE.csv`` and ``FILE.json`` as one pair: both written to temporaries, then renamed,
+    CSV first and JSON last, all with signals deferred (a few milliseconds), so a signal
+    never leaves half a pair or a temporary behind; a Ctrl-C arrives afterwards as
+    :class:`InterruptedAfterWriting`, SIGTERM/SIGHUP with their own effect.  The JSON
+    records the CSV's SHA-256 (``csv_sha256``), so a reader can tell a pair that a crash
+    between the renames left mismatched (:func:`check_pair`).  On an error nothing is left
+    behind and the old pair stands."""
+    csv_path = Path(csv_path)
+    text = csv_text(rows, columns)
+    document = {**document, "csv_sha256": text_sha256(text)}
+    json_text = json.dumps(document, indent=2, allow_nan=False) + "\n"
+    with signals_deferred() as caught:
+        temporaries: list[Path] = []
+        try:
+            temporaries.append(_temporary_beside(csv_path, text))
+            temporaries.append(_temporary_beside(csv_path.with_suffix(".json"), json_text))
+            os.replace(temporaries[0], csv_path)
+            os.replace(temporaries[1], csv_path.with_suffix(".json"))
+        finally:
+            for tmp in temporaries:
+                tmp.unlink(missing_ok=True)
+    for signum in caught:
+        if signum == signal.SIGINT:
+            raise InterruptedAfterWriting(str(csv_path))
+        signal.raise_signal(signum)  # SIGTERM, SIGHUP: now, with their own handlers
+
+
+def check_pair(csv_path: Path, document: dict) -> str | None:
+    """Why ``csv_path`` does not belong with its JSON ``document``, or None if it does (or
+    the JSON predates ``csv_sha256``)."""
+    recorded = document.get("csv_sha256")
+    if recorded is None:
+        return None
+    actual = hashlib.sha256(Path(csv_path).read_bytes()).hexdigest()
+    if actual != recorded:
+        return (
+            f"{csv_path} does not match {Path(csv_path).with_suffix('.json')} (its csv_sha256 "
+            "differs): the pair was not written together; run the measurement again"
+        )
+    return None
+
+
+def output_problem(path: Path) -> str | None:
+    """Why results cannot be written to ``path`` (and the JSON beside it), or None.  Checked
+    before any work, so a bad ``--out`` costs nothing.  Creates missing parent folders."""
+    path = Path(path)
+    if path.is_dir():
+        return f"--out {str(path)!r} is a directory; name a .csv file"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"cannot write results to {str(path)!r}: {exc.strerror or exc}"
+    return None
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict]]:

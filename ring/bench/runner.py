@@ -25,9 +25,9 @@ from .results import (
     TABLE_HEADER,
     columns_of,
     make_row,
+    output_problem,
     table_line,
-    write_csv_atomic,
-    write_json_atomic,
+    write_result_pair,
 )
 from .world import LocalWorld, MpiWorld, launched_rank, launched_size
 
@@ -130,6 +130,9 @@ def plan_run(config: BenchConfig) -> Plan:
     for stage in stages:
         stage.backend.check(config, world)
     _check_memory(config, stages, world)
+    if config.out is not None:
+        # Only rank 0 writes; every rank learns whether it can, before anything is measured.
+        world.root_verdict(output_problem(config.out) if world.is_root else None)
     return Plan(config, world, stages)
 
 
@@ -177,6 +180,7 @@ def measure_point(
     for _ in range(config.warmup):
         session.restore()
         session.call()
+    positions = data.sample_positions(config.seed, count) if config.check else None
     # A collection pause inside a timed call would be charged to the backend.
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -184,6 +188,8 @@ def measure_point(
         for _ in range(config.iters):
             session.restore()
             session.timed_call()
+            if positions is not None:
+                session.keep_sample(positions)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -193,17 +199,10 @@ def measure_point(
             f"backend {backend.name} reported {len(times)} times for {config.iters} calls"
         )
     wrong = None
-    if config.check:
-        results = session.results()
-        if len(results) != len(local_nodes):
-            raise RuntimeError(
-                f"backend {backend.name} returned {len(results)} results for "
-                f"{len(local_nodes)} nodes"
-            )
+    if positions is not None:
         known = dict(zip(local_nodes, inputs, strict=True))
         expected = data.reference(config.seed, nodes, count, config.dtype, config.op, known)
-        local_wrong = data.count_wrong_all(results, expected, data.tolerance(config.dtype, nodes))
-        wrong = world.sum_int(local_wrong)
+        wrong = world.sum_int(_count_wrong(session, expected, positions, config, nodes))
     nbytes = count * config.dtype.itemsize
     return make_row(
         backend=backend.name,
@@ -219,6 +218,21 @@ def measure_point(
         shared_devices=session.shared_devices,
         extras=session.row_extras(),
     )
+
+
+def _count_wrong(session: Session, expected: np.ndarray, positions, config, nodes: int) -> int:
+    """Wrong elements of this process's nodes: every element after the last call, and the
+    sampled positions after each earlier one (the worst call counts)."""
+    rtol = data.tolerance(config.dtype, nodes)
+    results = session.results()
+    samples = session.take_samples()
+    if len(samples) != config.iters or any(len(s) != len(results) for s in samples):
+        raise RuntimeError(f"backend {session!r} kept samples that do not match its calls")
+    wrong = data.count_wrong_all(results, expected, rtol)
+    at_positions = expected[positions]
+    for sample in samples[:-1]:
+        wrong = max(wrong, data.count_wrong_all(sample, at_positions, rtol))
+    return wrong
 
 
 def _fmt(value: float | None, unit: str = "GB/s") -> str:
@@ -320,6 +334,7 @@ def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
     output.line(f"# Wrong elements       : {checked}")
     end_time = utc_now()
 
+    write_error = None
     if world.is_root and config.out is not None:
         document = {
             "schema": SCHEMA,
@@ -341,11 +356,16 @@ def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
             "backends": {s.backend.name: s.backend.describe() for s in plan.stages},
             "wrong_total": wrong_total if config.check else None,
         }
-        # JSON first: a CSV under its name always has its environment beside it.
-        write_json_atomic(config.out.with_suffix(".json"), document)
-        write_csv_atomic(config.out, rows, columns_of(rows))
-        output.line(f"# Wrote {config.out} and {config.out.with_suffix('.json')}")
-    world.barrier()
+        try:
+            write_result_pair(config.out, rows, columns_of(rows), document)
+            output.line(f"# Wrote {config.out} and {config.out.with_suffix('.json')}")
+        except OSError as exc:
+            write_error = (
+                f"cannot write {config.out} (nothing written): {exc.strerror or exc}; "
+                "the measurements above are not saved"
+            )
+    # Instead of a barrier: every rank learns whether rank 0 could write, and exits alike.
+    world.root_verdict(write_error)
     if wrong_total:
         if world.is_root:
             print(

@@ -8,6 +8,7 @@ which on some installations spawns helper daemons or hangs instead of failing.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -70,6 +71,11 @@ class LocalWorld:
     def library_version(self) -> str | None:
         return None
 
+    def root_verdict(self, error: str | None) -> None:
+        """Raise ``error`` (rank 0's finding) as a BenchInputError; see MpiWorld."""
+        if error is not None:
+            raise BenchInputError(error)
+
 
 class MpiWorld:
     """Every rank of ``MPI.COMM_WORLD``; rank 0 prints and writes the result files."""
@@ -90,6 +96,7 @@ class MpiWorld:
         local = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED)
         self.local_size = local.Get_size()
         local.Free()
+        _abort_on_uncaught_exception(self.MPI)
 
     def barrier(self) -> None:
         self.comm.Barrier()
@@ -109,6 +116,27 @@ class MpiWorld:
         self.comm.Allreduce(self.MPI.IN_PLACE, values, op=self.MPI.MAX)
         return values
 
+    def root_verdict(self, error: str | None) -> None:
+        """Rank 0 alone checks some things (its output files); every rank learns the answer
+        and raises the same BenchInputError, so no rank is left waiting for the others."""
+        error = self.comm.bcast(error, root=0)
+        if error is not None:
+            raise BenchInputError(error)
+
     def library_version(self) -> str | None:
         # Open MPI pads the string with NUL bytes.
         return self.MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0] or None
+
+
+def _abort_on_uncaught_exception(MPI) -> None:
+    """What ``python -m mpi4py`` does: an exception no code catches on one rank aborts the
+    whole job, instead of leaving the other ranks blocked in their next collective."""
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback) -> None:
+        previous(kind, value, traceback)
+        sys.stderr.flush()
+        if MPI.Is_initialized() and not MPI.Is_finalized():
+            MPI.COMM_WORLD.Abort(1)
+
+    sys.excepthook = hook
