@@ -5,6 +5,7 @@ that is not the last, float16 products that underflow."""
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import subprocess
 import sys
@@ -176,11 +177,68 @@ def test_tolerance_allows_the_dtype_range_not_more():
     assert data.count_wrong(np.array([3 * tiny, 0.5], np.float16), want, 1e-3) == 1
 
 
-def test_sample_positions_cover_both_ends_and_stay_in_range():
+def test_sample_windows_cover_both_ends_and_stay_in_range():
     from ring.bench import data
 
     for count in (1, 2, 7, 100, 10**6):
-        positions = data.sample_positions(0, count)
-        assert positions[0] == 0 and positions[-1] == count - 1
-        assert len(positions) <= data.SAMPLE_SIZE and (np.diff(positions) > 0).all()
-    assert len(data.sample_positions(0, 0)) == 0
+        windows = data.sample_windows(0, count)
+        assert windows[0][0] == 0 and windows[-1][1] == count
+        assert all(0 <= a < b <= count for a, b in windows)
+        assert all(b < c for (_, b), (c, _) in itertools.pairwise(windows))
+        assert len(windows) <= data.SAMPLE_WINDOWS
+    assert data.sample_windows(0, 0) == []
+
+
+# -- the report and the nsys tools: bad outputs refused before any work ------------------
+
+
+def _run_module(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_report_refuses_an_unwritable_out_before_drawing_a_figure(tmp_path):
+    figures = tmp_path / "figures"
+    reference = "results/reference/amd-epyc-2core/cpu_sweep.csv"
+    done = _run_module(
+        "ring.report", "--sweep", reference, "--figures", str(figures), "--out", "/proc/ring/report"
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "cannot write to --out" in done.stderr
+    assert not figures.exists()
+
+
+@pytest.mark.parametrize("command", ["tables", "summary"])
+def test_nsys_tools_refuse_an_unwritable_out(tmp_path, command):
+    stats = tmp_path / "p_nvtx_sum.csv"
+    stats.write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),"
+                     "StdDev (ns),Style,Range\n")  # fmt: skip
+    if command == "tables":
+        done = _run_module("ring.nsys", "tables", "--out", "/proc/ring/t", str(stats))
+    else:
+        done = _run_module("ring.nsys", "summary", str(tmp_path), "--out", "/proc/ring/s.md")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "cannot write" in done.stderr
+
+
+def test_nsys_tables_name_a_binary_input(tmp_path):
+    stats = tmp_path / "p_nvtx_sum.csv"
+    stats.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    done = _run_module("ring.nsys", "tables", "--out", str(tmp_path / "t"), str(stats))
+    assert done.returncode == 2
+    assert str(stats) in done.stderr and "not a text CSV" in done.stderr
+
+
+def test_nsys_tables_refuse_a_row_cut_inside_its_last_field(tmp_path):
+    stats = tmp_path / "p_nvtx_sum.csv"
+    stats.write_text(
+        "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),"
+        "Style,Range\n"
+        "60.0,600,3,200.0,200.0,190,210,5.0,PushPop,ring:reduce_scatter step 1 node 2\n"
+        "40.0,400,3,133.3,133.0,120,150,5.0,PushPop,ring:all_gather step 1 no"
+    )
+    done = _run_module("ring.nsys", "tables", "--out", str(tmp_path / "t"), str(stats))
+    assert done.returncode == 2
+    assert str(stats) in done.stderr and "cut short" in done.stderr
+    assert not (tmp_path / "t").exists()

@@ -78,7 +78,7 @@ The session protocol, for each size (one "point")
        call (all N, or the rank's own), copied back from a device if needed.  The harness
        validates each against the float64 reference it computed with plain NumPy
        (:mod:`ring.bench.data`) and sums the wrong elements over ranks.  With ``-c`` it
-       also calls ``keep_sample(positions)`` after every timed call (untimed) and checks
+       also calls ``keep_sample(windows)`` after every timed call (untimed) and checks
        each call's kept elements (``take_samples()``), so a wrong call among many is seen.
     ``shared_devices`` (attribute): True when several nodes share one memory or device
     (threads in one process, logical nodes on one GPU, ranks on one host), where memory
@@ -191,12 +191,12 @@ class Session:
     def results(self) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def keep_sample(self, positions: np.ndarray) -> None:
-        """After each timed call, outside the timed region: keep this process's results at
-        ``positions``, so ``-c`` checks every call, not only the last.  Device sessions
-        override it to index on the device instead of copying whole buffers back."""
+    def keep_sample(self, windows: Sequence[tuple[int, int]]) -> None:
+        """After each timed call, outside the timed region: keep this process's results in
+        ``windows`` (``[start, stop)`` element ranges), so ``-c`` checks every call, not only
+        the last.  Device sessions override it to copy only the windows back."""
         kept = self.__dict__.setdefault("_samples", [])
-        kept.append([np.array(result[positions]) for result in self.results()])
+        kept.append([np.concatenate([r[a:b] for a, b in windows]) for r in self.results()])
 
     def take_samples(self) -> list[list[np.ndarray]]:
         """What :meth:`keep_sample` kept since the last take, per call and node."""

@@ -127,15 +127,29 @@ def count_wrong_all(results: Sequence[np.ndarray], expected: np.ndarray, rtol: f
     return sum(count_wrong(result, expected, rtol) for result in results)
 
 
-# Each timed call is checked at this many positions (the full comparison runs on the last).
-SAMPLE_SIZE = 64
+# Each timed call is checked on this many windows of this many elements (the full
+# comparison runs on the last call).  Contiguous windows cost a device one copy each.
+SAMPLE_WINDOWS = 6
+SAMPLE_WINDOW = 16
 
 
-def sample_positions(seed: int, count: int) -> np.ndarray:
-    """Where every timed call's result is checked: the first and last element and random
-    positions between (chunk boundaries move with N; random positions find any region)."""
+def sample_windows(seed: int, count: int) -> list[tuple[int, int]]:
+    """Where every timed call's result is checked: the first and the last elements and
+    random windows between (chunk boundaries move with N; random windows find any region)."""
     if count == 0:
-        return np.zeros(0, dtype=np.int64)
+        return []
+    width = min(SAMPLE_WINDOW, count)
     rng = np.random.default_rng(np.random.SeedSequence([seed, count, 0x5A4D]))
-    inner = rng.integers(0, count, size=min(count, SAMPLE_SIZE - 2))
-    return np.unique(np.concatenate(([0, count - 1], inner))).astype(np.int64)
+    starts = {0, count - width, *rng.integers(0, count - width + 1, SAMPLE_WINDOWS - 2).tolist()}
+    windows: list[tuple[int, int]] = []
+    for start in sorted(starts):  # overlapping windows merged: no element counted twice
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], max(windows[-1][1], start + width))
+        else:
+            windows.append((int(start), int(start) + width))
+    return windows
+
+
+def gather_windows(values, windows: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The elements of a host array in ``windows``, as one array."""
+    return np.concatenate([np.asarray(values[a:b]) for a, b in windows])

@@ -313,14 +313,13 @@ class GpuRingSession(Session):
     def results(self) -> list[np.ndarray]:
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
 
-    def keep_sample(self, positions: np.ndarray) -> None:
-        # Index on each device: a whole-buffer copy per call would dwarf the call.
+    def keep_sample(self, windows: Sequence[tuple[int, int]]) -> None:
+        # Only the windows come back: a whole-buffer copy per call would dwarf the call.
         kept = self.__dict__.setdefault("_samples", [])
-        sample = []
-        for buffer in self.buffers:
-            with self.cupy.cuda.Device(buffer.device.id):
-                sample.append(self.cupy.asnumpy(buffer[self.cupy.asarray(positions)]))
-        kept.append(sample)
+        asnumpy = self.cupy.asnumpy
+        kept.append(
+            [np.concatenate([asnumpy(b[lo:hi]) for lo, hi in windows]) for b in self.buffers]
+        )
 
     def row_extras(self) -> dict[str, Any]:
         return {"devices": " ".join(map(str, self.communicator.devices))}

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..outputs import file_problem
+
 __all__ = [
     "COLUMNS",
     "SCHEMA",
@@ -252,19 +254,8 @@ def check_pair(csv_path: Path, document: dict) -> str | None:
 
 
 def output_problem(path: Path) -> str | None:
-    """Why results cannot be written to ``path`` (and the JSON beside it), or None.  Checked
-    before any work, so a bad ``--out`` costs nothing.  Creates missing parent folders."""
-    path = Path(path)
-    if path.is_dir():
-        return f"--out {str(path)!r} is a directory; name a .csv file"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        return f"cannot write results to {str(path)!r}: {exc.strerror or exc}"
-    return None
+    """Why results cannot be written to ``path`` (and the JSON beside it), or None."""
+    return file_problem(path, "--out")
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict]]:

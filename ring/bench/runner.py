@@ -180,7 +180,7 @@ def measure_point(
     for _ in range(config.warmup):
         session.restore()
         session.call()
-    positions = data.sample_positions(config.seed, count) if config.check else None
+    windows = data.sample_windows(config.seed, count) if config.check else None
     # A collection pause inside a timed call would be charged to the backend.
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -188,8 +188,8 @@ def measure_point(
         for _ in range(config.iters):
             session.restore()
             session.timed_call()
-            if positions is not None:
-                session.keep_sample(positions)
+            if windows is not None:
+                session.keep_sample(windows)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -199,10 +199,10 @@ def measure_point(
             f"backend {backend.name} reported {len(times)} times for {config.iters} calls"
         )
     wrong = None
-    if positions is not None:
+    if windows is not None:
         known = dict(zip(local_nodes, inputs, strict=True))
         expected = data.reference(config.seed, nodes, count, config.dtype, config.op, known)
-        wrong = world.sum_int(_count_wrong(session, expected, positions, config, nodes))
+        wrong = world.sum_int(_count_wrong(session, expected, windows, config, nodes))
     nbytes = count * config.dtype.itemsize
     return make_row(
         backend=backend.name,
@@ -220,18 +220,18 @@ def measure_point(
     )
 
 
-def _count_wrong(session: Session, expected: np.ndarray, positions, config, nodes: int) -> int:
+def _count_wrong(session: Session, expected: np.ndarray, windows, config, nodes: int) -> int:
     """Wrong elements of this process's nodes: every element after the last call, and the
-    sampled positions after each earlier one (the worst call counts)."""
+    sampled windows after each earlier one (the worst call counts)."""
     rtol = data.tolerance(config.dtype, nodes)
     results = session.results()
     samples = session.take_samples()
     if len(samples) != config.iters or any(len(s) != len(results) for s in samples):
         raise RuntimeError(f"backend {session!r} kept samples that do not match its calls")
     wrong = data.count_wrong_all(results, expected, rtol)
-    at_positions = expected[positions]
+    in_windows = data.gather_windows(expected, windows)
     for sample in samples[:-1]:
-        wrong = max(wrong, data.count_wrong_all(sample, at_positions, rtol))
+        wrong = max(wrong, data.count_wrong_all(sample, in_windows, rtol))
     return wrong
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..outputs import directory_problem, file_problem
 from .pipeline import run_profile
 from .summary import write_summary
 from .tables import NsysCsvError, write_tables
@@ -61,8 +62,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _output_problem(args) -> str | None:
+    """Where this command would write, checked before it reads or runs anything."""
+    if args.command == "tables":
+        return directory_problem(args.out, "--out")
+    if args.command == "summary":
+        return file_problem(args.out, "--out")
+    if args.command == "stats":
+        return directory_problem(args.prefix.parent, "--prefix")
+    if args.command == "profile":
+        return directory_problem(args.root / args.name, "--root")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    problem = _output_problem(args)
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.command == "check":
             info = require_nsys(args.nsys)
@@ -101,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except (NsysCsvError, FileNotFoundError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
     raise AssertionError(f"unhandled command {args.command}")  # argparse requires one
 

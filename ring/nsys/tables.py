@@ -196,7 +196,16 @@ def read_report(path: str | os.PathLike) -> Report:
     path = Path(path)
     profile, name, logical = _identify(path)
     report = Report(path=path, profile=Path(profile).name, report=name, logical=logical)
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise NsysCsvError(
+            f"{path}: not a text CSV from nsys stats (byte {exc.start} is not UTF-8)"
+        ) from None
+    if text and not text.endswith("\n"):
+        # nsys ends every row with a newline: without one the file was cut inside its last
+        # row, whose name would silently turn into another range's.
+        raise NsysCsvError(f"{path}: ends inside a row (the file was cut short); export it again")
     lines = []
     for line in text.splitlines():
         if not line.strip():

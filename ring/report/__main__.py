@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..outputs import directory_problem
 from .build import build_report, collect_inputs
 from .inputs import ReportInputError
 
@@ -58,6 +59,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    for folder, flag in ((args.figures, "--figures"), (args.out, "--out")):
+        problem = directory_problem(folder, flag)
+        if problem:
+            print(f"ring.report: {problem}", file=sys.stderr)
+            return 2
     try:
         chosen = collect_inputs(
             args.sweep, args.kernel_bw, args.profile, args.results, args.not_measured
@@ -72,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ReportInputError as exc:
         print(f"ring.report: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. the disk filled up while the report was written
+        print(
+            f"ring.report: cannot write {exc.filename or args.out}: {exc.strerror}", file=sys.stderr
+        )
         return 2
     print(f"wrote {result.html} and {result.markdown} in {result.seconds:.1f} s")
     print(f"figures drawn: {', '.join(result.drawn) or 'none'}")
