@@ -1,7 +1,10 @@
 # The ring-allreduce study: `snakemake --cores 8 all` reproduces every result this machine
 # can produce; named targets run one stage. Rules live in workflow/rules/, one file per stage.
 
-from snakemake.utils import min_version, validate
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version
+
+from ring.study_config import ConfigError, check_config
 
 min_version("8.30")
 
@@ -9,7 +12,12 @@ min_version("8.30")
 configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# The schema and the bounds it cannot state, with one line per problem (Snakemake's own
+# validate prints the whole schema).
+try:
+    check_config(config, "workflow/schemas/config.schema.yaml")
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
 
 
 include: "workflow/rules/common.smk"

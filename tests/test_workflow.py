@@ -192,6 +192,17 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     assert "--profile results/profiles/cpu" in report.shell
 
 
+@needs_mpi4py
+def test_ring_sweeps_time_out_and_mpi_ranks_abort_together(workdir, stubs, tmp_path):
+    jobs = dry_run(workdir, ["cpu", "mpi"], pinned_config(tmp_path, stubs))
+    for job in jobs:
+        if job.rule == "mpi_bench":
+            # One rank's exception ends the job (mpi4py's runner), and a hang ends in time.
+            assert " python -m mpi4py -m ring.bench " in job.shell, job.shell
+        if job.rule in ("mpi_bench", "cpu_bench"):
+            assert "--timeout 3600" in job.shell, job.shell
+
+
 def test_all_with_four_gpus_adds_gpu_sweeps_kernel_and_profiles(workdir, stubs, tmp_path):
     jobs = dry_run(
         workdir, ["all"], pinned_config(tmp_path, stubs, mpi=False), config_args=["gpus=4"]

@@ -45,7 +45,8 @@ rule mpi_bench:
     params:
         sweep=sweep_args("mpi"),
     shell:
-        "{resources.mpi} -n {resources.tasks} python -m ring.bench"
+        # Under mpi4py's runner an exception on one rank aborts the job, not just that rank.
+        "{resources.mpi} -n {resources.tasks} python -m mpi4py -m ring.bench"
         " --backend {wildcards.backend} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
 

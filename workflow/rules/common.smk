@@ -13,64 +13,15 @@ from dataclasses import dataclass
 
 from snakemake.exceptions import WorkflowError
 
+from ring import study_config
+
 # -- configuration ------------------------------------------------------------------------
-
-SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-SWEEP_KEYS = (
-    "min_bytes",
-    "max_bytes",
-    "step_factor",
-    "iters",
-    "warmup",
-    "check",
-    "dtypes",
-    "op",
-    "seed",
-)
-PROFILE_GPUS = {"2gpu": 2, "4gpu": 4}
-
-
-def size_bytes(value):
-    """Bytes of a size written as 4096 or 4K/64M/1G (powers of 1024, as the harness reads them)."""
-    if isinstance(value, int):
-        return value
-    match = re.fullmatch(r"([0-9]+)([KMG]?)", str(value))
-    if match is None:
-        raise WorkflowError(f"config: {value!r} is not a size (e.g. 4096, 1K, 64M, 1G)")
-    return int(match.group(1)) * SIZE_UNITS[match.group(2)]
+# The Snakefile checked the config (ring.study_config); sweeps read it through this.
 
 
 def sweep_settings(kind):
     """The `bench` settings with the overrides of `kind` (cpu, mpi, gpu, kernel_bw)."""
-    own = config[kind]
-    return {key: own.get(key, config["bench"][key]) for key in SWEEP_KEYS}
-
-
-def check_config():
-    """Relations between values that the schema cannot express, each with a one-line message."""
-    for kind in ("cpu", "mpi", "gpu", "kernel_bw"):
-        settings = sweep_settings(kind)
-        low, high = size_bytes(settings["min_bytes"]), size_bytes(settings["max_bytes"])
-        if low > high:
-            raise WorkflowError(
-                f"config: {kind} sweep has min_bytes {settings['min_bytes']} above "
-                f"max_bytes {settings['max_bytes']}"
-            )
-    for name, profile in config["nsys"]["profiles"].items():
-        wanted = "cpu" if name == "cpu" else "gpu"
-        if profile["backend"] != wanted:
-            raise WorkflowError(
-                f"config: nsys profile {name!r} must use backend {wanted!r}, "
-                f"not {profile['backend']!r}"
-            )
-        if name in PROFILE_GPUS and profile["nodes"] != PROFILE_GPUS[name]:
-            raise WorkflowError(
-                f"config: nsys profile {name!r} profiles {PROFILE_GPUS[name]} nodes; "
-                f"nodes is {profile['nodes']}"
-            )
-
-
-check_config()
+    return study_config.sweep_settings(config, kind)
 
 
 wildcard_constraints:
@@ -239,6 +190,8 @@ def sweep_args(kind):
         f"-o {s['op']}",
         f"--seed {s['seed']}",
     ]
+    if kind != "kernel_bw":  # one process on one GPU: no peer to leave waiting
+        args.append(f"--timeout {s['timeout']}")
     if "sync" in config[kind]:
         args.append(f"--sync {','.join(config[kind]['sync'])}")
     return " ".join(args)
@@ -314,8 +267,8 @@ def profile_files(name):
 def profile_possible(name):
     """Why profile `name` cannot be taken here, or None when it can."""
     missing = []
-    if name in PROFILE_GPUS:
-        shortfall = gpu_shortfall(PROFILE_GPUS[name])
+    if name in study_config.PROFILE_GPUS:
+        shortfall = gpu_shortfall(study_config.PROFILE_GPUS[name])
         if shortfall:
             missing.append(shortfall)
     if not NSYS.ok:
@@ -393,7 +346,11 @@ def not_measured():
     for name in config["nsys"]["profiles"]:
         why = profile_possible(name)
         if why:
-            needs = [f"{PROFILE_GPUS[name]} GPUs"] if name in PROFILE_GPUS else []
+            needs = (
+                [f"{study_config.PROFILE_GPUS[name]} GPUs"]
+                if name in study_config.PROFILE_GPUS
+                else []
+            )
             needs.append("nsys (sudo sh scripts/install_nsys.sh)")
             absent.append(
                 {

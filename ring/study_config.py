@@ -1,0 +1,151 @@
+"""The workflow's configuration, checked in full before any job runs.
+
+The JSON schema (``workflow/schemas/config.schema.yaml``) states each value's type and range;
+this module applies it and then the bounds that relate values to each other or to the code
+(a sweep's sizes hold at least one element of each dtype, an op is defined for each dtype,
+no buffer beyond :data:`MAX_BUFFER_BYTES`, node counts the backends take).  Every problem is
+reported in one or two lines that name the key and what is allowed, instead of the whole
+schema; :class:`ConfigError` carries the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from .ops import resolve_op
+
+__all__ = [
+    "KINDS",
+    "MAX_BUFFER_BYTES",
+    "ConfigError",
+    "check_config",
+    "size_bytes",
+    "sweep_settings",
+]
+
+# The sweeps of the workflow and the keys each takes from `bench` unless it overrides them.
+KINDS = ("cpu", "mpi", "gpu", "kernel_bw")
+SWEEP_KEYS = (
+    *("min_bytes", "max_bytes", "step_factor", "iters", "warmup"),
+    *("check", "dtypes", "op", "seed", "timeout"),
+)
+# The largest per-node buffer the workflow takes: beyond what any machine here can hold per
+# node, so a typo (100G for 100M) is stopped before the DAG is built, not mid-run.
+MAX_BUFFER_BYTES = 64 << 30
+PROFILE_GPUS = {"2gpu": 2, "4gpu": 4}
+
+
+class ConfigError(ValueError):
+    """A configuration the workflow cannot run; the message is one or two lines."""
+
+
+def size_bytes(value: object) -> int:
+    """Bytes of a size written as 4096 or 4K/64M/1G, read as the harness reads ``-b``/``-e``."""
+    from .bench.cli import BenchInputError, parse_size
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return parse_size(str(value))
+    except BenchInputError as exc:
+        raise ConfigError(f"config: {exc}") from None
+
+
+def sweep_settings(config: Mapping, kind: str) -> dict:
+    """The `bench` settings with the overrides of `kind` (cpu, mpi, gpu, kernel_bw)."""
+    own = config[kind]
+    return {key: own.get(key, config["bench"][key]) for key in SWEEP_KEYS}
+
+
+def _where(path) -> str:
+    return ".".join(str(part) for part in path) or "(top level)"
+
+
+def _schema_message(error) -> str:
+    """One line for a jsonschema error: the key, what is wrong, what is allowed."""
+    message = error.message
+    if error.validator in ("additionalProperties", "unevaluatedProperties"):
+        allowed = set(error.schema.get("properties", {}))
+        if error.validator == "unevaluatedProperties":  # the sweeps: their own keys + bench's
+            allowed |= set(SWEEP_KEYS)
+        message += f"; allowed keys: {', '.join(sorted(allowed))}"
+    elif error.validator in ("oneOf", "pattern") and error.schema.get("description"):
+        message += f" (expected {error.schema['description']})"
+    return f"config: {_where(error.absolute_path)}: {message}"
+
+
+def _apply_schema(config: dict, schema: Mapping) -> None:
+    import jsonschema
+
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    # A key that fails its own check is also "unevaluated" by its object: name the failure.
+    specific = [e for e in errors if e.validator != "unevaluatedProperties"]
+    # best_match, without descending into a oneOf's branches: "not valid under any of the
+    # given schemas" plus the schema's description says more than one branch's complaint.
+    error = max(specific or errors, key=jsonschema.exceptions.relevance, default=None)
+    if error is not None:
+        raise ConfigError(_schema_message(error))
+    for key, spec in schema.get("properties", {}).items():
+        if "default" in spec:
+            config.setdefault(key, spec["default"])
+
+
+def _check_sweep(config: Mapping, kind: str) -> None:
+    settings = sweep_settings(config, kind)
+    low, high = size_bytes(settings["min_bytes"]), size_bytes(settings["max_bytes"])
+    if low > high:
+        raise ConfigError(
+            f"config: {kind} sweep has min_bytes {settings['min_bytes']} above "
+            f"max_bytes {settings['max_bytes']}"
+        )
+    if high > MAX_BUFFER_BYTES:
+        raise ConfigError(
+            f"config: {kind}.max_bytes {settings['max_bytes']} is above the workflow's "
+            f"maximum of {MAX_BUFFER_BYTES >> 30}G per node buffer"
+        )
+    for dtype in settings["dtypes"]:
+        itemsize = np.dtype(dtype).itemsize
+        if low < itemsize:
+            raise ConfigError(
+                f"config: {kind}.min_bytes {settings['min_bytes']} holds no {dtype} element; "
+                f"use at least {itemsize}"
+            )
+        try:
+            resolve_op(settings["op"], np.dtype(dtype))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"config: {kind}.op {settings['op']!r} with {dtype}: {exc}") from None
+
+
+def _check_profiles(config: Mapping) -> None:
+    for name, profile in config["nsys"]["profiles"].items():
+        wanted = "cpu" if name == "cpu" else "gpu"
+        if profile["backend"] != wanted:
+            raise ConfigError(
+                f"config: nsys profile {name!r} must use backend {wanted!r}, "
+                f"not {profile['backend']!r}"
+            )
+        if name in PROFILE_GPUS and profile["nodes"] != PROFILE_GPUS[name]:
+            raise ConfigError(
+                f"config: nsys profile {name!r} profiles {PROFILE_GPUS[name]} nodes; "
+                f"nodes is {profile['nodes']}"
+            )
+        if size_bytes(profile["bytes"]) > MAX_BUFFER_BYTES:
+            raise ConfigError(
+                f"config: nsys.profiles.{name}.bytes {profile['bytes']} is above the workflow's "
+                f"maximum of {MAX_BUFFER_BYTES >> 30}G per node buffer"
+            )
+
+
+def check_config(config: dict, schema_path: str | Path) -> None:
+    """Validate ``config`` (filling schema defaults); raise :class:`ConfigError` if it
+    cannot run."""
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
+    _apply_schema(config, schema)
+    for kind in KINDS:
+        _check_sweep(config, kind)
+    _check_profiles(config)
