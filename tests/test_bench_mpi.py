@@ -97,16 +97,8 @@ def test_mpi_allreduce_two_ranks(tmp_path):
 
 
 def test_wrong_elements_are_summed_over_ranks(tmp_path):
-    plugin_dir = tmp_path / "plugin"
-    plugin_dir.mkdir()
-    (plugin_dir / "broken_mpi_backend.py").write_text(BROKEN_PLUGIN)
+    env = _plugin_env(tmp_path, "broken_mpi_backend", BROKEN_PLUGIN)
     out = tmp_path / "broken.csv"
-    env = {
-        "RING_BENCH_PLUGINS": "broken_mpi_backend",
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(plugin_dir), os.environ.get("PYTHONPATH")])
-        ),
-    }
     done = mpirun(2, "--backend", "test-mpi-broken", *TINY, "--out", str(out), env=env)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
