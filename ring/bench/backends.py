@@ -7,13 +7,21 @@ loop in :mod:`ring.bench.runner` never names a backend; it only calls the interf
 Adding a backend
 ================
 
-Subclass :class:`Backend`, decorate it with :func:`register_backend`, and make sure its
-module is imported: either define it here or put its module path in
-:data:`PLUGIN_MODULES`; modules named in the environment variable ``RING_BENCH_PLUGINS``
-(comma list) are imported too, which is how a test hands a broken backend to the ranks
-of an ``mpirun`` launch.  Both are imported the first time the registry is read.  Import optional
-packages (cupy, mpi4py, nccl) inside :meth:`Backend.check` / :meth:`Backend.open`, never
-at module level, so ``python -m ring.bench --backend cpu`` works with numpy alone.
+Subclass :class:`Backend` and declare it as an entry point of the group
+``ring.bench.backends`` in your package's metadata, named as the backend::
+
+    [project.entry-points."ring.bench.backends"]
+    my-backend = "my_package.module:MyBackend"
+
+The harness loads every installed entry point of the group the first time the registry is
+read.  Modules named in the environment variable ``RING_BENCH_PLUGINS`` (comma list) are
+imported after them and may replace an installed backend of the same name: an override
+for code that is not installed, which is how a test hands a broken backend to the ranks of
+an ``mpirun`` launch (such a module registers its class with :func:`register_backend`).
+
+Import optional packages (cupy, mpi4py, nccl) inside :meth:`Backend.check` /
+:meth:`Backend.open`, never at module level, so ``python -m ring.bench --backend cpu``
+works with numpy alone.
 
 Class attributes
     ``name``            the ``--backend`` value and the CSV ``backend`` column.
@@ -96,7 +104,9 @@ from __future__ import annotations
 import importlib
 import os
 import time
+import warnings
 from collections.abc import Sequence
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -111,6 +121,7 @@ if TYPE_CHECKING:
     from .cli import BenchConfig
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "PLUGIN_MODULES",
     "Backend",
     "HostSession",
@@ -122,13 +133,17 @@ __all__ = [
     "unregister_backend",
 ]
 
-# Modules that define further backends; imported once, the first time the registry is read.
+ENTRY_POINT_GROUP = "ring.bench.backends"
+DISTRIBUTION = "ring-allreduce-study"
+# This package's own backend modules, imported directly when its installed metadata declares
+# no entry points (a checkout on PYTHONPATH, or an editable install older than them).
 PLUGIN_MODULES: tuple[str, ...] = ("ring.bench.mpi_ring", "ring.bench.gpu", "ring.bench.nccl")
 
 PLUGINS_ENV = "RING_BENCH_PLUGINS"
 
 _REGISTRY: dict[str, type[Backend]] = {}
 _plugins_loaded = False
+_overriding = False
 
 
 def register_backend(cls: type[Backend] | None = None, *, replace: bool = False):
@@ -138,7 +153,7 @@ def register_backend(cls: type[Backend] | None = None, *, replace: bool = False)
         name = getattr(backend, "name", None)
         if not isinstance(name, str) or not name or "," in name:
             raise ValueError(f"{backend.__name__}.name must be a non-empty name without commas")
-        if name in _REGISTRY and not replace and _REGISTRY[name] is not backend:
+        if name in _REGISTRY and not (replace or _overriding) and _REGISTRY[name] is not backend:
             raise ValueError(f"a backend named {name!r} is already registered")
         _REGISTRY[name] = backend
         return backend
@@ -150,13 +165,51 @@ def unregister_backend(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+def _load_entry_point(entry) -> None:
+    def skip(why: str) -> None:
+        warnings.warn(f"backend plugin {entry.name} = {entry.value} {why}", stacklevel=3)
+
+    try:
+        backend = entry.load()
+    except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the others
+        return skip(f"failed to load: {exc}")
+    if not (isinstance(backend, type) and issubclass(backend, Backend)):
+        return skip("is not a Backend subclass")
+    if getattr(backend, "name", None) != entry.name:
+        return skip(
+            f"names itself {getattr(backend, 'name', None)!r}; "
+            "the entry point must carry the backend's name"
+        )
+    register_backend(backend)
+
+
+def _is_ours(dist) -> bool:
+    return dist is not None and dist.name.lower().replace("_", "-") == DISTRIBUTION
+
+
+def _load_plugins() -> None:
+    global _overriding
+    entries = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    if not any(_is_ours(entry.dist) for entry in entries):
+        for module in PLUGIN_MODULES:
+            importlib.import_module(module)
+    for entry in entries:
+        _load_entry_point(entry)
+    extra = os.environ.get(PLUGINS_ENV, "")
+    _overriding = True
+    try:
+        for module in filter(None, map(str.strip, extra.split(","))):
+            importlib.import_module(module)
+    finally:
+        _overriding = False
+
+
 def available_backends() -> dict[str, type[Backend]]:
-    """Every registered backend by name, after importing :data:`PLUGIN_MODULES`."""
+    """Every registered backend by name, after loading the installed entry points of
+    :data:`ENTRY_POINT_GROUP` and the modules named in ``RING_BENCH_PLUGINS``."""
     global _plugins_loaded
     if not _plugins_loaded:
-        extra = os.environ.get(PLUGINS_ENV, "")
-        for module in (*PLUGIN_MODULES, *filter(None, map(str.strip, extra.split(",")))):
-            importlib.import_module(module)
+        _load_plugins()
         _plugins_loaded = True
     return dict(_REGISTRY)
 

@@ -1,7 +1,7 @@
 """Backend ``gpu`` of the harness (our ring on CuPy devices) and the GPU ceilings.
 
-Registered by importing this module (``ring.bench.backends.PLUGIN_MODULES`` names it, or
-``RING_BENCH_PLUGINS=ring.bench.gpu``).  Each call is timed on the device with the
+Registered through the ``ring.bench.backends`` entry point ``gpu`` (see pyproject.toml).
+Each call is timed on the device with the
 communicator's own CUDA events, from the moment every input is ready to the moment the
 last node finishes; the inputs are restored before each call on the caller's stream,
 which the collective waits for, so the copy stays outside the timed region.  Results

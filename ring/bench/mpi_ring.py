@@ -1,6 +1,6 @@
 """Backend ``mpi`` of the harness: our ring over MPI ranks (:class:`ring.mpi.MpiRing`).
 
-Registered by importing this module (``ring.bench.backends.PLUGIN_MODULES`` names it).
+Registered through the ``ring.bench.backends`` entry point ``mpi`` (see pyproject.toml).
 It runs under ``mpirun -n N`` next to ``mpi-allreduce``, one rank per node, timed the same
 way (a barrier before each timed call, the slowest rank's time).
 """
