@@ -13,9 +13,11 @@ import pytest
 from ring.nsys import calls_by_nodes, detect_nsys, read_tables
 
 NSYS = detect_nsys()
-pytestmark = pytest.mark.skipif(
-    NSYS is None, reason="nsys not installed (sudo sh scripts/install_nsys.sh)"
-)
+pytestmark = [
+    pytest.mark.skipif(NSYS is None, reason="nsys not installed (sudo sh scripts/install_nsys.sh)"),
+    # Profiles under nsys, each launch allowed 300 s.
+    pytest.mark.timeout(1200),
+]
 
 # (collective, nodes, calls); N = 1 emits no range at all.
 RUNS = [

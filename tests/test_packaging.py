@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "reference" / "amd-epyc-2core"
 BACKENDS = {"cpu", "numpy-direct", "mpi-allreduce", "mpi", "gpu", "nccl"}
 
-pytestmark = pytest.mark.slow
+# Builds a wheel and a venv; the report runs in a subprocess.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _run(command, cwd, **kwargs) -> subprocess.CompletedProcess:

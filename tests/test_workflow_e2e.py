@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from test_workflow import TIMED_RULES, copy_workflow, parse_plan, snakemake
 
-pytestmark = pytest.mark.slow
+# Whole workflow runs, each of several Snakemake calls of up to 600 s.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 # ring/ travels with the workflow: the jobs run `python -m ring...` from the copy's root.
 EXTRA = ("ring",)
