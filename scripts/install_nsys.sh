@@ -29,22 +29,18 @@ importer_src=/usr/lib/nsight-systems/host-linux-x64
 importer_link=/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64
 
 export DEBIAN_FRONTEND=noninteractive
+# The machine's apt configuration, whose Debian mirror the non-free source reuses.
+apt_etc="${INSTALL_NSYS_APT_ETC:-/etc/apt}"
+# shellcheck source=apt_mirror.sh
+. "$(dirname "$0")/apt_mirror.sh"
 
 installed="$(dpkg-query -W -f='${Status}\n' nsight-systems nsight-systems-target 2>/dev/null \
     | grep -c 'install ok installed' || true)"
 if [ "$installed" -ne 2 ]; then
     if ! apt-cache show nsight-systems >/dev/null 2>&1; then
-        sources=/etc/apt/sources.list.d/debian-non-free.sources
-        if [ ! -e "$sources" ]; then
-            log "enabling Debian's contrib and non-free components in $sources"
-            cat > "$sources" <<SOURCES
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: $codename
-Components: contrib non-free
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SOURCES
-        fi
+        log "enabling Debian's contrib and non-free components from this machine's mirror"
+        sources="$(enable_non_free "$apt_etc" "$codename")" || die "cannot enable non-free"
+        log "apt source: $sources"
         apt-get update
         apt-cache show nsight-systems >/dev/null 2>&1 \
             || die "package nsight-systems not found even with $sources; check apt sources"
