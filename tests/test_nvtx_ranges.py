@@ -1,0 +1,61 @@
+"""ring.nvtx_ranges goes through nvtx's public API, with its attributes built once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+FAKE_NVTX = """
+calls = []
+
+
+class annotate:
+    def __init__(self, message=None, color=None, domain=None, category=None, payload=None):
+        calls.append(("new", message, domain))
+        self.message = message
+
+    def __enter__(self):
+        calls.append(("push", self.message))
+        return self
+
+    def __exit__(self, *exc):
+        calls.append(("pop",))
+        return False
+
+
+def push_range(*args, **kwargs):
+    raise AssertionError("nvtx.push_range rebuilds its attributes on every call")
+
+
+pop_range = push_range
+"""
+
+
+def test_nvtx_ranges_use_reused_public_annotations(tmp_path):
+    # A stand-in exposing only nvtx's public API: no nvtx._lib to reach into.
+    (tmp_path / "nvtx").mkdir()
+    (tmp_path / "nvtx" / "__init__.py").write_text(FAKE_NVTX)
+    code = (
+        "import nvtx, ring.nvtx_ranges as r\n"
+        "assert r.AVAILABLE\n"
+        "del nvtx.calls[:]\n"
+        "push = r.pusher('all_gather step 1 node 0')\n"
+        "for _ in range(3):\n"
+        "    push(); r.pop()\n"
+        "with r.annotate('allreduce'):\n"
+        "    pass\n"
+        "print(nvtx.calls)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("NVTX_DISABLE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    step = "all_gather step 1 node 0"
+    assert done.stdout.strip() == repr(
+        [("new", step, "ring")]
+        + [("push", step), ("pop",)] * 3
+        + [("new", "allreduce", "ring"), ("push", "allreduce"), ("pop",)]
+    )
