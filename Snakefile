@@ -20,6 +20,12 @@ except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 
+# `bench` (profiles/default: one unit) keeps timed jobs apart on one machine; jobs submitted
+# to a cluster each count against their own machine's unit, not a workflow-wide one.
+resource_scopes:
+    bench="local",
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/profile.smk"

@@ -319,7 +319,7 @@ def test_every_timed_job_takes_the_exclusive_resource(workdir, stubs, tmp_path):
         if job.rule in TIMED_RULES:
             assert job.resources.get("bench") == "1", job
         elif job.resources:
-            assert job.resources.get("bench") == "0", job
+            assert job.resources.get("bench", "0") == "0", job
 
 
 def test_default_profile_allows_one_timed_job_at_a_time():
@@ -327,7 +327,8 @@ def test_default_profile_allows_one_timed_job_at_a_time():
 
     profile = yaml.safe_load((ROOT / "profiles/default/config.yaml").read_text())
     assert profile["resources"] == {"bench": 1}
-    assert profile["default-resources"]["bench"] == 0
+    # Keys a cluster profile given with --profile sets itself would be replaced by these.
+    assert not {"cores", "default-resources", "set-resources", "executor"} & set(profile)
 
 
 def test_slurm_profile_requests_gpus_tasks_and_srun():
@@ -335,8 +336,8 @@ def test_slurm_profile_requests_gpus_tasks_and_srun():
 
     profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
     assert profile["executor"] == "slurm"
-    assert "$RING_SLURM_PARTITION" in profile["default-resources"]["slurm_partition"]
-    assert "$RING_SLURM_ACCOUNT" in profile["default-resources"]["slurm_account"]
+    assert "RING_SLURM_PARTITION" in profile["default-resources"]["slurm_partition"]
+    assert "RING_SLURM_ACCOUNT" in profile["default-resources"]["slurm_account"]
     rules = profile["set-resources"]
     assert rules["mpi_bench"]["mpi"] == "srun"
     for rule in ("gpu_bench", "kernel_bw_sweep", "nsys_profile_gpu"):
@@ -358,6 +359,7 @@ def test_slurm_profile_dry_run_submits_nothing(workdir, stubs, tmp_path):
         pinned_config(tmp_path, stubs),
         "--config",
         "gpus=4",
+        env={**job_env(), "RING_SLURM_PARTITION": "gpu", "RING_SLURM_ACCOUNT": "project"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert counts(parse_plan(done.stdout + done.stderr))["gpu_bench"] == 4

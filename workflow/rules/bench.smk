@@ -42,6 +42,8 @@ rule mpi_bench:
         # One rank per node: `mpi` is the launcher (profiles/slurm sets srun).
         tasks=lambda wildcards: int(wildcards.nodes),
         mpi=config["mpi"]["launcher"],
+        # SLURM machines: as many as ranks (one each) when the config asks for it.
+        nodes=mpi_machines,
     params:
         sweep=sweep_args("mpi"),
     shell:

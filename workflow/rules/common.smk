@@ -223,6 +223,14 @@ def shared_flag(nodes):
     return "--shared-devices 1" if shares_devices(nodes) else ""
 
 
+def mpi_machines(wildcards):
+    """SLURM's `nodes` (machines) of an MPI sweep: one per rank when the config asks for it,
+    else unset (None), leaving the placement of the ranks to the cluster."""
+    if config["mpi"].get("one_rank_per_machine", False):
+        return int(wildcards.nodes)
+    return None
+
+
 # -- files each target asks for -----------------------------------------------------------
 
 

@@ -1,0 +1,89 @@
+"""`snakemake --profile profiles/slurm` plans every job with the SLURM profile's resources,
+although Snakemake also applies the workflow profile profiles/default; unset variables stop
+the plan with one message; MPI sweeps ask SLURM for what its plugin accepts."""
+
+from __future__ import annotations
+
+import pytest
+import test_workflow
+from test_workflow import job_env, parse_plan, pinned_config, snakemake
+
+SLURM_ENV = {"RING_SLURM_PARTITION": "test-partition", "RING_SLURM_ACCOUNT": "test-account"}
+# The plan fixtures of test_workflow: a copy of the workflow, stub mpirun and nsys.
+workdir = test_workflow.workdir
+stubs = test_workflow.stubs
+TIMED = {"cpu_bench", "mpi_bench", "gpu_bench", "kernel_bw_sweep", "nsys_profile_cpu"}
+
+
+def slurm_plan(workdir, env, target, *args):
+    environ = {k: v for k, v in job_env().items() if not k.startswith("RING_SLURM_")}
+    environ.update(env)
+    return snakemake(
+        workdir,
+        "--profile",
+        "profiles/slurm",
+        "-n",
+        "--configfile",
+        "config/ci.yaml",
+        *args,
+        env=environ,
+    )
+
+
+def test_every_job_gets_the_slurm_profile_resources(workdir, stubs, tmp_path):
+    assert (workdir / "profiles" / "default" / "config.yaml").exists()
+    done = slurm_plan(
+        workdir,
+        SLURM_ENV,
+        "all",
+        "--configfile",
+        pinned_config(tmp_path, stubs),
+        "--config",
+        "gpus=4",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = [job for job in parse_plan(done.stdout + done.stderr) if job.resources]
+    assert {job.rule for job in jobs} >= TIMED
+    for job in jobs:
+        assert job.resources["slurm_partition"] == "test-partition", job
+        assert job.resources["slurm_account"] == "test-account", job
+        assert job.resources["mem_mb"] == "8000", job
+        assert job.resources["runtime"] == "120", job
+        if job.rule in TIMED:
+            assert job.resources["slurm_extra"] == "--exclusive", job
+    mpi = [job for job in jobs if job.rule == "mpi_bench"]
+    assert mpi and all(job.resources["mpi"] == "srun" for job in mpi)
+    assert all(job.resources["tasks"] == job.wildcards["nodes"] for job in mpi)
+    assert all("nodes" not in job.resources for job in mpi)
+
+
+def test_one_rank_per_machine_asks_for_as_many_machines_as_ranks(workdir, stubs, tmp_path):
+    spread = tmp_path / "spread.yaml"
+    spread.write_text("mpi:\n  one_rank_per_machine: true\n")
+    done = slurm_plan(
+        workdir, SLURM_ENV, "mpi", "--configfile", pinned_config(tmp_path, stubs), str(spread)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    mpi = [job for job in parse_plan(done.stdout + done.stderr) if job.rule == "mpi_bench"]
+    assert mpi
+    for job in mpi:
+        assert job.resources["nodes"] == job.resources["tasks"] == job.wildcards["nodes"]
+
+
+@pytest.mark.parametrize("unset", ["RING_SLURM_PARTITION", "RING_SLURM_ACCOUNT", "both"])
+def test_unset_variables_stop_the_plan_with_one_message(workdir, unset):
+    env = {} if unset == "both" else {k: v for k, v in SLURM_ENV.items() if k != unset}
+    done = slurm_plan(workdir, env, "cpu")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert output.count("set RING_SLURM_PARTITION and RING_SLURM_ACCOUNT") == 1, output
+    assert "$RING_SLURM" not in output
+
+
+def test_a_single_rank_mpi_sweep_is_refused_by_the_schema(workdir, tmp_path):
+    single = tmp_path / "single.yaml"
+    single.write_text("mpi:\n  nodes: [1, 2]\n")
+    done = snakemake(workdir, "-n", "cpu", "--configfile", "config/ci.yaml", str(single))
+    assert done.returncode != 0
+    assert "Error validating config file" in done.stdout + done.stderr
+    assert "1 is less than the minimum of 2" in done.stdout + done.stderr
