@@ -172,9 +172,11 @@ def test_cpu_and_numpy_direct_sweep(tmp_path, capsys):
     table = [line for line in captured.out.splitlines() if not line.startswith("#")]
     assert len(table) == len(rows)
     first = table[0].split()
-    assert first[:4] == ["8", "1", "float64", "sum"] and first[7] == "0"
+    # nccl-tests' columns: size count type redop root, out-of-place (not measured), in-place.
+    assert first[:5] == ["8", "1", "float64", "sum", "-1"] and first[5:9] == ["N/A"] * 4
+    assert first[12] == "0"
     assert "# Avg bus bandwidth" in captured.out
-    assert "add" in captured.out.splitlines()[-3]  # footer: the ceilings
+    assert "add" in captured.out.splitlines()[-4]  # footer: the ceilings
 
 
 def test_json_beside_the_csv(tmp_path):
@@ -394,7 +396,7 @@ BAD_INPUT = {
     "op undefined for dtype": (["-o", "max", "-d", "complex64"], "not defined for complex"),
     "iters 0": (["-n", "0"], "-n/--iters"),
     "warmup negative": (["-w", "-1"], "-w/--warmup"),
-    "check 2": (["-c", "2"], "0 or 1"),
+    "check -1": (["-c", "-1"], "-c/--check must be >= 0"),
     "unknown sync": (["--sync", "spin"], "unknown sync"),
     "negative seed": (["--seed", "-3"], "--seed"),
     "unknown flag": (["--frobnicate"], "unrecognized arguments"),

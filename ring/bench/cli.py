@@ -16,6 +16,7 @@ import numpy as np
 
 from ..cpu import MAX_NODES
 from ..ops import OPS, resolve_op
+from .nccl_compat import ALL_DTYPES, AVERAGE_MODES, linear_sizes
 
 __all__ = ["BenchConfig", "BenchInputError", "format_size", "parse_args", "parse_size"]
 
@@ -55,12 +56,15 @@ class Sweep:
     step_factor: float
     iters: int
     warmup: int
-    check: bool
+    # Validate every check-th timed call (and the last); 0 = never.
+    check: int
     dtype: np.dtype
     op: str
     seed: int
     sizes: tuple[int, ...]
     out: Path | None
+    # -i: sizes grow by this many bytes instead of by -f.
+    step_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,11 @@ class BenchConfig(Sweep):
     timeout: float | None = None
     # Flags that backends add through Backend.add_arguments, by argparse dest.
     options: dict = field(default_factory=dict)
+    # -d all / -o all: every (dtype, op) pair is measured; else just (dtype, op).
+    dtypes: tuple[np.dtype, ...] = ()
+    ops: tuple[str, ...] = ()
+    # -a: one call's time across MPI ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum.
+    average: int = 3
 
     def __getattr__(self, name: str):
         # A backend reads its own flag as config.<dest>; unknown names still fail.
@@ -94,8 +103,12 @@ class BenchConfig(Sweep):
             "iters": self.iters,
             "warmup": self.warmup,
             "check": int(self.check),
+            "step_bytes": self.step_bytes,
             "dtype": self.dtype.name,
             "op": self.op,
+            "dtypes": [dtype.name for dtype in self.dtypes],
+            "ops": list(self.ops),
+            "average": self.average,
             "backends": list(self.backends),
             "nodes": None if self.nodes is None else list(self.nodes),
             "sync": None if self.sync is None else list(self.sync),
@@ -182,18 +195,34 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: float, itemsize: int) ->
 
 
 def add_sweep_arguments(parser, *, max_default: str, per: str, calls: str) -> None:
-    """The nccl-tests flags every sweep command shares (-b -e -f -n -w -c -d -o), plus
-    --out and --seed; :func:`parse_sweep` checks them."""
+    """The nccl-tests flags every sweep command shares (-b -e -i -f -n -w -c -d -o, under
+    nccl-tests' long names too), plus --out and --seed; :func:`parse_sweep` checks them."""
     add = parser.add_argument
-    add("-b", "--min-bytes", default="1K", help=f"smallest size {per} (default 1K)")
+    add("-b", "--min-bytes", "--minbytes", default="1K", help=f"smallest size {per} (default 1K)")
     add(
-        "-e", "--max-bytes", default=max_default, help=f"largest size {per} (default {max_default})"
+        "-e",
+        "--max-bytes",
+        "--maxbytes",
+        default=max_default,
+        help=f"largest size {per} (default {max_default})",
     )
-    add("-f", "--step-factor", default="2", help="multiply the size by this (default 2)")
+    add("-f", "--step-factor", "--stepfactor", help="multiply the size by this (default 2)")
+    add("-i", "--step-bytes", "--stepbytes", help="add this many bytes instead of using -f")
     add("-n", "--iters", default="20", help=f"timed {calls} per size (default 20)")
-    add("-w", "--warmup", default="5", help=f"untimed {calls} per size before timing (default 5)")
-    add("-c", "--check", default="1", help="validate every size: 1 (default) or 0")
-    add("-d", "--dtype", default="float32", help="element type (default float32)")
+    add(
+        "-w",
+        "--warmup",
+        "--warmup_iters",
+        default="5",
+        help=f"untimed {calls} per size before timing (default 5)",
+    )
+    add(
+        "-c",
+        "--check",
+        default="1",
+        help="validate every N-th timed call and the last: N=1 every call (default), 0 none",
+    )
+    add("-d", "--dtype", "--datatype", default="float32", help="element type (default float32)")
     add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
     add("--out", default=None, help="write FILE.csv and FILE.json beside it")
     add("--seed", default="0", help="seed of the random inputs (default 0)")
@@ -203,16 +232,22 @@ def parse_sweep(args: argparse.Namespace) -> Sweep:
     """Check the shared sweep flags; raise :class:`BenchInputError` on anything wrong."""
     min_bytes = parse_size(args.min_bytes)
     max_bytes = parse_size(args.max_bytes)
+    step_bytes = None
+    if args.step_bytes is not None:
+        if args.step_factor is not None:
+            raise BenchInputError("give -f/--step-factor or -i/--step-bytes, not both")
+        step_bytes = parse_size(args.step_bytes)
+        if step_bytes < 1:
+            raise BenchInputError(f"-i/--step-bytes must be at least 1 byte, got {step_bytes}")
     try:
-        step_factor = float(args.step_factor)
+        step_factor = float(args.step_factor or "2")
     except ValueError:
         raise BenchInputError(f"-f/--step-factor {args.step_factor!r} is not a number") from None
     if not step_factor > 1 or not math.isfinite(step_factor):
         raise BenchInputError(f"-f/--step-factor must be > 1, got {args.step_factor}")
     iters = _int_flag(args.iters, "-n/--iters", 1)
     warmup = _int_flag(args.warmup, "-w/--warmup", 0)
-    if args.check not in ("0", "1"):
-        raise BenchInputError(f"-c/--check must be 0 or 1, got {args.check!r}")
+    check = _int_flag(args.check, "-c/--check", 0)
     seed = _int_flag(args.seed, "--seed", 0)
     dtype = _parse_dtype(args.dtype)
     try:
@@ -243,13 +278,25 @@ def parse_sweep(args: argparse.Namespace) -> Sweep:
         step_factor=step_factor,
         iters=iters,
         warmup=warmup,
-        check=args.check == "1",
+        check=check,
         dtype=dtype,
         op=args.op,
         seed=seed,
-        sizes=sweep_sizes(min_bytes, max_bytes, step_factor, dtype.itemsize),
+        sizes=sizes_of(min_bytes, max_bytes, step_factor, step_bytes, dtype.itemsize),
         out=out,
+        step_bytes=step_bytes,
     )
+
+
+def sizes_of(min_bytes, max_bytes, step_factor, step_bytes, itemsize) -> tuple[int, ...]:
+    """The sweep's sizes: linear with -i, else geometric with -f."""
+    if step_bytes is None:
+        return sweep_sizes(min_bytes, max_bytes, step_factor, itemsize)
+    if (max_bytes - min_bytes) // step_bytes >= MAX_SIZES:
+        raise BenchInputError(
+            f"the sweep has more than {MAX_SIZES} sizes: raise -i/--step-bytes or narrow -b/-e"
+        )
+    return tuple(linear_sizes(min_bytes, max_bytes, step_bytes, itemsize))
 
 
 def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
@@ -280,9 +327,17 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
         help=f"comma list of: {', '.join(known_syncs)} (default: each backend's own default)",
     )
     add(
+        "-T",
         "--timeout",
         default=None,
         help="abort the run (every MPI rank) after this many seconds, with a message",
+    )
+    add(
+        "-a",
+        "--average",
+        default="3",
+        help="one call's time across MPI ranks: 0 rank 0, 1 average, 2 minimum, "
+        "3 maximum (default 3, the slowest rank)",
     )
     return parser
 
@@ -314,7 +369,17 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
     options = {
         dest: value for dest, value in vars(args).items() if dest not in core and dest != "help"
     }
+    dtypes, ops = _all_or_one(args)
     sweep = parse_sweep(args)
+    for name in dtypes:
+        for op in ops:
+            try:
+                resolve_op(op, _parse_dtype(name))
+            except (TypeError, ValueError) as exc:
+                raise BenchInputError(str(exc)) from None
+    average = _int_flag(args.average, "-a/--average", 0)
+    if average not in AVERAGE_MODES:
+        raise BenchInputError(f"-a/--average must be 0, 1, 2 or 3, got {average}")
     backends = _split_list(args.backend, "--backend")
     for name in backends:
         if name not in known_backends:
@@ -347,4 +412,16 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         sync=sync,
         timeout=timeout,
         options=options,
+        dtypes=tuple(np.dtype(name) for name in dtypes),
+        ops=ops,
+        average=average,
     )
+
+
+def _all_or_one(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``-d all`` / ``-o all`` (nccl-tests): every type and op; the first stands in for
+    the sweep's checks, which then run again for each pair."""
+    dtypes = ALL_DTYPES if args.dtype.lower() == "all" else (args.dtype,)
+    ops = tuple(OPS) if args.op.lower() == "all" else (args.op,)
+    args.dtype, args.op = dtypes[0], ops[0]
+    return dtypes, ops

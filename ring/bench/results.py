@@ -262,35 +262,3 @@ def read_csv(path: Path) -> tuple[list[str], list[dict]]:
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         return list(reader.fieldnames or []), list(reader)
-
-
-# -- stdout ------------------------------------------------------------------------------
-
-TABLE_HEADER = (
-    "#       size        count      type   redop      time    algbw    busbw  #wrong"
-    "  traffic  spread\n"
-    "#        (B)   (elements)                        (us)   (GB/s)   (GB/s)        "
-    "   (GB/s)     (%)"
-)
-
-
-def _num(value, width: int, digits: int = 2) -> str:
-    if value is None:
-        return "N/A".rjust(width)
-    return f"{value:{width}.{digits}f}"
-
-
-def table_line(row: dict) -> str:
-    """One size, in nccl-tests' column order; ``spread`` is (p75 - p25) / median."""
-    spread = (
-        100 * (row["time_us_p75"] - row["time_us_p25"]) / row["time_us"]
-        if row["time_us"] > 0
-        else None
-    )
-    wrong = "N/A" if row["wrong"] is None else str(row["wrong"])
-    return (
-        f"{row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['op']:>7} "
-        f"{_num(row['time_us'], 9)} {_num(row['algbw_GBps'], 8)} "
-        f"{_num(row['busbw_GBps'], 8)} {wrong:>7} {_num(row['traffic_GBps'], 8)} "
-        f"{_num(spread, 7, 1)}"
-    )

@@ -18,17 +18,17 @@ from ..mpi import Watchdog
 from . import data
 from .backends import Backend, Session, get_backend
 from .ceilings import ceiling_bytes, measure_cpu_ceilings
-from .cli import BenchConfig, BenchInputError
+from .cli import BenchConfig, BenchInputError, sizes_of
 from .environment import _memory_bytes, collect_environment, git_commit, utc_now
-from .results import (
-    SCHEMA,
+from .nccl_compat import (
     TABLE_HEADER,
-    columns_of,
-    make_row,
-    output_problem,
+    avg_busbw_line,
+    out_of_bounds_line,
+    should_check,
     table_line,
-    write_result_pair,
+    variants,
 )
+from .results import SCHEMA, columns_of, make_row, output_problem, write_result_pair
 from .world import LocalWorld, MpiWorld, launched_rank, launched_size
 
 __all__ = ["DEFAULT_NODES", "Plan", "plan_run", "run"]
@@ -185,10 +185,10 @@ def measure_point(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for _ in range(config.iters):
+        for call in range(config.iters):
             session.restore()
             session.timed_call()
-            if windows is not None:
+            if windows is not None and should_check(config.check, call, config.iters):
                 session.keep_sample(windows)
     finally:
         if gc_was_enabled:
@@ -222,11 +222,13 @@ def measure_point(
 
 def _count_wrong(session: Session, expected: np.ndarray, windows, config, nodes: int) -> int:
     """Wrong elements of this process's nodes: every element after the last call, and the
-    sampled windows after each earlier one (the worst call counts)."""
+    sampled windows after each earlier checked one (-c N: every N-th; the worst call
+    counts)."""
     rtol = data.tolerance(config.dtype, nodes)
     results = session.results()
     samples = session.take_samples()
-    if len(samples) != config.iters or any(len(s) != len(results) for s in samples):
+    checked = sum(should_check(config.check, call, config.iters) for call in range(config.iters))
+    if len(samples) != checked or any(len(s) != len(results) for s in samples):
         raise RuntimeError(f"backend {session!r} kept samples that do not match its calls")
     wrong = data.count_wrong_all(results, expected, rtol)
     in_windows = data.gather_windows(expected, windows)
@@ -240,8 +242,7 @@ def _fmt(value: float | None, unit: str = "GB/s") -> str:
 
 
 def _block_footer(rows: list[dict], ceilings: dict, backend: Backend) -> list[str]:
-    busbw = [row["busbw_GBps"] for row in rows if row["busbw_GBps"] is not None]
-    lines = [f"# Avg bus bandwidth    : {_fmt(float(np.mean(busbw)) if busbw else None)}"]
+    lines = [avg_busbw_line(rows)]
     last = rows[-1]
     name, ceiling = backend.traffic_ceiling(ceilings)
     if last["traffic_GBps"] is not None and ceiling:
@@ -266,15 +267,32 @@ def run(config: BenchConfig, command: list[str]) -> int:
     With ``--timeout`` a watchdog aborts the run (under mpirun: the whole job, since a
     rank blocked in MPI by a dead peer can end it no other way) and nothing is written.
     """
-    plan = plan_run(config)
+    plans = [plan_run(one) for one in _variants(config)]
     with Watchdog(config.timeout, message=f"ring.bench: --timeout {config.timeout} s reached"):
-        return _run_plan(config, plan, command)
+        return _run_plan(config, plans, command)
 
 
-def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
+def _variants(config: BenchConfig) -> list[BenchConfig]:
+    """One config per (dtype, op) of ``-d all`` / ``-o all``; else the config itself."""
+    if len(config.dtypes) * len(config.ops) <= 1:
+        return [config]
+    return variants(
+        config,
+        lambda dtype: sizes_of(
+            config.min_bytes,
+            config.max_bytes,
+            config.step_factor,
+            config.step_bytes,
+            dtype.itemsize,
+        ),
+    )
+
+
+def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int:
+    plan = plans[0]
     world = plan.world
     start_time = utc_now()
-    output = _Output(world.is_root, plan.points)
+    output = _Output(world.is_root, sum(one.points for one in plans))
     environment = collect_environment(world) if world.is_root else {}
     commit, dirty = git_commit() if world.is_root else (None, None)
     sizes = config.sizes
@@ -301,25 +319,8 @@ def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
 
     rows: list[dict] = []
     try:
-        for stage in plan.stages:
-            for sync in stage.syncs:
-                for nodes in stage.nodes:
-                    output.line("#")
-                    output.line(
-                        f"# backend {stage.backend.name}, sync {sync}, nodes {nodes}, "
-                        f"traffic {stage.backend.traffic or 'N/A'}"
-                    )
-                    output.line(TABLE_HEADER)
-                    block = []
-                    with stage.backend.open(nodes, sync, config, world) as session:
-                        for count in config.counts:
-                            row = measure_point(session, stage, sync, nodes, count, plan)
-                            block.append(row)
-                            output.line(table_line(row))
-                            output.step(f"{stage.backend.name} {sync} N={nodes}")
-                    rows.extend(block)
-                    for line in _block_footer(block, ceilings, stage.backend):
-                        output.line(line)
+        for one in plans:
+            rows.extend(_measure_plan(one, ceilings, output))
     finally:
         output.close()
 
@@ -332,6 +333,7 @@ def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
         else (f"{wrong_total} {'OK' if wrong_total == 0 else 'FAILED'}")
     )
     output.line(f"# Wrong elements       : {checked}")
+    output.line(out_of_bounds_line(wrong_total if config.check else None))
     end_time = utc_now()
 
     write_error = None
@@ -374,6 +376,31 @@ def _run_plan(config: BenchConfig, plan: Plan, command: list[str]) -> int:
             )
         return 1
     return 0
+
+
+def _measure_plan(plan: Plan, ceilings: dict, output: _Output) -> list[dict]:
+    """Every block (backend, sync, node count) of one (dtype, op): its table and footer."""
+    config, world, rows = plan.config, plan.world, []
+    for stage in plan.stages:
+        for sync in stage.syncs:
+            for nodes in stage.nodes:
+                output.line("#")
+                output.line(
+                    f"# backend {stage.backend.name}, sync {sync}, nodes {nodes}, "
+                    f"traffic {stage.backend.traffic or 'N/A'}"
+                )
+                output.line(TABLE_HEADER)
+                block = []
+                with stage.backend.open(nodes, sync, config, world) as session:
+                    for count in config.counts:
+                        row = measure_point(session, stage, sync, nodes, count, plan)
+                        block.append(row)
+                        output.line(table_line(row))
+                        output.step(f"{stage.backend.name} {sync} N={nodes}")
+                rows.extend(block)
+                for line in _block_footer(block, ceilings, stage.backend):
+                    output.line(line)
+    return rows
 
 
 def env_is_root() -> bool:
