@@ -115,6 +115,8 @@ from ..cpu import SYNC_MODES, CpuCommunicator
 from ..ops import resolve_op
 from ..schedule import chunk_range
 from .cli import BenchInputError
+from .mpi_device import add_buffers_argument, check_buffers, device_session
+from .nccl_compat import RANK_MEAN_COLUMNS, aggregate_ranks, rank_mean_stats
 from .parallel import WorkerPool
 
 if TYPE_CHECKING:
@@ -315,11 +317,15 @@ class HostSession(Session):
 
 class MpiSession(HostSession):
     """A host session on one MPI rank: a barrier before each timed call lines the ranks
-    up, and a call lasts as long as its slowest rank."""
+    up; every rank times each call, and a call lasts as long as ``-a`` says (default: its
+    slowest rank).  The row also gets OSU's ``-f`` statistics: the minimum, average and
+    maximum over ranks of each rank's mean time (:data:`RANK_MEAN_COLUMNS`)."""
 
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
         super().__init__(nodes, sync, config, world)
         self.shared_devices = world.local_size > 1
+        self.average = config.average
+        self._rank_times = np.empty((0, 0))
 
     def timed_call(self) -> None:
         self.world.barrier()
@@ -328,7 +334,11 @@ class MpiSession(HostSession):
         self._times.append(time.perf_counter() - start)
 
     def times(self) -> list[float]:
-        return [float(t) for t in self.world.max_elementwise(np.asarray(self._times))]
+        self._rank_times = self.world.gather_rows(np.asarray(self._times))
+        return [float(t) for t in aggregate_ranks(self._rank_times, self.average)]
+
+    def row_extras(self) -> dict[str, Any]:
+        return rank_mean_stats(self._rank_times) if self._rank_times.size else {}
 
 
 class Backend:
@@ -514,6 +524,11 @@ class MpiAllreduceBackend(Backend):
     description = "MPI_Allreduce (in place) through mpi4py, one rank per node, under mpirun"
     traffic = None  # the MPI library's algorithm and its shared-memory copies are hidden
     needs_mpirun = True
+    extra_columns = RANK_MEAN_COLUMNS
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        add_buffers_argument(parser)
 
     def check(self, config: BenchConfig, world) -> None:
         MPI = world.MPI
@@ -523,6 +538,7 @@ class MpiAllreduceBackend(Backend):
                 f"backend mpi-allreduce: this MPI library cannot reduce {config.dtype.name} "
                 f"with {config.op!r}; use another -d/--dtype or -o/--op"
             )
+        check_buffers(config, self.name)
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return MpiAllreduceSession(nodes, sync, config, world)
+        return device_session(MpiAllreduceSession, config)(nodes, sync, config, world)

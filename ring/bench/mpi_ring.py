@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from ..mpi import MpiRing
 from .backends import Backend, MpiSession, Session, register_backend
+from .mpi_device import add_buffers_argument, check_buffers, device_session
+from .nccl_compat import RANK_MEAN_COLUMNS
 
 if TYPE_CHECKING:
     from .cli import BenchConfig
@@ -43,9 +45,17 @@ class MpiRingBackend(Backend):
     # through a shared-memory queue moves more than this.
     traffic = "7(N-1)·S (one copy per message)"
     needs_mpirun = True
+    extra_columns = RANK_MEAN_COLUMNS
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        add_buffers_argument(parser)
+
+    def check(self, config: BenchConfig, world) -> None:
+        check_buffers(config, self.name)
 
     def traffic_bytes(self, nbytes: int, nodes: int) -> int:
         return 7 * (nodes - 1) * nbytes
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return MpiRingSession(nodes, sync, config, world)
+        return device_session(MpiRingSession, config)(nodes, sync, config, world)

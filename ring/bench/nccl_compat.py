@@ -22,6 +22,7 @@ __all__ = [
     "ALL_DTYPES",
     "AVERAGE_MODES",
     "NCCL_ROOT",
+    "RANK_MEAN_COLUMNS",
     "TABLE_HEADER",
     "aggregate_ranks",
     "avg_busbw_line",
@@ -77,15 +78,16 @@ def aggregate_ranks(times: np.ndarray, average: int) -> np.ndarray:
     return {1: np.mean, 2: np.min, 3: np.max}[average](times, axis=0)
 
 
+# OSU's -f columns of an MPI backend's rows (microseconds).
+RANK_MEAN_COLUMNS = ("rank_mean_us_min", "rank_mean_us_avg", "rank_mean_us_max")
+
+
 def rank_mean_stats(times: np.ndarray) -> dict[str, float]:
     """OSU's ``-f`` statistics: min, average and max over ranks of each rank's mean time
     over the timed calls (``times`` is (ranks, calls), seconds), in microseconds."""
     means = np.mean(times, axis=1) * 1e6
-    return {
-        "rank_mean_us_min": float(np.min(means)),
-        "rank_mean_us_avg": float(np.mean(means)),
-        "rank_mean_us_max": float(np.max(means)),
-    }
+    values = (np.min(means), np.mean(means), np.max(means))
+    return {name: float(value) for name, value in zip(RANK_MEAN_COLUMNS, values, strict=True)}
 
 
 TABLE_HEADER = "\n".join(

@@ -53,6 +53,7 @@ class LocalWorld:
     rank = 0
     size = 1
     local_size = 1
+    local_rank = 0
     comm = None
     is_root = True
 
@@ -67,6 +68,9 @@ class LocalWorld:
 
     def max_elementwise(self, values: np.ndarray) -> np.ndarray:
         return np.asarray(values, dtype=np.float64)
+
+    def gather_rows(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, dtype=np.float64).reshape(1, -1)
 
     def library_version(self) -> str | None:
         return None
@@ -95,6 +99,7 @@ class MpiWorld:
         # ranks on this host (they share its memory)
         local = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED)
         self.local_size = local.Get_size()
+        self.local_rank = local.Get_rank()
         local.Free()
         _abort_on_uncaught_exception(self.MPI)
 
@@ -122,6 +127,13 @@ class MpiWorld:
         error = self.comm.bcast(error, root=0)
         if error is not None:
             raise BenchInputError(error)
+
+    def gather_rows(self, values: np.ndarray) -> np.ndarray:
+        """Every rank's ``values`` (the same length on each), as rows in rank order."""
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        rows = np.empty((self.size, values.size), dtype=np.float64)
+        self.comm.Allgather(values, rows)
+        return rows
 
     def library_version(self) -> str | None:
         # Open MPI pads the string with NUL bytes.
