@@ -95,10 +95,16 @@ def test_device_buffers_restore_reduce_and_copy_back(monkeypatch):
         for _ in range(2):  # restore makes each call reduce the same inputs
             session.restore()
             session.timed_call()
+            session.keep_sample([(0, 4), (30, 33)])
         results = session.results()
+        samples = session.take_samples()
     reference = np.sum(np.array(inputs, dtype=np.float64), axis=0)
     for result in results:
         np.testing.assert_allclose(result, reference, rtol=1e-12)
+    assert len(samples) == 2
+    for sample in samples:
+        for kept in sample:
+            np.testing.assert_allclose(kept, reference[[0, 1, 2, 3, 30, 31, 32]], rtol=1e-12)
     assert used[:2] == [("device", 0), "use"] and "sync" in used
     assert device_session(CpuSession, config_of()) is CpuSession
 

@@ -75,6 +75,14 @@ class DeviceBuffers:
     def results(self) -> list[np.ndarray]:
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
 
+    def keep_sample(self, windows: Sequence[tuple[int, int]]) -> None:
+        # Only the windows come back after each call, as for the GPU backend.
+        kept = self.__dict__.setdefault("_samples", [])
+        asnumpy = self.cupy.asnumpy
+        kept.append(
+            [np.concatenate([asnumpy(b[lo:hi]) for lo, hi in windows]) for b in self.buffers]
+        )
+
 
 def device_session(session_class: type, config) -> type:
     """``session_class``, or its device-buffer form under ``--buffers device``."""

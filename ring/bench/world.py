@@ -66,9 +66,6 @@ class LocalWorld:
     def sum_int(self, value: int) -> int:
         return int(value)
 
-    def max_elementwise(self, values: np.ndarray) -> np.ndarray:
-        return np.asarray(values, dtype=np.float64)
-
     def gather_rows(self, values: np.ndarray) -> np.ndarray:
         return np.asarray(values, dtype=np.float64).reshape(1, -1)
 
@@ -115,11 +112,6 @@ class MpiWorld:
 
     def sum_int(self, value: int) -> int:
         return int(self.comm.allreduce(int(value), op=self.MPI.SUM))
-
-    def max_elementwise(self, values: np.ndarray) -> np.ndarray:
-        values = np.ascontiguousarray(values, dtype=np.float64)
-        self.comm.Allreduce(self.MPI.IN_PLACE, values, op=self.MPI.MAX)
-        return values
 
     def root_verdict(self, error: str | None) -> None:
         """Rank 0 alone checks some things (its output files); every rank learns the answer
