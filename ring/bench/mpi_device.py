@@ -76,12 +76,12 @@ class DeviceBuffers:
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
 
     def keep_sample(self, windows: Sequence[tuple[int, int]]) -> None:
-        # Only the windows come back after each call, as for the GPU backend.
-        kept = self.__dict__.setdefault("_samples", [])
-        asnumpy = self.cupy.asnumpy
-        kept.append(
-            [np.concatenate([asnumpy(b[lo:hi]) for lo, hi in windows]) for b in self.buffers]
-        )
+        # Only the windows come back after each call: the GPU backend's way, which reads
+        # the same attributes (cupy, buffers).  Imported here: ring.bench.gpu imports
+        # ring.bench.backends, which imports this module.
+        from .gpu import GpuRingSession
+
+        GpuRingSession.keep_sample(self, windows)
 
 
 def device_session(session_class: type, config) -> type:
