@@ -85,5 +85,4 @@ def test_a_single_rank_mpi_sweep_is_refused_by_the_schema(workdir, tmp_path):
     single.write_text("mpi:\n  nodes: [1, 2]\n")
     done = snakemake(workdir, "-n", "cpu", "--configfile", "config/ci.yaml", str(single))
     assert done.returncode != 0
-    assert "Error validating config file" in done.stdout + done.stderr
     assert "1 is less than the minimum of 2" in done.stdout + done.stderr
