@@ -416,9 +416,23 @@ def nsys_target(name):
 # -- the report -----------------------------------------------------------------------------
 
 
+def references_here():
+    """The configured reference folders that exist here (a copy of the workflow without
+    results/reference/ builds its report without them, and says so once)."""
+    present = [path for path in config.get("references", []) if os.path.isdir(path)]
+    absent = [path for path in config.get("references", []) if path not in present]
+    if absent:
+        print(
+            f"ring: reference folder(s) {', '.join(absent)} absent: the report leaves them out",
+            file=sys.stderr,
+        )
+    return present
+
+
 def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
-    args = [f"--sweep {path}" for path in input.sweeps]
+    args = [f"--reference {path}" for path in input.references]
+    args += [f"--sweep {path}" for path in input.sweeps]
     args += [f"--kernel-bw {path}" for path in input.kernel_bw]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
     args.append(f"--not-measured {input.not_measured}")
