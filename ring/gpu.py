@@ -13,8 +13,9 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
   ``force_peer_copies=True`` treats such a pair like two GPUs instead (peer copy into
   scratch, then the kernel), as the original study's single-GPU trick did; on one GPU that
   runs exactly the code path of a multi-GPU ring.
-* **Reduction.** Right after a chunk lands, one elementwise kernel on the receiving node's
-  stream (the CuPy ufunc for the op, ``out=`` the node's own chunk); no host round trip.
+* **Reduction.** Right after a chunk lands, one kernel on the receiving node's stream
+  reduces it into the node's own chunk (:mod:`ring.gpu_kernels`: ours, with 16-byte vector
+  accesses, or CuPy's ufunc for what ours does not cover); no host round trip.
 * **Synchronisation.** A stream per node and an event per node per step.  Step ``t`` on
   node ``i`` waits (``cudaStreamWaitEvent``) only on node ``i - 1``'s event from step
   ``t - 1``, exactly the dependency the schedule has.  That wait also covers the
@@ -44,7 +45,7 @@ from ._optional import require
 from .buffers import validate_buffers
 from .communicator import CommunicatorClosedError, RingCommunicator
 from .cpu import COLLECTIVE_PHASES, check_nodes
-from .ops import resolve_op
+from .gpu_kernels import reducer
 from .schedule import chunk_range, ring_schedule
 
 __all__ = [
@@ -258,6 +259,7 @@ class GpuCommunicator(RingCommunicator):
             self._entry = cupy.cuda.Event()
             self._done = cupy.cuda.Event()
         self._scratch: list[dict] = [{} for _ in range(n)]
+        self._reducers: dict = {}
 
         schedule = ring_schedule(n)
         # Node i reads node i - 1's memory in place (kernel / plain copy) instead of copying
@@ -360,8 +362,11 @@ class GpuCommunicator(RingCommunicator):
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         count, dtype = self._check(buffers)
-        reduces = name != "all_gather"  # op=None is no op for the collectives that reduce
-        ufunc = getattr(self._cp, resolve_op(op, dtype).__name__) if reduces else None
+        reduce = None
+        if name != "all_gather":  # op=None is no op for the collectives that reduce
+            reduce = self._reducers.get((op, dtype))
+            if reduce is None:
+                reduce = self._reducers[(op, dtype)] = reducer(self._cp, op, dtype)
         with self._call_lock:
             if self._closed:
                 raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
@@ -369,9 +374,9 @@ class GpuCommunicator(RingCommunicator):
             if self.nodes == 1 or count == 0:
                 return
             with nvtx_ranges.annotate(name):
-                self._run(name, list(buffers), ufunc, count, dtype)
+                self._run(name, list(buffers), reduce, count, dtype)
 
-    def _run(self, name: str, buffers: list, ufunc, count: int, dtype: np.dtype) -> None:
+    def _run(self, name: str, buffers: list, reduce, count: int, dtype: np.dtype) -> None:
         runtime = self._runtime
         n = self.nodes
         devices = self.devices
@@ -380,7 +385,7 @@ class GpuCommunicator(RingCommunicator):
         itemsize = dtype.itemsize
         bounds = _chunk_bounds(count, n)
         plan = self._plans[name]
-        needs_scratch = ufunc is not None
+        needs_scratch = reduce is not None
         longest = max(b - a for a, b in bounds)
         scratch = [
             self._scratch_for(i, dtype, longest) if needs_scratch and not self._direct[i] else None
@@ -411,15 +416,11 @@ class GpuCommunicator(RingCommunicator):
                         if not size:
                             pass  # an empty chunk (count < N): only the event moves on
                         elif accumulate and direct:
-                            dst = buffers[i][a:b]
-                            with stream:
-                                ufunc(dst, buffers[src][a:b], out=dst)
+                            reduce(buffers[i][a:b], buffers[src][a:b], stream)
                         elif accumulate:
                             landed = scratch[i][: b - a]
                             self._peer_copy(landed.data.ptr, i, theirs, src, size, stream)
-                            dst = buffers[i][a:b]
-                            with stream:
-                                ufunc(dst, landed, out=dst)
+                            reduce(buffers[i][a:b], landed, stream)
                         elif direct:
                             runtime.memcpyAsync(mine, theirs, size, copy_d2d, stream.ptr)
                         else:

@@ -207,7 +207,11 @@ class FakeCuda:
 
         def getDeviceProperties(device):
             sim.check_device(device)
-            return {"name": b"Simulated GPU", "totalGlobalMem": 80 << 30}
+            return {
+                "name": b"Simulated GPU",
+                "totalGlobalMem": 80 << 30,
+                "multiProcessorCount": 4,
+            }
 
         for f in (getDeviceCount, getDevice, setDevice, deviceCanAccessPeer, memGetInfo):
             setattr(runtime, f.__name__, f)
@@ -316,6 +320,8 @@ class FakeCuda:
         cuda.nccl = self._build_nccl()
         for name in ("add", "multiply", "maximum", "minimum"):
             setattr(cupy, name, FakeUfunc(sim, getattr(np, name)))
+        cupy.RawKernel = lambda code, name, options=(), **kw: FakeRawKernel(sim, code, name)
+        sim.launches = []  # (kernel name, grid, block) of every RawKernel launch
         return cupy
 
     def _build_nccl(self) -> types.ModuleType:
@@ -536,6 +542,51 @@ class FakeUfunc:
 
         stream.enqueue(("run", kernel))
         return out
+
+
+# What each op of ring.gpu_kernels' source computes (a test may break one on purpose).
+RAW_KERNEL_OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+class FakeRawKernel:
+    """``ring.gpu_kernels``' kernel, as the device would run it: what it computes is
+    ``dst[:n] = op(dst[:n], src[:n])``; what the simulator checks is what would fault
+    on a GPU (a 16-byte vector access at an address not aligned to 16 bytes, an access
+    outside an array, a launch with no threads) and that the (head, vectors) the host
+    passes add up to no more than ``n``."""
+
+    def __init__(self, sim: FakeCuda, code: str, name: str):
+        match = re.fullmatch(r"ring_reduce_(sum|prod|max|min)_(\w+)", name)
+        if match is None or f"void {name}(" not in code:
+            raise CUDARuntimeError(500, f"cudaErrorNotFound: no kernel {name!r} in the source")
+        self.sim, self.name = sim, name
+        self.ufunc, self.dtype = RAW_KERNEL_OPS[match.group(1)], np.dtype(match.group(2))
+
+    def __call__(self, grid, block, args, *, shared_mem=0):
+        sim = self.sim
+        dst, src, n, head, nvec = args
+        n, head, nvec = int(n), int(head), int(nvec)
+        if grid[0] < 1 or block[0] < 1:
+            raise CUDARuntimeError(9, "cudaErrorInvalidConfiguration")
+        for array in (dst, src):
+            if array.device.id != sim.current or array.dtype != self.dtype:
+                raise ValueError(f"{self.name}: an argument on another device or of another dtype")
+            if n > array.size:
+                raise CUDARuntimeError(700, "cudaErrorIllegalAddress: n beyond an array")
+        width = 16 // self.dtype.itemsize
+        if head + nvec * width > n or min(head, nvec) < 0:
+            raise CUDARuntimeError(700, "cudaErrorIllegalAddress: head and vectors beyond n")
+        if nvec and any((a.data.ptr + head * self.dtype.itemsize) % 16 for a in (dst, src)):
+            raise CUDARuntimeError(716, "cudaErrorMisalignedAddress")
+        sim.launches.append((self.name, tuple(grid), tuple(block)))
+        stream = sim.current_streams.get(sim.current) or sim.legacy_stream(sim.current)
+        xv, yv, ufunc = dst.host()[:n], src.host()[:n], self.ufunc
+
+        def kernel():
+            with np.errstate(all="ignore"):
+                ufunc(xv, yv, out=xv)
+
+        stream.enqueue(("run", kernel))
 
 
 @contextlib.contextmanager

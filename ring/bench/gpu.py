@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import gpu as ring_gpu
 from .._optional import MissingDependencyError
-from ..ops import resolve_op
+from ..gpu_kernels import reducer
 from .backends import Backend, Session, register_backend
 from .ceilings import ceiling_bytes
 from .cli import BenchInputError
@@ -117,11 +117,6 @@ def _median_event_ms(cupy, launch, stream, reps: int, warmup: int) -> float:
     return float(np.median([cupy.cuda.get_elapsed_time(a, b) for a, b in pairs]))
 
 
-def reduction_kernel(cupy, op: str, dtype: np.dtype):
-    """The elementwise kernel the ring launches for ``op`` (CuPy's ufunc of that name)."""
-    return getattr(cupy, resolve_op(op, dtype).__name__)
-
-
 def measure_copy_and_reduce(
     cupy, device: int, nbytes: int, dtype: np.dtype, op: str, reps: int, warmup: int
 ) -> tuple[float, float]:
@@ -130,7 +125,7 @@ def measure_copy_and_reduce(
     dtype = np.dtype(dtype)
     count = nbytes // dtype.itemsize
     nbytes = count * dtype.itemsize
-    kernel = reduction_kernel(cupy, op, dtype)
+    kernel = reducer(cupy, op, dtype)
     with cupy.cuda.Device(device):
         arrays = [cupy.ones(count, dtype=dtype), cupy.ones(count, dtype=dtype)]
         src, dst = arrays
@@ -141,8 +136,7 @@ def measure_copy_and_reduce(
             runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, d2d, stream.ptr)
 
         def reduce():
-            with stream:
-                kernel(dst, src, out=dst)
+            kernel(dst, src, stream)
 
         try:
             copy_ms = _median_event_ms(cupy, copy, stream, reps, warmup)

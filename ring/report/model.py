@@ -119,13 +119,18 @@ class ReportModel:
 
     @cached_property
     def kernel_summary(self) -> pd.DataFrame:
-        """Per kernel sweep (and device): kernel against copy at the largest size, and best."""
+        """Per kernel sweep, device and kernel (ours, CuPy's ufunc; sweeps before the
+        ``kernel`` column measured the ufunc): kernel against copy at the largest size, and
+        best."""
         records = []
         for result in self.inputs.kernel_bandwidth:
             rows = result.rows.dropna(subset=["kernel_GBps", "copy_GBps"])
             rows = rows[rows["copy_GBps"] > 0]
-            groups = rows.groupby("device") if "device" in rows else [("", rows)]
-            for device, part in groups:
+            rows = rows.assign(
+                device=rows["device"].astype(str) if "device" in rows else "",
+                kernel=rows["kernel"].astype(str) if "kernel" in rows else "ufunc",
+            )
+            for (device, kernel), part in rows.groupby(["device", "kernel"], sort=True):
                 if part.empty:
                     continue
                 ratio = part["kernel_GBps"] / part["copy_GBps"]
@@ -135,6 +140,7 @@ class ReportModel:
                     {
                         "run": result.name,
                         "device": str(device),
+                        "kernel": kernel,
                         "largest_bytes": int(last["bytes"]),
                         "kernel_GBps": float(last["kernel_GBps"]),
                         "copy_GBps": float(last["copy_GBps"]),

@@ -289,6 +289,7 @@ def _kernel_table(model: ReportModel) -> Table | None:
         [
             r.run,
             r.device,
+            r.kernel,
             format_bytes(r.largest_bytes),
             format_number(r.kernel_GBps),
             format_number(r.copy_GBps),
@@ -299,11 +300,12 @@ def _kernel_table(model: ReportModel) -> Table | None:
     ]
     return Table(
         "Reduction kernel against the device copy (one GPU)",
-        ["run", "device", "largest size", "kernel (GB/s)", "copy (GB/s)", "kernel / copy",
+        ["run", "device", "kernel", "largest size", "kernel (GB/s)", "copy (GB/s)", "kernel / copy",
          "highest kernel / copy (at)"],
         rows,
-        "Kernel: two reads and one write per element; copy: one read and one write, of the "
-        "same bytes on the same device in the same run.",
+        "Kernel: two reads and one write per element (ring: ours, ring.gpu_kernels; ufunc: "
+        "CuPy's); copy: one read and one write, of the same bytes on the same device in the "
+        "same run.",
     )  # fmt: skip
 
 
