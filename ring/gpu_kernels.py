@@ -76,7 +76,7 @@ _EXPRESSIONS = {
 _TEMPLATE = r"""
 typedef {ctype} T;
 typedef {utype} U;
-struct __align__(16) ring_vec {{ T v[{width}]; }};
+struct alignas(16) ring_vec {{ T v[{width}]; }};
 
 __device__ __forceinline__ T ring_op(T a, T b) {{ return {expression}; }}
 

@@ -48,7 +48,6 @@ static ring_dim3 blockIdx, threadIdx, blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __align__(n) alignas(n)
 typedef void (*kernel_t)(void*, const void*, long long, long long, long long);
 %(kernels)s
 static const kernel_t KERNELS[] = {%(table)s};
