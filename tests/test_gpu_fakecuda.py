@@ -43,9 +43,21 @@ class FakeCuda:
     """One simulated machine with ``devices`` CUDA devices (0 = CuPy sees none)."""
 
     def __init__(
-        self, devices: int = 1, *, seed: int = 0, peer=None, drop_waits=False, ensure=True
+        self,
+        devices: int = 1,
+        *,
+        seed: int = 0,
+        peer=None,
+        drop_waits=False,
+        ensure=True,
+        capture_fails=None,
     ):
         self.device_count = devices
+        # capture_fails: "begin" or "end" makes that capture call fail, as a driver or
+        # CuPy without (multi-device) graph capture would
+        self.capture_fails = capture_fails
+        self.graph_launches = 0
+        self._graph_streams: list = []
         # ensure: offer CuPy's private _deviceEnsurePeerAccess, as current CuPy does
         self.ensure = ensure
         self.rng = np.random.default_rng(seed)
@@ -94,7 +106,8 @@ class FakeCuda:
         return self._streams[ptr]
 
     def _queues(self):
-        return [*self._streams.values(), *self._legacy.values()]
+        self._graph_streams = [s for s in self._graph_streams if s.queue]
+        return [*self._streams.values(), *self._legacy.values(), *self._graph_streams]
 
     def _ready(self, stream: FakeStream) -> bool:
         if not stream.queue:
@@ -429,9 +442,41 @@ class FakeStream:
         self.ptr = ptr
         self.queue: deque = deque()
         self._stack: list = []
+        self.capture: FakeCapture | None = None
 
     def enqueue(self, op) -> None:
-        self.queue.append(op)
+        if self.capture is not None:
+            self.capture.add(self, op)  # captured into the graph, not run
+        else:
+            self.queue.append(op)
+
+    # -- graph capture: the rules of CUDA's stream capture that the ring relies on ----------
+
+    def begin_capture(self, mode=None) -> None:
+        if self.ptr == 0:
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        if self.capture is not None:
+            raise CUDARuntimeError(900, "cudaErrorIllegalState: the stream is capturing")
+        if self.sim.capture_fails == "begin":
+            raise CUDARuntimeError(801, "cudaErrorNotSupported: stream capture")
+        self.capture = FakeCapture(self.sim, self)
+
+    def is_capturing(self) -> bool:
+        return self.capture is not None
+
+    def end_capture(self):
+        capture = self.capture
+        if capture is None or capture.origin is not self:
+            raise CUDARuntimeError(900, "cudaErrorIllegalState: not the capture's origin")
+        capture.close()
+        if capture.invalid:
+            raise CUDARuntimeError(901, f"cudaErrorStreamCaptureInvalidated: {capture.invalid}")
+        unjoined = capture.unjoined()
+        if unjoined:
+            raise CUDARuntimeError(904, f"cudaErrorStreamCaptureUnjoined: streams {unjoined}")
+        if self.sim.capture_fails == "end":
+            raise CUDARuntimeError(901, "cudaErrorStreamCaptureInvalidated")
+        return FakeGraph(self.sim, capture)
 
     def __enter__(self):
         if self.device_id != self.sim.current:
@@ -452,10 +497,26 @@ class FakeStream:
 
     def wait_event(self, event: FakeEvent) -> None:
         self.sim.waits.append((self, event))
-        if not self.sim.drop_waits:
+        if self.sim.drop_waits:
+            return
+        capture = event.capture
+        if capture is not None:
+            # An event recorded inside a capture: waiting on it joins (forks) the capture.
+            if self.capture is None:
+                capture.join(self)
+            elif self.capture is not capture:
+                self.capture.fail("a wait on another capture's event")
+            capture.add(self, ("wait", event, capture.occurrences[event]))
+        elif self.capture is not None:
+            self.capture.fail("a wait on an event recorded outside the capture")
+            raise CUDARuntimeError(905, "cudaErrorStreamCaptureIsolation")
+        else:
             self.enqueue(("wait", event, event.recorded))
 
     def synchronize(self) -> None:
+        if self.capture is not None:
+            self.capture.fail("synchronize on a capturing stream")
+            raise CUDARuntimeError(900, "cudaErrorStreamCaptureUnsupported")
         self.sim.host_waits += 1
         self.sim.run_until(lambda: not self.queue)
 
@@ -468,6 +529,7 @@ class FakeEvent:
         self.recorded = 0  # records enqueued
         self.completed = 0  # records that have run
         self.time = None
+        self.capture: FakeCapture | None = None  # the open capture it was last recorded in
 
     def record(self, stream=None) -> None:
         sim = self.sim
@@ -476,13 +538,102 @@ class FakeEvent:
             raise CUDARuntimeError(
                 400, f"event of device {self.device} recorded on a stream of {target.device_id}"
             )
+        if target.capture is not None:
+            target.capture.record(self, target)
+            return
+        self.capture = None
         self.recorded += 1
         target.enqueue(("record", self, self.recorded))
 
     def synchronize(self) -> None:
+        if self.capture is not None:
+            self.capture.fail("synchronize on an event of the capture")
+            raise CUDARuntimeError(900, "cudaErrorStreamCaptureUnsupported")
         self.sim.host_waits += 1
         goal = self.recorded
         self.sim.run_until(lambda: self.completed >= goal)
+
+
+class FakeCapture:
+    """One stream capture: per captured stream, its operations in order.  Events recorded
+    in it count their own occurrences, so a replay can give every wait the record it saw."""
+
+    def __init__(self, sim: FakeCuda, origin: FakeStream):
+        self.sim, self.origin = sim, origin
+        self.streams = [origin]
+        self.ops: dict[FakeStream, list] = {origin: []}
+        self.occurrences: dict[FakeEvent, int] = {}
+        self.invalid: str | None = None
+
+    def add(self, stream: FakeStream, op) -> None:
+        self.ops[stream].append(op)
+
+    def join(self, stream: FakeStream) -> None:
+        stream.capture = self
+        self.streams.append(stream)
+        self.ops[stream] = []
+
+    def record(self, event: FakeEvent, stream: FakeStream) -> None:
+        self.occurrences[event] = self.occurrences.get(event, 0) + 1
+        event.capture = self
+        self.add(stream, ("record", event, self.occurrences[event]))
+
+    def fail(self, why: str) -> None:
+        self.invalid = self.invalid or why
+
+    def close(self) -> None:
+        for stream in self.streams:
+            stream.capture = None
+        for event in self.occurrences:
+            event.capture = None
+
+    def unjoined(self) -> list[int]:
+        """Streams whose last operation the origin does not wait for."""
+        waited = {(op[1], op[2]) for op in self.ops[self.origin] if op[0] == "wait"}
+        bad = []
+        for stream in self.streams[1:]:
+            last = self.ops[stream][-1] if self.ops[stream] else None
+            if last is None or last[0] != "record" or (last[1], last[2]) not in waited:
+                bad.append(stream.ptr)
+        return bad
+
+
+class FakeGraph:
+    """A captured graph: each launch runs the captured operations again on fresh internal
+    streams, ordered by the captured waits only, after the work already queued on the
+    launching stream; later work on that stream waits for all of it."""
+
+    def __init__(self, sim: FakeCuda, capture: FakeCapture):
+        self.sim, self.capture = sim, capture
+
+    def launch(self, stream=None) -> None:
+        sim, capture = self.sim, self.capture
+        if stream is None:
+            stream = sim.module.cuda.get_current_stream()
+        stream = sim.stream_by_ptr(stream.ptr) if stream.ptr == 0 else stream
+        clones = {}
+        for event, count in capture.occurrences.items():
+            clone = FakeEvent(sim, event.device, timing=False)
+            clone.recorded = count
+            clones[event] = clone
+        start = FakeEvent(sim, stream.device_id, timing=False)
+        start.record(stream)
+        internal = {}
+        for captured in capture.streams:
+            copy = FakeStream(sim, captured.device_id, ptr=next(sim._stream_ids))
+            internal[captured] = copy
+            sim._graph_streams.append(copy)
+        internal[capture.origin].queue.append(("wait", start, start.recorded))
+        for captured in capture.streams:
+            for op in capture.ops[captured]:
+                if op[0] in ("record", "wait"):
+                    op = (op[0], clones[op[1]], op[2])
+                internal[captured].queue.append(op)
+        end = FakeEvent(sim, stream.device_id, timing=False)
+        end.recorded = 1
+        internal[capture.origin].queue.append(("record", end, 1))
+        stream.enqueue(("wait", end, 1))
+        sim.graph_launches += 1
 
 
 class FakeArray:
