@@ -815,6 +815,15 @@ def test_simulator_refuses_what_cuda_refuses():
             cp.cuda.runtime.memcpyPeerAsync(y.data.ptr, 1, x.data.ptr, 0, 16, 0)
 
 
+def _parameters(function) -> list[str]:
+    """Parameter names from the signature Python sees, else from the docstring."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return _signature_from_doc(function)
+    return [n for n in names if n != "self"]
+
+
 def _signature_from_doc(function) -> list[str]:
     """Parameter names from a Cython docstring's first line, e.g.
     ``memcpyPeerAsync(intptr_t dst, int dstDevice, ...)``."""
@@ -856,7 +865,10 @@ def test_simulated_calls_match_the_installed_cupy():
     assert real.cuda.runtime.CUDARuntimeError(704).status == 704
     for cls, names in (
         (real.cuda.Stream, ["wait_event", "synchronize", "__enter__", "__exit__"]),
+        (real.cuda.Stream, ["begin_capture", "end_capture", "is_capturing"]),
         (real.cuda.Event, ["record", "synchronize"]),
+        (real.cuda.Graph, ["launch"]),
+        (real.RawKernel, ["__call__"]),
     ):
         for name in names:
             assert callable(getattr(cls, name)), (cls, name)
@@ -867,6 +879,9 @@ def test_simulated_calls_match_the_installed_cupy():
     assert _signature_from_doc(real.cuda.get_elapsed_time) == ["start_event", "end_event"]
     for name in ("add", "multiply", "maximum", "minimum"):
         assert isinstance(getattr(real, name), real.ufunc), name
+    assert _parameters(real.cuda.Stream.begin_capture) == ["mode"]
+    assert _parameters(real.cuda.Graph.launch) == ["stream"]
+    assert "multiProcessorCount" in real.cuda.runtime.getDeviceProperties(0)
 
 
 def test_simulated_nccl_matches_the_installed_one():
