@@ -185,3 +185,51 @@ def test_simulator_refuses_an_outside_event_and_sync_during_capture():
             stream.end_capture()
         with pytest.raises(RuntimeError, match="legacy"):
             sim.legacy_stream(0).begin_capture()
+
+
+# -- the harness: --graphs 0,1 and the report ------------------------------------------------
+
+
+def test_harness_measures_graphs_on_and_off_and_the_report_tells_them_apart(tmp_path, capsys):
+    import csv
+
+    import ring.bench.gpu  # noqa: F401 - registers the gpu backend
+    from ring.bench.__main__ import main as bench_main
+    from ring.report import build_report
+
+    out = tmp_path / "gpu.csv"
+    sweep = ["-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "2", "--seed", "1"]
+    args = [*sweep, "--backend", "gpu", "--nodes", "2,4", "--shared-devices", "1"]
+    with fake_cupy(FakeCuda(1, seed=7)):
+        assert bench_main([*args, "--graphs", "0,1", "--out", str(out)]) == 0
+        assert bench_main([*args, "--graphs", "2", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "--graphs takes 0, 1 or a comma list" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
+    with out.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    points = {(r["nodes"], r["graphs"], r["bytes"]) for r in rows}
+    assert points == {
+        (n, g, b) for n in ("2", "4") for g in ("0", "1") for b in ("1024", "2048", "4096")
+    }
+    assert all(r["wrong"] == "0" for r in rows)
+    built = build_report([out], figures_dir=tmp_path / "f", out_dir=tmp_path / "r")
+    text = built.markdown.read_text(encoding="utf-8")
+    assert "| gpu pairwise (shared devices) (graphs) | 4 |" in text
+    assert "| gpu pairwise (shared devices) | 4 |" in text
+
+
+def test_merge_keeps_rows_that_differ_only_in_graphs(tmp_path):
+    import ring.bench.gpu  # noqa: F401
+    from ring.bench.__main__ import main as bench_main
+
+    sweep = ["-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "--backend", "gpu", "--nodes", "2"]
+    sweep += ["--shared-devices", "1"]
+    with fake_cupy(FakeCuda(1, seed=8)):
+        for g in ("0", "1"):
+            assert bench_main([*sweep, "--graphs", g, "--out", str(tmp_path / f"g{g}.csv")]) == 0
+        assert bench_main([*sweep, "--graphs", "1", "--out", str(tmp_path / "again.csv")]) == 0
+    merged = tmp_path / "m.csv"
+    pair = [str(tmp_path / "g0.csv"), str(tmp_path / "g1.csv")]
+    assert bench_main(["merge", "--out", str(merged), *pair]) == 0
+    same = [str(tmp_path / "g1.csv"), str(tmp_path / "again.csv")]
+    assert bench_main(["merge", "--out", str(tmp_path / "bad.csv"), *same]) == 2
