@@ -328,7 +328,11 @@ def stats_command(
     report: str | os.PathLike, prefix: str | os.PathLike, info: NsysInfo
 ) -> list[str]:
     """``nsys stats`` writing each report as CSV to ``<prefix>_<report>.csv``."""
+    from .gputrace import TRACE_REPORTS
+
     names = list(report_names(info.generation).values())
+    index = GENERATIONS.index(info.generation)
+    names += [pair[index] for pair in TRACE_REPORTS.values()]
     if info.reports:  # drop what this build does not ship instead of getting "ERROR"
         names = [name for name in names if name in info.reports]
     return [
