@@ -213,12 +213,6 @@ if nsys_ready; then
     run "profile 4gpu" 60 "$PY" -m ring.nsys profile --name 4gpu --root "$prof" --gpus 1 \
         --nsys "$NSYS" -- "$PY" -m ring.bench -b 1M -e 16M -f 4 -n 3 -w 1 --backend gpu \
         --shared-devices 1 --nodes 4 --graphs 0 --out "$prof/4gpu/bench.csv"
-    if [[ -f $prof/4gpu/4gpu.nsys-rep ]]; then
-        # The per-kernel and per-copy trace on the device, for the GPU step tables.
-        run "gpu trace" 30 "$NSYS" stats --report cuda_gpu_trace,nvtx_gpu_proj_trace \
-            --format csv --output "$prof/4gpu/stats/4gpu" --force-export=true \
-            --force-overwrite=true "$prof/4gpu/4gpu.nsys-rep"
-    fi
     rm -f "$prof"/4gpu/*.sqlite "$prof"/4gpu/*.qdstrm
 fi
 

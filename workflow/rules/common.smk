@@ -18,6 +18,10 @@ from ring import study_config
 # -- configuration ------------------------------------------------------------------------
 # The Snakefile checked the config (ring.study_config); sweeps read it through this.
 
+# `--config shared_devices=true` gives the string "true" (Snakemake turns only True into a
+# bool); the schema allows both spellings, the rules read a bool.
+config["shared_devices"] = config["shared_devices"] in (True, "true")
+
 
 def sweep_settings(kind):
     """The `bench` settings with the overrides of `kind` (cpu, mpi, gpu, kernel_bw)."""
