@@ -85,6 +85,11 @@ class GraphCache:
             with contextlib.suppress(RuntimeError, AttributeError):
                 stream.end_capture()  # an invalidated capture must still be ended
             return self._failed(exc)
+        except BaseException:
+            # A bug or an interrupt: leave no stream capturing, then let it propagate.
+            with contextlib.suppress(RuntimeError, AttributeError):
+                stream.end_capture()
+            raise
         try:
             graph = stream.end_capture()
         except (RuntimeError, AttributeError) as exc:

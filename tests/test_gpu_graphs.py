@@ -233,3 +233,22 @@ def test_merge_keeps_rows_that_differ_only_in_graphs(tmp_path):
     assert bench_main(["merge", "--out", str(merged), *pair]) == 0
     same = [str(tmp_path / "g1.csv"), str(tmp_path / "again.csv")]
     assert bench_main(["merge", "--out", str(tmp_path / "bad.csv"), *same]) == 2
+
+
+def test_an_error_inside_the_capture_ends_it_before_propagating(monkeypatch):
+    rng = np.random.default_rng(9)
+    sim = FakeCuda(1, seed=9)
+    with fake_cupy(sim):
+        comm = GpuCommunicator(2, shared_devices=True)
+        buffers = allocate(sim, comm, 64)
+        run(sim, comm, buffers, rng)  # eager; the next call captures
+
+        def broken(*args):
+            raise KeyError("a bug inside the steps")
+
+        monkeypatch.setattr(comm, "_steps", broken)
+        with pytest.raises(KeyError):
+            comm.allreduce(buffers, "sum")
+        monkeypatch.undo()
+        assert not any(s.is_capturing() for s in comm._streams)
+        assert comm.graphs.broken is None  # not a capture failure: graphs stay on
