@@ -13,8 +13,9 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
   ``force_peer_copies=True`` treats such a pair like two GPUs instead (peer copy into
   scratch, then the kernel), as the original study's single-GPU trick did; on one GPU that
   runs exactly the code path of a multi-GPU ring.
-* **Reduction.** Right after a chunk lands, one elementwise kernel on the receiving node's
-  stream (the CuPy ufunc for the op, ``out=`` the node's own chunk); no host round trip.
+* **Reduction.** Right after a chunk lands, one kernel on the receiving node's stream
+  reduces it into the node's own chunk (:mod:`ring.gpu_kernels`: ours, with 16-byte vector
+  accesses, or CuPy's ufunc for what ours does not cover); no host round trip.
 * **Synchronisation.** A stream per node and an event per node per step.  Step ``t`` on
   node ``i`` waits (``cudaStreamWaitEvent``) only on node ``i - 1``'s event from step
   ``t - 1``, exactly the dependency the schedule has.  That wait also covers the
@@ -24,6 +25,9 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
   on its own node's stream, so reusing it every step is ordered by the stream itself.
   Every call starts after the work already queued on the caller's current stream of each
   device, and the host waits once, at the end, on a single event.
+* **Graphs.** With ``graphs=True`` (the default) a collective that repeats on the same
+  buffers is captured once as a CUDA graph and replayed with one launch
+  (:mod:`ring.gpu_graphs`), which takes the host's per-step cost off small calls.
 
 The one schedule (:mod:`ring.schedule`) says which chunk moves when; this module only
 executes it.
@@ -40,11 +44,20 @@ from functools import lru_cache
 import numpy as np
 
 from . import nvtx_ranges
-from ._optional import require
 from .buffers import validate_buffers
 from .communicator import CommunicatorClosedError, RingCommunicator
 from .cpu import COLLECTIVE_PHASES, check_nodes
-from .ops import resolve_op
+from .gpu_devices import (
+    OPTIONS,
+    DeviceUnavailableError,
+    _check_options,
+    _cupy,
+    _enable_peer,
+    device_count,
+    node_devices,
+)
+from .gpu_graphs import GraphCache
+from .gpu_kernels import reducer
 from .schedule import chunk_range, ring_schedule
 
 __all__ = [
@@ -57,130 +70,17 @@ __all__ = [
     "node_devices",
 ]
 
-OPTIONS = ("devices", "shared_devices", "force_peer_copies")
-# cudaErrorPeerAccessAlreadyEnabled: another library (or CuPy itself) got there first.
-_PEER_ACCESS_ALREADY_ENABLED = 704
-_FEATURE = "the GPU backend (ring.gpu)"
-
-
-class DeviceUnavailableError(RuntimeError):
-    """CuPy is installed but no CUDA device can be used."""
-
-
-def _cupy():
-    return require("cupy", _FEATURE)
-
-
-def device_count() -> int:
-    """How many CUDA devices CuPy sees; raises when CuPy or a usable device is missing."""
-    cupy = _cupy()
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError, or a driver library that fails to load
-        raise DeviceUnavailableError(
-            f"{_FEATURE} needs a CUDA device, but CuPy found none usable ({exc}). "
-            "Run on a machine with an NVIDIA GPU and its driver (nvidia-smi lists them); "
-            "CuPy itself is installed with: pip install '.[gpu]'"
-        ) from exc
-    if count < 1:
-        raise DeviceUnavailableError(
-            f"{_FEATURE} needs a CUDA device, but CuPy reports 0 devices "
-            "(is CUDA_VISIBLE_DEVICES empty?)"
-        )
-    return count
-
-
-def _check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool]:
-    unknown = set(options) - set(OPTIONS)
-    if unknown:
-        raise TypeError(
-            f"unknown option(s) for backend 'gpu': {', '.join(sorted(unknown))} "
-            f"(expected {', '.join(OPTIONS)})"
-        )
-    devices = options.get("devices")
-    if devices is not None:
-        if isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
-            raise TypeError(f"devices must be a list of device ids, got {type(devices).__name__}")
-        checked = []
-        for d in devices:
-            if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-                raise TypeError(f"devices must hold integer device ids, got {d!r}")
-            if d < 0:
-                raise ValueError(f"device ids are >= 0, got {d}")
-            checked.append(int(d))
-        if not checked:
-            raise ValueError("devices is empty: name at least one device")
-        devices = tuple(checked)
-    flags = []
-    for name in ("shared_devices", "force_peer_copies"):
-        value = options.get(name, False)
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
-        flags.append(bool(value))
-    return devices, flags[0], flags[1]
-
 
 def cache_key(nodes: int, **options) -> tuple:
     """The key under which :func:`ring.get_communicator` caches a GPU communicator."""
-    devices, shared, force = _check_options(options)
-    return ("gpu", check_nodes(nodes), devices, shared, force)
+    devices, shared, force, graphs = _check_options(options)
+    return ("gpu", check_nodes(nodes), devices, shared, force, graphs)
 
 
 def make_communicator(nodes: int, **options) -> GpuCommunicator:
     """A new :class:`GpuCommunicator` (the factory :mod:`ring.api` dispatches to)."""
     _check_options(options)
     return GpuCommunicator(nodes, **options)
-
-
-def node_devices(
-    nodes: int, devices: Sequence[int] | None, shared_devices: bool, available: int
-) -> tuple[int, ...]:
-    """The device of every node: ``devices[i]``, or round-robin over ``devices`` when
-    ``shared_devices`` allows several nodes on one device."""
-    hint = "pass shared_devices=True to place several nodes on one device, round-robin"
-    if devices is None:
-        if available >= nodes:
-            devices = tuple(range(nodes))
-        elif shared_devices:
-            devices = tuple(range(available))
-        else:
-            raise ValueError(
-                f"{nodes} nodes need {nodes} CUDA devices but this machine has {available}; " + hint
-            )
-    devices = tuple(devices)
-    for d in devices:
-        if d >= available:
-            raise ValueError(
-                f"device {d} does not exist: this machine has {available} CUDA device(s), "
-                f"ids 0..{available - 1}"
-            )
-    if len(devices) > nodes:
-        raise ValueError(f"{len(devices)} devices given for {nodes} nodes: name one per node")
-    if not shared_devices:
-        if len(devices) < nodes:
-            raise ValueError(
-                f"{nodes} nodes need {nodes} CUDA devices but only {len(devices)} were given "
-                f"(this machine has {available}); " + hint
-            )
-        repeated = sorted({d for d in devices if devices.count(d) > 1})
-        if repeated:
-            raise ValueError(f"device(s) {repeated} are listed more than once; " + hint)
-    return tuple(devices[i % len(devices)] for i in range(nodes))
-
-
-def _enable_peer(runtime, peer: int) -> None:
-    """Let the current device access ``peer``'s memory directly."""
-    ensure = getattr(runtime, "_deviceEnsurePeerAccess", None)
-    if ensure is not None:
-        # CuPy's own variant also clears CUDA's last-error slot when access was already
-        # enabled, so no later cudaGetLastError (in any library) trips over it.
-        ensure(peer)
-        return
-    try:
-        runtime.deviceEnablePeerAccess(peer)
-    except runtime.CUDARuntimeError as exc:
-        if exc.status != _PEER_ACCESS_ALREADY_ENABLED:
-            raise
 
 
 @lru_cache(maxsize=1024)
@@ -205,15 +105,18 @@ class GpuCommunicator(RingCommunicator):
         devices: Sequence[int] | None = None,
         shared_devices: bool = False,
         force_peer_copies: bool = False,
+        graphs: bool = True,
     ):
         self.nodes = check_nodes(nodes)
-        requested, shared, force = _check_options(
+        requested, shared, force, graphs = _check_options(
             {
                 "devices": devices,
                 "shared_devices": shared_devices,
                 "force_peer_copies": force_peer_copies,
+                "graphs": graphs,
             }
         )
+        self.graphs = GraphCache(graphs)
         cupy = self._cp = _cupy()
         available = device_count()
         self.devices = node_devices(self.nodes, requested, shared, available)
@@ -257,7 +160,10 @@ class GpuCommunicator(RingCommunicator):
             # has finished", on node 0's device.
             self._entry = cupy.cuda.Event()
             self._done = cupy.cuda.Event()
+            # Forks the other nodes' streams off node 0's inside a graph capture.
+            self._fork = cupy.cuda.Event(disable_timing=True)
         self._scratch: list[dict] = [{} for _ in range(n)]
+        self._reducers: dict = {}
 
         schedule = ring_schedule(n)
         # Node i reads node i - 1's memory in place (kernel / plain copy) instead of copying
@@ -302,6 +208,7 @@ class GpuCommunicator(RingCommunicator):
             self._events = []
             self._scratch = []
             self._ready = {}
+            self.graphs.clear()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -360,8 +267,11 @@ class GpuCommunicator(RingCommunicator):
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         count, dtype = self._check(buffers)
-        reduces = name != "all_gather"  # op=None is no op for the collectives that reduce
-        ufunc = getattr(self._cp, resolve_op(op, dtype).__name__) if reduces else None
+        reduce = None
+        if name != "all_gather":  # op=None is no op for the collectives that reduce
+            reduce = self._reducers.get((op, dtype))
+            if reduce is None:
+                reduce = self._reducers[(op, dtype)] = reducer(self._cp, op, dtype)
         with self._call_lock:
             if self._closed:
                 raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
@@ -369,73 +279,105 @@ class GpuCommunicator(RingCommunicator):
             if self.nodes == 1 or count == 0:
                 return
             with nvtx_ranges.annotate(name):
-                self._run(name, list(buffers), ufunc, count, dtype)
+                self._run(name, list(buffers), op, reduce, count, dtype)
 
-    def _run(self, name: str, buffers: list, ufunc, count: int, dtype: np.dtype) -> None:
-        runtime = self._runtime
+    def _run(self, name: str, buffers: list, op, reduce, count: int, dtype: np.dtype) -> None:
         n = self.nodes
-        devices = self.devices
-        streams = self._streams
-        events = self._events
-        itemsize = dtype.itemsize
-        bounds = _chunk_bounds(count, n)
-        plan = self._plans[name]
-        needs_scratch = ufunc is not None
-        longest = max(b - a for a, b in bounds)
+        longest = max(b - a for a, b in _chunk_bounds(count, n))
         scratch = [
-            self._scratch_for(i, dtype, longest) if needs_scratch and not self._direct[i] else None
+            self._scratch_for(i, dtype, longest)
+            if reduce is not None and not self._direct[i]
+            else None
             for i in range(n)
         ]
-        ptrs = [buf.data.ptr for buf in buffers]
-        pop = nvtx_ranges.pop
-        copy_d2d = runtime.memcpyDeviceToDevice
+        key = (
+            name,
+            tuple(buf.data.ptr for buf in buffers),
+            tuple(s.data.ptr if s is not None else 0 for s in scratch),
+            count,
+            dtype.str,
+            op,
+        )
+        runtime = self._runtime
         caller_device = runtime.getDevice()
+        first = self._streams[0]
         try:
             self._prologue()
-            current = devices[0]
-            for t, row in enumerate(plan):
-                for i, (src, chunk, accumulate, direct, push) in enumerate(row):
-                    push()
-                    try:
-                        device = devices[i]
-                        if device != current:
-                            runtime.setDevice(device)
-                            current = device
-                        stream = streams[i]
-                        if t:
-                            stream.wait_event(events[src][t - 1])
-                        a, b = bounds[chunk]
-                        size = (b - a) * itemsize
-                        mine = ptrs[i] + a * itemsize
-                        theirs = ptrs[src] + a * itemsize
-                        if not size:
-                            pass  # an empty chunk (count < N): only the event moves on
-                        elif accumulate and direct:
-                            dst = buffers[i][a:b]
-                            with stream:
-                                ufunc(dst, buffers[src][a:b], out=dst)
-                        elif accumulate:
-                            landed = scratch[i][: b - a]
-                            self._peer_copy(landed.data.ptr, i, theirs, src, size, stream)
-                            dst = buffers[i][a:b]
-                            with stream:
-                                ufunc(dst, landed, out=dst)
-                        elif direct:
-                            runtime.memcpyAsync(mine, theirs, size, copy_d2d, stream.ptr)
-                        else:
-                            self._peer_copy(mine, i, theirs, src, size, stream)
-                        events[i][t].record(stream)
-                    finally:
-                        pop()
-            self._epilogue(len(plan) - 1)
+            how, graph = self.graphs.lookup(key)
+            if how == "capture":
+                graph = self.graphs.capture(
+                    key,
+                    first,
+                    lambda: self._steps(self._fork, name, buffers, reduce, scratch, count, dtype),
+                )
+            runtime.setDevice(self.devices[0])
+            if graph is not None:
+                graph.launch(stream=first)
+            else:
+                self._steps(self._entry, name, buffers, reduce, scratch, count, dtype)
+            self._finish()
         except BaseException:
             # Never hand back buffers that queued work may still be writing.
-            for stream in streams:
+            for stream in self._streams:
                 with contextlib.suppress(Exception):
                     stream.synchronize()
             raise
         finally:
             runtime.setDevice(caller_device)
+
+    def _steps(self, fork, name, buffers, reduce, scratch, count: int, dtype: np.dtype) -> None:
+        """Queue the whole collective: the other nodes' streams fork off node 0's through
+        ``fork``, every step of every node, and node 0's stream joins their last steps."""
+        runtime = self._runtime
+        devices = self.devices
+        streams = self._streams
+        events = self._events
+        itemsize = dtype.itemsize
+        bounds = _chunk_bounds(count, self.nodes)
+        plan = self._plans[name]
+        ptrs = [buf.data.ptr for buf in buffers]
+        pop = nvtx_ranges.pop
+        copy_d2d = runtime.memcpyDeviceToDevice
+        runtime.setDevice(devices[0])
+        if fork is not self._entry:
+            fork.record(streams[0])
+        for stream in streams[1:]:
+            stream.wait_event(fork)
+        current = devices[0]
+        for t, row in enumerate(plan):
+            for i, (src, chunk, accumulate, direct, push) in enumerate(row):
+                push()
+                try:
+                    device = devices[i]
+                    if device != current:
+                        runtime.setDevice(device)
+                        current = device
+                    stream = streams[i]
+                    if t:
+                        stream.wait_event(events[src][t - 1])
+                    a, b = bounds[chunk]
+                    size = (b - a) * itemsize
+                    mine = ptrs[i] + a * itemsize
+                    theirs = ptrs[src] + a * itemsize
+                    if not size:
+                        pass  # an empty chunk (count < N): only the event moves on
+                    elif accumulate and direct:
+                        reduce(buffers[i][a:b], buffers[src][a:b], stream)
+                    elif accumulate:
+                        landed = scratch[i][: b - a]
+                        self._peer_copy(landed.data.ptr, i, theirs, src, size, stream)
+                        reduce(buffers[i][a:b], landed, stream)
+                    elif direct:
+                        runtime.memcpyAsync(mine, theirs, size, copy_d2d, stream.ptr)
+                    else:
+                        self._peer_copy(mine, i, theirs, src, size, stream)
+                    events[i][t].record(stream)
+                finally:
+                    pop()
+        runtime.setDevice(devices[0])
+        last = len(plan) - 1
+        for i in range(1, self.nodes):
+            streams[0].wait_event(events[i][last])
 
     def _peer_copy(self, dst: int, dst_node: int, src: int, src_node: int, size: int, stream):
         self._runtime.memcpyPeerAsync(
@@ -443,8 +385,8 @@ class GpuCommunicator(RingCommunicator):
         )
 
     def _prologue(self) -> None:
-        """Make every node's stream start after the caller's queued work on every device
-        (e.g. whatever wrote the inputs), through one timed entry event on node 0."""
+        """Make node 0's stream start after the caller's queued work on every device
+        (e.g. whatever wrote the inputs), then record the timed entry event there."""
         runtime = self._runtime
         cuda = self._cp.cuda
         for d, ready in self._ready.items():
@@ -455,15 +397,9 @@ class GpuCommunicator(RingCommunicator):
         for ready in self._ready.values():
             first.wait_event(ready)
         self._entry.record(first)
-        for stream in self._streams[1:]:
-            stream.wait_event(self._entry)
 
-    def _epilogue(self, last: int) -> None:
-        """Join every node's last step into node 0's stream; the host waits once."""
-        self._runtime.setDevice(self.devices[0])
-        first = self._streams[0]
-        for i in range(1, self.nodes):
-            first.wait_event(self._events[i][last])
-        self._done.record(first)
+    def _finish(self) -> None:
+        """Node 0's stream has joined every node's last step: the host waits once."""
+        self._done.record(self._streams[0])
         self._timed = True
         self._done.synchronize()

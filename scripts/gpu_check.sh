@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# The GPU check: one call, at most about 6 minutes, on one machine with a CUDA GPU.
+# The GPU check: one call, at most 6 minutes, on one machine with a CUDA GPU.
 #
 #   scripts/gpu_check.sh [OUTDIR]        (OUTDIR defaults to $OUT, else results/gpu/check)
 #
-# 1. the GPU tests (tests/test_gpu_*.py: the real device, and the simulator suites against
-#    this machine's CuPy);
-# 2. the reduction kernel's bandwidth sweep, 1 KiB - 1 GiB  -> OUTDIR/kernel_bw.csv + .json;
-# 3. the GPU ring sweep, N = 2 and 4, 1 KiB - 1 GiB, nodes sharing the devices there are
-#    (--shared-devices 1), merged                             -> OUTDIR/gpu_sweep.csv + .json;
-#    with two or more GPUs also NCCL (NCCL_ALGO=Ring) beside it -> OUTDIR/gpu_nccl.csv + .json.
-# Everything printed also goes to OUTDIR/gpu_check.log.
+# 1. the GPU tests (tests/test_gpu_*.py: the real device, our reduction kernel on it and
+#    compiled as C++ where g++ exists, CUDA graphs and the simulator suites against this
+#    machine's CuPy);
+# 2. the reduction kernel's bandwidth sweep, ours and CuPy's ufunc beside the device copy,
+#    1 KiB - 1 GiB                                            -> OUTDIR/kernel_bw.csv + .json;
+# 3. the GPU ring sweep with CUDA graphs off and on (--graphs 0,1), nodes sharing the
+#    devices there are (--shared-devices 1): N = 2 and 4 at 1 KiB - 1 GiB (x2), N = 8 at
+#    1 KiB - 1 GiB (x4), merged                              -> OUTDIR/gpu_sweep.csv + .json;
+#    with two or more GPUs also NCCL (NCCL_ALGO=Ring) beside it -> OUTDIR/gpu_nccl.csv + .json;
+# 4. a 4-node Nsight Systems profile (1 - 16 MiB, graphs off, shared devices), with the nsys
+#    on PATH or the one inside Nsight Compute; its importer link is made when missing and
+#    libraries carried in .nsyslib/ go on LD_LIBRARY_PATH (the recipe of NSYS.md)
+#                                                       -> OUTDIR/profiles/4gpu/ (no .sqlite);
+# 5. with snakemake importable (carried as wheels), and time left:
+#    snakemake --cores 16 gpu kernel_bw nsys_4gpu --config gpus=1 shared_devices=true
+#                                                        -> OUTDIR/snakemake/ (its results).
+# Everything printed also goes to OUTDIR/gpu_check.log; the last lines are the figures the
+# issue asks for, each beside its target.
 #
 # It uses the machine's own python3 (PYTHON=... to choose another) with its CuPy, NumPy and
 # pytest; the project's pins do not apply and nothing is installed from a registry.  A
@@ -24,6 +35,14 @@
 # as much as it can; each has a time cap inside an overall budget (GPU_CHECK_BUDGET_S).
 set -uo pipefail
 
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+if (($# > 1)); then
+    echo "gpu_check: usage: scripts/gpu_check.sh [OUTDIR] (one argument at most, got $#)" >&2
+    exit 2
+fi
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-${OUT:-results/gpu/check}}
 mkdir -p "$out" || exit 2
@@ -31,7 +50,7 @@ out=$(cd "$out" && pwd)
 log="$out/gpu_check.log"
 : >"$log"
 PY=${PYTHON:-python3}
-budget=${GPU_CHECK_BUDGET_S:-340}
+budget=${GPU_CHECK_BUDGET_S:-350}
 max_bytes=${GPU_CHECK_MAX_BYTES:-1G}
 start=$SECONDS
 status=0
@@ -106,8 +125,9 @@ if count < 1:
     sys.exit("a CUDA device: CuPy sees 0")
 import ring, ring.gpu  # the project itself, from this checkout
 free, total = cupy.cuda.runtime.memGetInfo()
-if free < 12 << 30:
-    sys.exit(f"12 GiB free on device 0 for the 1 GiB sweeps, only {free / 2**30:.1f} GiB")
+if free < 20 << 30:
+    sys.exit(f"20 GiB free on device 0 for the 1 GiB sweeps (N = 8: 16 GiB), only "
+             f"{free / 2**30:.1f} GiB")
 print(count)
 EOF
 ) || missing "$preflight"
@@ -132,23 +152,28 @@ backends=$("$PY" -c 'from ring.bench.backends import available_backends as a; pr
 
 # -- 1. tests --------------------------------------------------------------------------------
 
-run tests 130 "$PY" -m pytest -q -rs -p no:cacheprovider \
+run tests 110 "$PY" -m pytest -q -rs -p no:cacheprovider \
     tests/test_gpu_device.py tests/test_gpu_simulated.py tests/test_gpu_fakecuda.py \
-    tests/test_gpu_bench.py
+    tests/test_gpu_bench.py tests/test_gpu_kernels.py tests/test_gpu_kernels_device.py \
+    tests/test_gpu_graphs.py
 
 # -- 2. the reduction kernel against the copy --------------------------------------------------
 
-run kernel-bw 45 "$PY" -m ring.bench.kernel_bw -b 1K -e "$max_bytes" -f 2 -n 20 -w 5 -d float32 -o sum \
-    --device 0 --out "$out/kernel_bw.csv"
+run kernel-bw 50 "$PY" -m ring.bench.kernel_bw -b 1K -e "$max_bytes" -f 2 -n 20 -w 5 \
+    -d float32 -o sum --kernel ring,ufunc --device 0 --out "$out/kernel_bw.csv"
 
 # -- 3. the GPU ring, N = 2 and 4 on shared devices, then merged -------------------------------
 
 parts=$(mktemp -d)
-sweep=(-b 1K -e "$max_bytes" -f 2 -n 20 -w 5 -d float32 -o sum --backend gpu --shared-devices 1)
-run "gpu sweep N=2" 60 "$PY" -m ring.bench "${sweep[@]}" --nodes 2 --out "$parts/gpu_n2.csv"
-run "gpu sweep N=4" 110 "$PY" -m ring.bench "${sweep[@]}" --nodes 4 --out "$parts/gpu_n4.csv"
+# -w 5: the first call on new buffers runs eagerly and the second captures the graph, so
+# every timed call replays it.
+sweep=(-b 1K -e "$max_bytes" -n 20 -w 5 -d float32 -o sum --backend gpu --shared-devices 1
+    --graphs 0,1)
+run "gpu sweep N=2" 45 "$PY" -m ring.bench "${sweep[@]}" -f 2 --nodes 2 --out "$parts/gpu_n2.csv"
+run "gpu sweep N=4" 60 "$PY" -m ring.bench "${sweep[@]}" -f 2 --nodes 4 --out "$parts/gpu_n4.csv"
+run "gpu sweep N=8" 50 "$PY" -m ring.bench "${sweep[@]}" -f 4 --nodes 8 --out "$parts/gpu_n8.csv"
 done_parts=()
-for part in "$parts"/gpu_n2.csv "$parts"/gpu_n4.csv; do
+for part in "$parts"/gpu_n2.csv "$parts"/gpu_n4.csv "$parts"/gpu_n8.csv; do
     [[ -f $part ]] && done_parts+=("$part")
 done
 if ((${#done_parts[@]})); then
@@ -164,6 +189,50 @@ if ((devices >= 2)); then
         --out "$out/gpu_nccl.csv"
 else
     say "nccl: skipped, NCCL needs one GPU per node and this machine has $devices"
+fi
+
+# -- 4. a 4-node profile ---------------------------------------------------------------------
+
+nsys_ready() {
+    # The nsys ring.nsys finds (PATH, else inside Nsight Compute); make its importer work.
+    local nsys base
+    [[ -d .nsyslib ]] && export LD_LIBRARY_PATH=$PWD/.nsyslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    nsys=$("$PY" -c 'from ring.nsys.tool import find_nsys; print(find_nsys() or "")') || return 1
+    [[ -n $nsys ]] || { say "profile: SKIPPED, no nsys on PATH nor inside Nsight Compute"; return 1; }
+    base=$(dirname "$(dirname "$(readlink -f "$nsys")")")
+    if [[ ! -e $base/host-linux-x64 && -d $base/linux-desktop-glibc_2_11_3-x64 ]]; then
+        ln -s "$base/linux-desktop-glibc_2_11_3-x64" "$base/host-linux-x64" &&
+            say "profile: linked $base/host-linux-x64 (where nsys looks for QdstrmImporter)"
+    fi
+    NSYS=$nsys
+}
+if nsys_ready; then
+    prof="$out/profiles"
+    mkdir -p "$prof/4gpu"
+    run "nsys check" 30 "$PY" -m ring.nsys check --nsys "$NSYS"
+    run "profile 4gpu" 60 "$PY" -m ring.nsys profile --name 4gpu --root "$prof" --gpus 1 \
+        --nsys "$NSYS" -- "$PY" -m ring.bench -b 1M -e 16M -f 4 -n 3 -w 1 --backend gpu \
+        --shared-devices 1 --nodes 4 --graphs 0 --out "$prof/4gpu/bench.csv"
+    rm -f "$prof"/4gpu/*.sqlite "$prof"/4gpu/*.qdstrm
+fi
+
+# -- 5. the workflow's GPU targets -------------------------------------------------------------
+
+if "$PY" -c 'import snakemake' 2>/dev/null; then
+    work=$(mktemp -d)
+    cp -r Snakefile config workflow profiles envs "$work"/ && mkdir -p "$work/results"
+    nsys_dir=$(dirname "${NSYS:-/nonexistent/nsys}")
+    run snakemake 120 env PATH="$nsys_dir:$PATH" bash -c "cd '$work' && '$PY' -m snakemake \
+        --cores 16 gpu kernel_bw nsys_4gpu --config gpus=1 shared_devices=true"
+    mkdir -p "$out/snakemake"
+    cp -r "$work/results/gpu" "$work/results/logs" "$out/snakemake/" 2>/dev/null
+    if [[ -d $work/results/profiles/4gpu ]]; then
+        cp -r "$work/results/profiles" "$out/snakemake/"
+        rm -f "$out"/snakemake/profiles/*/*.sqlite
+    fi
+    rm -rf "$work"
+else
+    say "snakemake: skipped, not importable (carry its wheels in .whl/ to run the workflow targets)"
 fi
 
 # -- summary ---------------------------------------------------------------------------------
@@ -190,9 +259,9 @@ def num(text):
 kernel = rows("kernel_bw.csv")
 for r in kernel:
     if int(r["bytes"]) >= 64 << 20:
-        print(f"kernel-bw {int(r['bytes']) >> 20:>5} MiB: kernel {num(r['kernel_GBps'])} GB/s, "
-              f"copy {num(r['copy_GBps'])} GB/s, kernel/copy {num(r['kernel_vs_copy'])}, "
-              f"wrong {r['wrong']}")
+        print(f"kernel-bw {r.get('kernel', 'ufunc'):>5} {int(r['bytes']) >> 20:>5} MiB: kernel "
+              f"{num(r['kernel_GBps'])} GB/s, copy {num(r['copy_GBps'])} GB/s, kernel/copy "
+              f"{num(r['kernel_vs_copy'])} (target for ring: >= 0.95), wrong {r['wrong']}")
 sweep = rows("gpu_sweep.csv")
 copy = None
 if sweep:
@@ -203,9 +272,17 @@ for r in sweep:
     if int(r["bytes"]) in (64 << 20, 256 << 20, 1 << 30):
         traffic = num(r["traffic_GBps"])
         share = traffic / copy if traffic and copy else None
-        print(f"gpu N={r['nodes']} {int(r['bytes']) >> 20:>5} MiB: time {r['time_us']} us, "
-              f"traffic {traffic} GB/s (x{share} of copy), busbw {r['busbw_GBps']} GB/s, "
+        print(f"gpu N={r['nodes']} graphs={r.get('graphs', '0')} {int(r['bytes']) >> 20:>5} MiB: "
+              f"time {r['time_us']} us, traffic {traffic} GB/s (x{share} of copy; target at "
+              f"256 MiB and 1 GiB, N = 2 and 4: >= 0.85), busbw {r['busbw_GBps']} GB/s, "
               f"wrong {r['wrong']}")
+targets = {(2, 1024): 12, (4, 1024): 25, (4, 1 << 20): 30}
+for r in sweep:
+    key = (int(r["nodes"]), int(r["bytes"]))
+    if int(r["bytes"]) in (1024, 1 << 20):
+        goal = targets.get(key)
+        print(f"gpu N={r['nodes']} graphs={r.get('graphs', '0')} {int(r['bytes'])} B: time "
+              f"{r['time_us']} us" + (f" (target <= {goal} us)" if goal else ""))
 every = kernel + sweep + rows("gpu_nccl.csv")
 print(f"wrong elements in all sweeps: {sum(int(r['wrong'] or 0) for r in every)}")
 EOF

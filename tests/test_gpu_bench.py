@@ -91,10 +91,13 @@ def test_gpu_backend_shares_a_device_only_when_asked(tmp_path, capsys):
     assert all(r["wrong"] == "0" for r in rows)
 
 
-def test_a_wrong_reduction_fails_the_run(tmp_path):
+def test_a_wrong_reduction_fails_the_run(tmp_path, monkeypatch):
+    from test_gpu_fakecuda import RAW_KERNEL_OPS
+
     out = tmp_path / "gpu.csv"
     sim = FakeCuda(2, seed=3)
-    sim.module.add = FakeUfunc(sim, np.subtract)
+    # float32 sum runs our kernel (ring.gpu_kernels): break that one.
+    monkeypatch.setitem(RAW_KERNEL_OPS, "sum", np.subtract)
     with fake_cupy(sim):
         assert _sweep("gpu", "2", out) == 1
     rows, document = _read(out)
@@ -165,7 +168,36 @@ def test_kernel_bw_checks_the_kernel(tmp_path, plugins):
             plugins.kernel_bw.main(["-e", "4K", "-n", "2", "--out", str(tmp_path / "k.csv")]) == 1
         )
     rows, _ = _read(tmp_path / "k.csv")
-    assert all(int(r["wrong"]) > 0 for r in rows)
+    # The broken ufunc is caught; our kernel, checked the same way, is right.
+    assert {r["kernel"] for r in rows} == {"ring", "ufunc"}
+    assert all((int(r["wrong"]) > 0) == (r["kernel"] == "ufunc") for r in rows)
+
+
+def test_kernel_bw_checks_our_kernel_too(tmp_path, plugins, monkeypatch):
+    from test_gpu_fakecuda import RAW_KERNEL_OPS
+
+    monkeypatch.setitem(RAW_KERNEL_OPS, "sum", np.subtract)
+    with fake_cupy(FakeCuda(1, seed=6)):
+        args = ["-e", "4K", "-n", "2", "--kernel", "ring", "--out", str(tmp_path / "k.csv")]
+        assert plugins.kernel_bw.main(args) == 1
+    rows, document = _read(tmp_path / "k.csv")
+    assert {r["kernel"] for r in rows} == {"ring"} and all(int(r["wrong"]) > 0 for r in rows)
+    assert document["config"]["kernels"] == ["ring"]
+
+
+def test_kernel_bw_measures_ours_and_the_ufunc_where_ours_covers(tmp_path, plugins, capsys):
+    with fake_cupy(FakeCuda(1, seed=2)):
+        for dtype, expected in (("float32", ["ring", "ufunc"]), ("complex64", ["ufunc"])):
+            out = tmp_path / f"{dtype}.csv"
+            assert (
+                plugins.kernel_bw.main(["-e", "2K", "-n", "2", "-d", dtype, "--out", str(out)]) == 0
+            )
+            rows, _ = _read(out)
+            assert [r["kernel"] for r in rows] == expected * 2  # per size: 1K, 2K
+            # one copy per size, shared by the kernels measured at that size
+            assert len({(r["bytes"], r["copy_time_us"]) for r in rows}) == 2
+        assert plugins.kernel_bw.main(["-e", "2K", "--kernel", "fast"]) == 2
+    assert "--kernel 'fast': unknown ['fast']" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

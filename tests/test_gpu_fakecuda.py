@@ -43,9 +43,21 @@ class FakeCuda:
     """One simulated machine with ``devices`` CUDA devices (0 = CuPy sees none)."""
 
     def __init__(
-        self, devices: int = 1, *, seed: int = 0, peer=None, drop_waits=False, ensure=True
+        self,
+        devices: int = 1,
+        *,
+        seed: int = 0,
+        peer=None,
+        drop_waits=False,
+        ensure=True,
+        capture_fails=None,
     ):
         self.device_count = devices
+        # capture_fails: "begin" or "end" makes that capture call fail, as a driver or
+        # CuPy without (multi-device) graph capture would
+        self.capture_fails = capture_fails
+        self.graph_launches = 0
+        self._graph_streams: list = []
         # ensure: offer CuPy's private _deviceEnsurePeerAccess, as current CuPy does
         self.ensure = ensure
         self.rng = np.random.default_rng(seed)
@@ -94,7 +106,8 @@ class FakeCuda:
         return self._streams[ptr]
 
     def _queues(self):
-        return [*self._streams.values(), *self._legacy.values()]
+        self._graph_streams = [s for s in self._graph_streams if s.queue]
+        return [*self._streams.values(), *self._legacy.values(), *self._graph_streams]
 
     def _ready(self, stream: FakeStream) -> bool:
         if not stream.queue:
@@ -207,7 +220,11 @@ class FakeCuda:
 
         def getDeviceProperties(device):
             sim.check_device(device)
-            return {"name": b"Simulated GPU", "totalGlobalMem": 80 << 30}
+            return {
+                "name": b"Simulated GPU",
+                "totalGlobalMem": 80 << 30,
+                "multiProcessorCount": 4,
+            }
 
         for f in (getDeviceCount, getDevice, setDevice, deviceCanAccessPeer, memGetInfo):
             setattr(runtime, f.__name__, f)
@@ -316,6 +333,8 @@ class FakeCuda:
         cuda.nccl = self._build_nccl()
         for name in ("add", "multiply", "maximum", "minimum"):
             setattr(cupy, name, FakeUfunc(sim, getattr(np, name)))
+        cupy.RawKernel = lambda code, name, options=(), **kw: FakeRawKernel(sim, code, name)
+        sim.launches = []  # (kernel name, grid, block) of every RawKernel launch
         return cupy
 
     def _build_nccl(self) -> types.ModuleType:
@@ -423,9 +442,41 @@ class FakeStream:
         self.ptr = ptr
         self.queue: deque = deque()
         self._stack: list = []
+        self.capture: FakeCapture | None = None
 
     def enqueue(self, op) -> None:
-        self.queue.append(op)
+        if self.capture is not None:
+            self.capture.add(self, op)  # captured into the graph, not run
+        else:
+            self.queue.append(op)
+
+    # -- graph capture: the rules of CUDA's stream capture that the ring relies on ----------
+
+    def begin_capture(self, mode=None) -> None:
+        if self.ptr == 0:
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        if self.capture is not None:
+            raise CUDARuntimeError(900, "cudaErrorIllegalState: the stream is capturing")
+        if self.sim.capture_fails == "begin":
+            raise CUDARuntimeError(801, "cudaErrorNotSupported: stream capture")
+        self.capture = FakeCapture(self.sim, self)
+
+    def is_capturing(self) -> bool:
+        return self.capture is not None
+
+    def end_capture(self):
+        capture = self.capture
+        if capture is None or capture.origin is not self:
+            raise CUDARuntimeError(900, "cudaErrorIllegalState: not the capture's origin")
+        capture.close()
+        if capture.invalid:
+            raise CUDARuntimeError(901, f"cudaErrorStreamCaptureInvalidated: {capture.invalid}")
+        unjoined = capture.unjoined()
+        if unjoined:
+            raise CUDARuntimeError(904, f"cudaErrorStreamCaptureUnjoined: streams {unjoined}")
+        if self.sim.capture_fails == "end":
+            raise CUDARuntimeError(901, "cudaErrorStreamCaptureInvalidated")
+        return FakeGraph(self.sim, capture)
 
     def __enter__(self):
         if self.device_id != self.sim.current:
@@ -446,10 +497,26 @@ class FakeStream:
 
     def wait_event(self, event: FakeEvent) -> None:
         self.sim.waits.append((self, event))
-        if not self.sim.drop_waits:
+        if self.sim.drop_waits:
+            return
+        capture = event.capture
+        if capture is not None:
+            # An event recorded inside a capture: waiting on it joins (forks) the capture.
+            if self.capture is None:
+                capture.join(self)
+            elif self.capture is not capture:
+                self.capture.fail("a wait on another capture's event")
+            capture.add(self, ("wait", event, capture.occurrences[event]))
+        elif self.capture is not None:
+            self.capture.fail("a wait on an event recorded outside the capture")
+            raise CUDARuntimeError(905, "cudaErrorStreamCaptureIsolation")
+        else:
             self.enqueue(("wait", event, event.recorded))
 
     def synchronize(self) -> None:
+        if self.capture is not None:
+            self.capture.fail("synchronize on a capturing stream")
+            raise CUDARuntimeError(900, "cudaErrorStreamCaptureUnsupported")
         self.sim.host_waits += 1
         self.sim.run_until(lambda: not self.queue)
 
@@ -462,6 +529,7 @@ class FakeEvent:
         self.recorded = 0  # records enqueued
         self.completed = 0  # records that have run
         self.time = None
+        self.capture: FakeCapture | None = None  # the open capture it was last recorded in
 
     def record(self, stream=None) -> None:
         sim = self.sim
@@ -470,13 +538,102 @@ class FakeEvent:
             raise CUDARuntimeError(
                 400, f"event of device {self.device} recorded on a stream of {target.device_id}"
             )
+        if target.capture is not None:
+            target.capture.record(self, target)
+            return
+        self.capture = None
         self.recorded += 1
         target.enqueue(("record", self, self.recorded))
 
     def synchronize(self) -> None:
+        if self.capture is not None:
+            self.capture.fail("synchronize on an event of the capture")
+            raise CUDARuntimeError(900, "cudaErrorStreamCaptureUnsupported")
         self.sim.host_waits += 1
         goal = self.recorded
         self.sim.run_until(lambda: self.completed >= goal)
+
+
+class FakeCapture:
+    """One stream capture: per captured stream, its operations in order.  Events recorded
+    in it count their own occurrences, so a replay can give every wait the record it saw."""
+
+    def __init__(self, sim: FakeCuda, origin: FakeStream):
+        self.sim, self.origin = sim, origin
+        self.streams = [origin]
+        self.ops: dict[FakeStream, list] = {origin: []}
+        self.occurrences: dict[FakeEvent, int] = {}
+        self.invalid: str | None = None
+
+    def add(self, stream: FakeStream, op) -> None:
+        self.ops[stream].append(op)
+
+    def join(self, stream: FakeStream) -> None:
+        stream.capture = self
+        self.streams.append(stream)
+        self.ops[stream] = []
+
+    def record(self, event: FakeEvent, stream: FakeStream) -> None:
+        self.occurrences[event] = self.occurrences.get(event, 0) + 1
+        event.capture = self
+        self.add(stream, ("record", event, self.occurrences[event]))
+
+    def fail(self, why: str) -> None:
+        self.invalid = self.invalid or why
+
+    def close(self) -> None:
+        for stream in self.streams:
+            stream.capture = None
+        for event in self.occurrences:
+            event.capture = None
+
+    def unjoined(self) -> list[int]:
+        """Streams whose last operation the origin does not wait for."""
+        waited = {(op[1], op[2]) for op in self.ops[self.origin] if op[0] == "wait"}
+        bad = []
+        for stream in self.streams[1:]:
+            last = self.ops[stream][-1] if self.ops[stream] else None
+            if last is None or last[0] != "record" or (last[1], last[2]) not in waited:
+                bad.append(stream.ptr)
+        return bad
+
+
+class FakeGraph:
+    """A captured graph: each launch runs the captured operations again on fresh internal
+    streams, ordered by the captured waits only, after the work already queued on the
+    launching stream; later work on that stream waits for all of it."""
+
+    def __init__(self, sim: FakeCuda, capture: FakeCapture):
+        self.sim, self.capture = sim, capture
+
+    def launch(self, stream=None) -> None:
+        sim, capture = self.sim, self.capture
+        if stream is None:
+            stream = sim.module.cuda.get_current_stream()
+        stream = sim.stream_by_ptr(stream.ptr) if stream.ptr == 0 else stream
+        clones = {}
+        for event, count in capture.occurrences.items():
+            clone = FakeEvent(sim, event.device, timing=False)
+            clone.recorded = count
+            clones[event] = clone
+        start = FakeEvent(sim, stream.device_id, timing=False)
+        start.record(stream)
+        internal = {}
+        for captured in capture.streams:
+            copy = FakeStream(sim, captured.device_id, ptr=next(sim._stream_ids))
+            internal[captured] = copy
+            sim._graph_streams.append(copy)
+        internal[capture.origin].queue.append(("wait", start, start.recorded))
+        for captured in capture.streams:
+            for op in capture.ops[captured]:
+                if op[0] in ("record", "wait"):
+                    op = (op[0], clones[op[1]], op[2])
+                internal[captured].queue.append(op)
+        end = FakeEvent(sim, stream.device_id, timing=False)
+        end.recorded = 1
+        internal[capture.origin].queue.append(("record", end, 1))
+        stream.enqueue(("wait", end, 1))
+        sim.graph_launches += 1
 
 
 class FakeArray:
@@ -536,6 +693,51 @@ class FakeUfunc:
 
         stream.enqueue(("run", kernel))
         return out
+
+
+# What each op of ring.gpu_kernels' source computes (a test may break one on purpose).
+RAW_KERNEL_OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+class FakeRawKernel:
+    """``ring.gpu_kernels``' kernel, as the device would run it: what it computes is
+    ``dst[:n] = op(dst[:n], src[:n])``; what the simulator checks is what would fault
+    on a GPU (a 16-byte vector access at an address not aligned to 16 bytes, an access
+    outside an array, a launch with no threads) and that the (head, vectors) the host
+    passes add up to no more than ``n``."""
+
+    def __init__(self, sim: FakeCuda, code: str, name: str):
+        match = re.fullmatch(r"ring_reduce_(sum|prod|max|min)_(\w+)", name)
+        if match is None or f"void {name}(" not in code:
+            raise CUDARuntimeError(500, f"cudaErrorNotFound: no kernel {name!r} in the source")
+        self.sim, self.name = sim, name
+        self.ufunc, self.dtype = RAW_KERNEL_OPS[match.group(1)], np.dtype(match.group(2))
+
+    def __call__(self, grid, block, args, *, shared_mem=0):
+        sim = self.sim
+        dst, src, n, head, nvec = args
+        n, head, nvec = int(n), int(head), int(nvec)
+        if grid[0] < 1 or block[0] < 1:
+            raise CUDARuntimeError(9, "cudaErrorInvalidConfiguration")
+        for array in (dst, src):
+            if array.device.id != sim.current or array.dtype != self.dtype:
+                raise ValueError(f"{self.name}: an argument on another device or of another dtype")
+            if n > array.size:
+                raise CUDARuntimeError(700, "cudaErrorIllegalAddress: n beyond an array")
+        width = 16 // self.dtype.itemsize
+        if head + nvec * width > n or min(head, nvec) < 0:
+            raise CUDARuntimeError(700, "cudaErrorIllegalAddress: head and vectors beyond n")
+        if nvec and any((a.data.ptr + head * self.dtype.itemsize) % 16 for a in (dst, src)):
+            raise CUDARuntimeError(716, "cudaErrorMisalignedAddress")
+        sim.launches.append((self.name, tuple(grid), tuple(block)))
+        stream = sim.current_streams.get(sim.current) or sim.legacy_stream(sim.current)
+        xv, yv, ufunc = dst.host()[:n], src.host()[:n], self.ufunc
+
+        def kernel():
+            with np.errstate(all="ignore"):
+                ufunc(xv, yv, out=xv)
+
+        stream.enqueue(("run", kernel))
 
 
 @contextlib.contextmanager
@@ -613,6 +815,15 @@ def test_simulator_refuses_what_cuda_refuses():
             cp.cuda.runtime.memcpyPeerAsync(y.data.ptr, 1, x.data.ptr, 0, 16, 0)
 
 
+def _parameters(function) -> list[str]:
+    """Parameter names from the signature Python sees, else from the docstring."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return _signature_from_doc(function)
+    return [n for n in names if n != "self"]
+
+
 def _signature_from_doc(function) -> list[str]:
     """Parameter names from a Cython docstring's first line, e.g.
     ``memcpyPeerAsync(intptr_t dst, int dstDevice, ...)``."""
@@ -654,7 +865,10 @@ def test_simulated_calls_match_the_installed_cupy():
     assert real.cuda.runtime.CUDARuntimeError(704).status == 704
     for cls, names in (
         (real.cuda.Stream, ["wait_event", "synchronize", "__enter__", "__exit__"]),
+        (real.cuda.Stream, ["begin_capture", "end_capture", "is_capturing"]),
         (real.cuda.Event, ["record", "synchronize"]),
+        (real.cuda.Graph, ["launch"]),
+        (real.RawKernel, ["__call__"]),
     ):
         for name in names:
             assert callable(getattr(cls, name)), (cls, name)
@@ -665,6 +879,9 @@ def test_simulated_calls_match_the_installed_cupy():
     assert _signature_from_doc(real.cuda.get_elapsed_time) == ["start_event", "end_event"]
     for name in ("add", "multiply", "maximum", "minimum"):
         assert isinstance(getattr(real, name), real.ufunc), name
+    assert _parameters(real.cuda.Stream.begin_capture) == ["mode"]
+    assert _parameters(real.cuda.Graph.launch) == ["stream"]
+    assert "multiProcessorCount" in real.cuda.runtime.getDeviceProperties(0)
 
 
 def test_simulated_nccl_matches_the_installed_one():

@@ -47,9 +47,16 @@ NAMES_2023 = [
 ]  # fmt: skip
 
 
-def fake_nsys(folder: Path, version: str, reports: list[str], stats_output: str = "") -> Path:
-    """A stand-in ``nsys`` that answers --version, --help-reports and stats like nsys."""
+def fake_nsys(
+    folder: Path, version: str, reports: list[str], stats_output: str = "", importer: bool = True
+) -> Path:
+    """A stand-in ``nsys`` that answers --version, --help-reports and stats like nsys,
+    with (``importer``) a QdstrmImporter where nsys looks for it: ``../host-linux-x64/``."""
     folder.mkdir(parents=True, exist_ok=True)
+    if importer:
+        host = folder.parent / "host-linux-x64"
+        host.mkdir(exist_ok=True)
+        (host / "QdstrmImporter").write_text("#!/bin/sh\nexit 0\n")
     listing = "\n".join(f"  {name} -- report" for name in reports)
     script = folder / "nsys"
     script.write_text(
@@ -164,6 +171,7 @@ def test_profile_paths():
 
 def test_no_nsys_on_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("RING_NSYS_SEARCH", "")  # nor in Nsight Compute's or CUDA's folders
     monkeypatch.delenv("NSYS", raising=False)
     assert detect_nsys() is None
     with pytest.raises(NsysNotFoundError) as error:
@@ -176,6 +184,7 @@ def test_no_nsys_on_path(tmp_path, monkeypatch):
 def run_cli(args, path: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NSYS"}
     env["PATH"] = path
+    env["RING_NSYS_SEARCH"] = ""
     return subprocess.run(
         [sys.executable, "-m", "ring.nsys", *args],
         capture_output=True, text=True, env=env, check=False,
@@ -230,3 +239,71 @@ def test_cli_check_with_nsys():
     info = detect_nsys()
     assert done.stdout.startswith(f"nsys usable: nsys {info.version} at {info.path}")
     assert f"report names of the {info.generation} generation" in done.stdout
+
+
+# -- the nsys inside Nsight Compute, and its importer ----------------------------------------
+
+
+def nsight_compute_layout(root: Path, version: str = "2025.3.1") -> Path:
+    """Nsight Compute's tree as on the H200 machine: nsys in host/target-linux-x64, its
+    importer in host/linux-desktop-glibc_2_11_3-x64, no host/host-linux-x64."""
+    host = root / "opt" / "nvidia" / "nsight-compute" / version / "host"
+    nsys = fake_nsys(host / "target-linux-x64", f"{version}.0", NAMES_2023, importer=False)
+    desktop = host / "linux-desktop-glibc_2_11_3-x64"
+    desktop.mkdir()
+    (desktop / "QdstrmImporter").write_text("#!/bin/sh\nexit 0\n")
+    return nsys
+
+
+def test_nsys_inside_nsight_compute_is_found_and_its_importer_link_named(tmp_path, monkeypatch):
+    from ring.nsys.tool import find_nsys, importer_problems
+
+    older = nsight_compute_layout(tmp_path, "2024.1.0")
+    newest = nsight_compute_layout(tmp_path, "2025.3.1")
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    pattern = str(tmp_path / "opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys")
+    assert find_nsys(patterns=(pattern,)) == str(newest) != str(older)
+    assert find_nsys("nsys", patterns=(pattern,)) is None  # a name given is not searched
+    (problem,) = importer_problems(str(newest))
+    host = newest.parent.parent
+    assert problem.endswith(
+        f"ln -sfn {host / 'linux-desktop-glibc_2_11_3-x64'} {host / 'host-linux-x64'}"
+    )
+    (host / "host-linux-x64").symlink_to(host / "linux-desktop-glibc_2_11_3-x64")
+    assert importer_problems(str(newest), ldd="/bin/true") == ()
+
+
+def test_missing_importer_libraries_are_named_with_the_recipe(tmp_path):
+    from ring.nsys.tool import importer_problems, missing_libraries
+
+    ldd_output = (
+        "\tlinux-vdso.so.1 (0x00007ffc)\n"
+        "\tlibdw.so.1 => not found\n"
+        "\tlibelf.so.1 => not found\n"
+        "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n"
+    )
+    assert missing_libraries(ldd_output) == ["libdw.so.1", "libelf.so.1"]
+    nsys = fake_nsys(tmp_path / "target-linux-x64", "2025.3.1.0", NAMES_2023)
+    ldd = tmp_path / "ldd"
+    ldd.write_text(f"#!/bin/sh\nprintf '{ldd_output}'\n")
+    ldd.chmod(0o755)
+    (problem,) = importer_problems(str(nsys), ldd=str(ldd))
+    assert "lacks libdw.so.1, libelf.so.1" in problem
+    assert "apt-get download libdw1 libelf1" in problem and "LD_LIBRARY_PATH" in problem
+
+
+def test_check_and_profile_stop_on_a_broken_importer_before_running(tmp_path, monkeypatch):
+    nsys = nsight_compute_layout(tmp_path)
+    for argv in (["check"], ["profile", "--name", "x", "--root", str(tmp_path), "--", "true"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ring.nsys", *argv, "--nsys", str(nsys)]
+            if argv == ["check"]
+            else [sys.executable, "-m", "ring.nsys", *argv[:5], "--nsys", str(nsys), *argv[5:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1, done.stderr
+        assert "cannot import its captures" in done.stderr and "ln -sfn" in done.stderr
+    assert not (tmp_path / "x").exists()

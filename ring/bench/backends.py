@@ -61,6 +61,11 @@ Methods (all ranks call each one, in the same order, under ``mpirun``)
                         ``add_GBps``.  Missing values are None, never invented.
     ``open(nodes, sync, config, world)``  a :class:`Session` for one (nodes, sync); the
                         loop uses it for every size, then closes it.
+    ``variants(config)``  settings measured one after another in one run, each as its own
+                        block of rows (the gpu backend's ``--graphs 0,1``); the loop sets
+                        ``backend.variant`` to each before ``open``, and the sessions
+                        report it in a column of :data:`VARIANT_COLUMNS`.  Default: one
+                        block, ``variant == {}``.
 
 The session protocol, for each size (one "point")
     1. ``load(inputs)``: ``inputs`` are host NumPy arrays, fresh random non-zero data the
@@ -341,8 +346,15 @@ class MpiSession(HostSession):
         return rank_mean_stats(self._rank_times) if self._rank_times.size else {}
 
 
+# Columns that tell apart rows of one (backend, sync, nodes, dtype, op, bytes): a
+# backend's variants (see ``variants`` above).  Absent from a CSV means one variant.
+VARIANT_COLUMNS = ("graphs",)
+
+
 class Backend:
     """Base class of a backend plugin; see the module docstring for the contract."""
+
+    variant: dict[str, Any] = {}  # noqa: RUF012 - replaced, never mutated
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
@@ -371,6 +383,9 @@ class Backend:
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         raise NotImplementedError
+
+    def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
+        return ({},)
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

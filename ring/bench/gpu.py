@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import gpu as ring_gpu
 from .._optional import MissingDependencyError
-from ..ops import resolve_op
+from ..gpu_kernels import reducer
 from .backends import Backend, Session, register_backend
 from .ceilings import ceiling_bytes
 from .cli import BenchInputError
@@ -79,6 +79,15 @@ def shared_devices_requested(config: BenchConfig) -> bool:
     return value == "1"
 
 
+def graphs_requested(config: BenchConfig) -> tuple[bool, ...]:
+    """``--graphs`` (the gpu backend's flag): 0, 1 or a comma list of them."""
+    text = getattr(config, "graphs", "1")
+    values = [item.strip() for item in str(text).split(",")]
+    if not values or any(v not in ("0", "1") for v in values):
+        raise BenchInputError(f"--graphs takes 0, 1 or a comma list of them (0,1), got {text!r}")
+    return tuple(v == "1" for v in dict.fromkeys(values))
+
+
 def check_cupy_dtype(backend: str, dtype: np.dtype) -> None:
     # CuPy has no long double: the widest float it knows is float64.
     if (dtype.kind == "f" and dtype.itemsize > 8) or (dtype.kind == "c" and dtype.itemsize > 16):
@@ -117,11 +126,6 @@ def _median_event_ms(cupy, launch, stream, reps: int, warmup: int) -> float:
     return float(np.median([cupy.cuda.get_elapsed_time(a, b) for a, b in pairs]))
 
 
-def reduction_kernel(cupy, op: str, dtype: np.dtype):
-    """The elementwise kernel the ring launches for ``op`` (CuPy's ufunc of that name)."""
-    return getattr(cupy, resolve_op(op, dtype).__name__)
-
-
 def measure_copy_and_reduce(
     cupy, device: int, nbytes: int, dtype: np.dtype, op: str, reps: int, warmup: int
 ) -> tuple[float, float]:
@@ -130,7 +134,7 @@ def measure_copy_and_reduce(
     dtype = np.dtype(dtype)
     count = nbytes // dtype.itemsize
     nbytes = count * dtype.itemsize
-    kernel = reduction_kernel(cupy, op, dtype)
+    kernel = reducer(cupy, op, dtype)
     with cupy.cuda.Device(device):
         arrays = [cupy.ones(count, dtype=dtype), cupy.ones(count, dtype=dtype)]
         src, dst = arrays
@@ -141,8 +145,7 @@ def measure_copy_and_reduce(
             runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, d2d, stream.ptr)
 
         def reduce():
-            with stream:
-                kernel(dst, src, out=dst)
+            kernel(dst, src, stream)
 
         try:
             copy_ms = _median_event_ms(cupy, copy, stream, reps, warmup)
@@ -264,9 +267,9 @@ def gpu_ceilings_for(config: BenchConfig, backend: str) -> dict[str, Any]:
 class GpuRingSession(Session):
     """Working buffers and their pristine inputs live on each node's device."""
 
-    def __init__(self, nodes: int, config: BenchConfig, shared: bool):
+    def __init__(self, nodes: int, config: BenchConfig, shared: bool, graphs: bool):
         self.cupy = ring_gpu._cupy()
-        self.communicator = ring_gpu.GpuCommunicator(nodes, shared_devices=shared)
+        self.communicator = ring_gpu.GpuCommunicator(nodes, shared_devices=shared, graphs=graphs)
         self.shared_devices = self.communicator.shared_devices
         self.op = config.op
         self.buffers: list = []
@@ -322,7 +325,10 @@ class GpuRingSession(Session):
         )
 
     def row_extras(self) -> dict[str, Any]:
-        return {"devices": " ".join(map(str, self.communicator.devices))}
+        return {
+            "devices": " ".join(map(str, self.communicator.devices)),
+            "graphs": int(self.communicator.graphs.enabled),
+        }
 
     def close(self) -> None:
         self.buffers, self._inputs = [], []
@@ -346,7 +352,7 @@ class GpuRingBackend(Backend):
     # in reduce-scatter); busbw is the measure there.
     traffic = "5(N-1)·S"
     sync_modes = ("pairwise",)
-    extra_columns = ("devices",)
+    extra_columns = ("devices", "graphs")
 
     @classmethod
     def add_arguments(cls, parser) -> None:
@@ -359,9 +365,23 @@ class GpuRingBackend(Backend):
                 "default 0: one device per node"
             ),
         )
+        parser.add_argument(
+            "--graphs",
+            default="1",
+            help=(
+                "backend gpu: 1 captures each repeated collective once as a CUDA graph and "
+                "replays it (from the second call on the same buffers: keep -w at 2 or more), 0 "
+                "enqueues every step from the host; a comma list (0,1) "
+                "measures each in turn (CSV column graphs); default 1"
+            ),
+        )
+
+    def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
+        return tuple({"graphs": value} for value in graphs_requested(config))
 
     def check(self, config: BenchConfig, world) -> None:
         shared = shared_devices_requested(config)
+        graphs_requested(config)
         cupy = cupy_or_input_error(self.name)
         available = device_count_or_input_error(self.name)
         check_cupy_dtype(self.name, config.dtype)
@@ -395,4 +415,5 @@ class GpuRingBackend(Backend):
         return "device copy", min(copies) if copies else None
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return GpuRingSession(nodes, config, shared_devices_requested(config))
+        graphs = self.variant.get("graphs", graphs_requested(config)[0])
+        return GpuRingSession(nodes, config, shared_devices_requested(config), graphs)

@@ -2,9 +2,11 @@
 
 The original study's single-GPU sweep (``gpu_kernel_bandwidth``), not a ring measurement:
 at each size S one device runs the kernel the GPU ring launches for a received chunk
-(``dst op= src``, CuPy's ufunc for the op) and, beside it, a device-to-device copy of the
-same S bytes.  Each is timed per launch with CUDA events on one stream, ``-w`` warm-ups
-then ``-n`` timed launches; the median gives
+(``dst op= src``: ours from :mod:`ring.gpu_kernels`, and CuPy's ufunc for the op, one row
+each, column ``kernel``; ``--kernel`` picks) and, beside them, a device-to-device copy of
+the same S bytes.  A dtype our kernel does not cover gets only the ufunc's row.  Each is
+timed per launch with CUDA events on one stream, ``-w`` warm-ups then ``-n`` timed
+launches; the median gives
 
 * ``kernel_GBps`` = 3·S / t (two reads and one write per element),
 * ``copy_GBps`` = 2·S / t (one read and one write per element),
@@ -25,9 +27,17 @@ import sys
 import numpy as np
 
 from .._optional import MissingDependencyError
+from ..gpu_kernels import reducer
 from . import data
 from .ceilings import ceiling_bytes
-from .cli import BenchInputError, BenchParser, _int_flag, add_sweep_arguments, parse_sweep
+from .cli import (
+    BenchInputError,
+    BenchParser,
+    _int_flag,
+    _split_list,
+    add_sweep_arguments,
+    parse_sweep,
+)
 from .environment import collect_environment, git_commit, utc_now
 from .gpu import (
     check_cupy_dtype,
@@ -35,7 +45,6 @@ from .gpu import (
     cupy_or_input_error,
     device_count_or_input_error,
     measure_gpu_ceilings,
-    reduction_kernel,
 )
 from .results import SCHEMA, TIME_COLUMNS, columns_of, write_csv_atomic, write_json_atomic
 
@@ -46,6 +55,7 @@ COLUMNS = (
     "gpu_name",
     "dtype",
     "op",
+    "kernel",
     "bytes",
     "count",
     "iters",
@@ -58,11 +68,12 @@ COLUMNS = (
 )
 
 HEADER = (
-    "#       size        count      type   redop    kernel    kernel      copy      copy"
+    "#       size        count      type   redop kernel    kernel    kernel      copy      copy"
     "  kernel/  #wrong\n"
-    "#        (B)   (elements)                        (us)    (GB/s)      (us)    (GB/s)"
+    "#        (B)   (elements)                               (us)    (GB/s)      (us)    (GB/s)"
     "     copy"
 )
+KERNELS = ("ring", "ufunc")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -75,11 +86,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     add_sweep_arguments(parser, max_default="1G", per="buffer", calls="launches")
     parser.add_argument("--device", default="0", help="CUDA device id (default 0)")
+    parser.add_argument(
+        "--kernel",
+        default="ring,ufunc",
+        help="which reduction kernels to time: ring (ours, ring.gpu_kernels), ufunc "
+        "(CuPy's); a comma list (default ring,ufunc)",
+    )
     args = parser.parse_args(argv)
     sweep = parse_sweep(args)
     for name, value in vars(sweep).items():
         setattr(args, name, value)
     args.device = _int_flag(args.device, "--device", 0)
+    args.kernels = _split_list(args.kernel, "--kernel")
+    unknown = [k for k in args.kernels if k not in KERNELS]
+    if unknown:
+        raise BenchInputError(
+            f"--kernel {args.kernel!r}: unknown {unknown}; expected a comma list of "
+            f"{', '.join(KERNELS)}"
+        )
     return args
 
 
@@ -95,27 +119,54 @@ def _event_times_us(cupy, launch, stream, iters: int, warmup: int) -> np.ndarray
     return np.array([cupy.cuda.get_elapsed_time(a, b) * 1e3 for a, b in events])
 
 
-def measure_size(cupy, args, count: int, gpu_name: str | None) -> dict:
-    """One size on the current device: check, then time the kernel and the copy."""
-    dtype, op = args.dtype, args.op
-    runtime = cupy.cuda.runtime
-    kernel = reduction_kernel(cupy, op, dtype)
-    nbytes = count * dtype.itemsize
-    first = data.make_input(args.seed, 2, count, dtype, 0)
-    second = data.make_input(args.seed, 2, count, dtype, 1)
-    dst, src = cupy.asarray(first), cupy.asarray(second)
-    copy_dst = cupy.empty_like(dst)
-    cupy.cuda.Device().synchronize()
-    stream = cupy.cuda.Stream(non_blocking=True)
+def reducers(cupy, args) -> list:
+    """One reduction per kernel asked for; a kernel that falls back to the ufunc joins the
+    ufunc's row instead of measuring it twice."""
+    chosen = [reducer(cupy, args.op, args.dtype, kernel=k) for k in args.kernels]
+    kinds = {}
+    for r in chosen:
+        kinds.setdefault(r.kind, r)
+    return list(kinds.values())
 
-    def reduce():
-        with stream:
-            kernel(dst, src, out=dst)
+
+def measure_size(cupy, args, count: int, gpu_name: str | None, kernels) -> list[dict]:
+    """One size on the current device: the copy once, then each kernel checked and timed."""
+    runtime = cupy.cuda.runtime
+    nbytes = count * args.dtype.itemsize
+    stream = cupy.cuda.Stream(non_blocking=True)
+    src = cupy.asarray(data.make_input(args.seed, 2, count, args.dtype, 1))
+    copy_dst = cupy.empty_like(src)
 
     def copy():
         runtime.memcpyAsync(
             copy_dst.data.ptr, src.data.ptr, nbytes, runtime.memcpyDeviceToDevice, stream.ptr
         )
+
+    copy_median = float(np.median(_event_times_us(cupy, copy, stream, args.iters, args.warmup)))
+    rows = [_measure_kernel(cupy, args, count, kernel, stream) for kernel in kernels]
+    copy_gbps = 2 * nbytes / copy_median / 1e3 if copy_median > 0 else None
+    for row in rows:
+        kernel_gbps = row["kernel_GBps"]
+        row.update(
+            device=args.device,
+            gpu_name=gpu_name,
+            copy_time_us=copy_median,
+            copy_GBps=copy_gbps,
+            kernel_vs_copy=kernel_gbps / copy_gbps if kernel_gbps and copy_gbps else None,
+        )
+    return rows
+
+
+def _measure_kernel(cupy, args, count: int, kernel, stream) -> dict:
+    dtype, op = args.dtype, args.op
+    nbytes = count * dtype.itemsize
+    first = data.make_input(args.seed, 2, count, dtype, 0)
+    second = data.make_input(args.seed, 2, count, dtype, 1)
+    dst, src = cupy.asarray(first), cupy.asarray(second)
+    cupy.cuda.Device().synchronize()
+
+    def reduce():
+        kernel(dst, src, stream)
 
     wrong = None
     if args.check:
@@ -124,17 +175,12 @@ def measure_size(cupy, args, count: int, gpu_name: str | None) -> dict:
         expected = data.reference(args.seed, 2, count, dtype, op, {0: first, 1: second})
         wrong = data.count_wrong(cupy.asnumpy(dst), expected, data.tolerance(dtype, 2))
     kernel_us = _event_times_us(cupy, reduce, stream, args.iters, args.warmup)
-    copy_us = _event_times_us(cupy, copy, stream, args.iters, args.warmup)
     stream.synchronize()
     lo, p25, median, p75, hi = np.percentile(kernel_us, [0, 25, 50, 75, 100])
-    copy_median = float(np.median(copy_us))
-    kernel_gbps = 3 * nbytes / median / 1e3 if median > 0 else None
-    copy_gbps = 2 * nbytes / copy_median / 1e3 if copy_median > 0 else None
     return {
-        "device": args.device,
-        "gpu_name": gpu_name,
         "dtype": dtype.name,
         "op": op,
+        "kernel": kernel.kind,
         "bytes": nbytes,
         "count": count,
         "iters": args.iters,
@@ -143,10 +189,7 @@ def measure_size(cupy, args, count: int, gpu_name: str | None) -> dict:
         "time_us_p25": float(p25),
         "time_us_p75": float(p75),
         "time_us_max": float(hi),
-        "kernel_GBps": kernel_gbps,
-        "copy_time_us": copy_median,
-        "copy_GBps": copy_gbps,
-        "kernel_vs_copy": kernel_gbps / copy_gbps if kernel_gbps and copy_gbps else None,
+        "kernel_GBps": 3 * nbytes / median / 1e3 if median > 0 else None,
         "wrong": wrong,
     }
 
@@ -159,6 +202,7 @@ def table_line(row: dict) -> str:
     wrong = "N/A" if row["wrong"] is None else str(row["wrong"])
     return (
         f"{row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['op']:>7} "
+        f"{row['kernel']:>6} "
         f"{_num(row['time_us'], 9)} {_num(row['kernel_GBps'], 9)} "
         f"{_num(row['copy_time_us'], 9)} {_num(row['copy_GBps'], 9)} "
         f"{_num(row['kernel_vs_copy'], 8, 3)} {wrong:>7}"
@@ -181,7 +225,8 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
             f"device(s), ids 0..{available - 1}"
         )
     check_cupy_dtype("kernel-bw", args.dtype)
-    check_device_memory("kernel-bw", cupy, {args.device: 3 * args.sizes[-1]})
+    # The copy's source and destination, and the kernel's two operands, at the largest size.
+    check_device_memory("kernel-bw", cupy, {args.device: 4 * args.sizes[-1]})
     start_time = utc_now()
     environment = collect_environment(None)
     commit, dirty = git_commit()
@@ -207,10 +252,11 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
             flush=True,
         )
         print(HEADER, flush=True)
+        kernels = reducers(cupy, args)
         for size in args.sizes:
-            row = measure_size(cupy, args, size // args.dtype.itemsize, name)
-            rows.append(row)
-            print(table_line(row), flush=True)
+            for row in measure_size(cupy, args, size // args.dtype.itemsize, name, kernels):
+                rows.append(row)
+                print(table_line(row), flush=True)
             cupy.get_default_memory_pool().free_all_blocks()
     wrong_total = sum(row["wrong"] or 0 for row in rows)
     checked = "not checked (-c 0)" if not args.check else str(wrong_total)
@@ -239,6 +285,7 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
                 "dtype": args.dtype.name,
                 "op": args.op,
                 "device": args.device,
+                "kernels": [k.kind for k in kernels],
                 "seed": args.seed,
                 "out": str(out),
                 "sizes": list(args.sizes),

@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from .backends import VARIANT_COLUMNS
 from .cli import BenchInputError, BenchParser
 from .results import COLUMNS, SCHEMA, check_pair, output_problem, read_csv, write_result_pair
 
@@ -56,11 +57,11 @@ def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
     for index, (path, (names, run_rows, _)) in enumerate(zip(inputs, loaded, strict=True)):
         columns.extend(name for name in names if name not in columns)
         for row in run_rows:
-            key = tuple(row[name] for name in KEY)
+            names_here = KEY + tuple(n for n in VARIANT_COLUMNS if n in names)
+            key = tuple((n, row[n]) for n in names_here)
             if key in seen:
                 raise BenchInputError(
-                    f"{path} and {seen[key]} both measure "
-                    + ", ".join(f"{n}={v}" for n, v in zip(KEY, key, strict=True))
+                    f"{path} and {seen[key]} both measure " + ", ".join(f"{n}={v}" for n, v in key)
                 )
             seen[key] = path
             rows.append({**row, "run": index})

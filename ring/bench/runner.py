@@ -9,6 +9,7 @@ backends plug in through :mod:`ring.bench.backends`; nothing here names one.
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 from dataclasses import dataclass
 
@@ -53,7 +54,10 @@ class Plan:
 
     @property
     def points(self) -> int:
-        return sum(len(s.syncs) * len(s.nodes) for s in self.stages) * len(self.config.sizes)
+        blocks = sum(
+            len(s.syncs) * len(s.nodes) * len(s.backend.variants(self.config)) for s in self.stages
+        )
+        return blocks * len(self.config.sizes)
 
 
 def _syncs(backend: Backend, requested: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -382,24 +386,27 @@ def _measure_plan(plan: Plan, ceilings: dict, output: _Output) -> list[dict]:
     """Every block (backend, sync, node count) of one (dtype, op): its table and footer."""
     config, world, rows = plan.config, plan.world, []
     for stage in plan.stages:
-        for sync in stage.syncs:
-            for nodes in stage.nodes:
-                output.line("#")
-                output.line(
-                    f"# backend {stage.backend.name}, sync {sync}, nodes {nodes}, "
-                    f"traffic {stage.backend.traffic or 'N/A'}"
-                )
-                output.line(TABLE_HEADER)
-                block = []
-                with stage.backend.open(nodes, sync, config, world) as session:
-                    for count in config.counts:
-                        row = measure_point(session, stage, sync, nodes, count, plan)
-                        block.append(row)
-                        output.line(table_line(row))
-                        output.step(f"{stage.backend.name} {sync} N={nodes}")
-                rows.extend(block)
-                for line in _block_footer(block, ceilings, stage.backend):
-                    output.line(line)
+        for sync, nodes, variant in itertools.product(
+            stage.syncs, stage.nodes, stage.backend.variants(config)
+        ):
+            stage.backend.variant = variant
+            described = "".join(f", {k} {v}" for k, v in variant.items())
+            output.line("#")
+            output.line(
+                f"# backend {stage.backend.name}, sync {sync}, nodes {nodes}{described}, "
+                f"traffic {stage.backend.traffic or 'N/A'}"
+            )
+            output.line(TABLE_HEADER)
+            block = []
+            with stage.backend.open(nodes, sync, config, world) as session:
+                for count in config.counts:
+                    row = measure_point(session, stage, sync, nodes, count, plan)
+                    block.append(row)
+                    output.line(table_line(row))
+                    output.step(f"{stage.backend.name} {sync} N={nodes}{described}")
+            rows.extend(block)
+            for line in _block_footer(block, ceilings, stage.backend):
+                output.line(line)
     return rows
 
 

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.command == "check":
-            info = require_nsys(args.nsys)
+            info = require_nsys(args.nsys, importer=True)
             print(f"nsys usable: {info.describe()}")
             if args.gpus:
                 found = require_gpus(args.gpus)

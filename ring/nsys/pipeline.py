@@ -35,7 +35,7 @@ def run_profile(
     ``gpus`` > 0 traces CUDA too and first checks that that many GPUs are visible.
     Nothing is run or written unless ``nsys`` (and the GPUs) are there.
     """
-    info = require_nsys(nsys)
+    info = require_nsys(nsys, importer=True)
     if gpus:
         require_gpus(gpus, f"profile {name!r}")
     paths = profile_paths(name, root)

@@ -79,6 +79,56 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return [*lines, ""]
 
 
+def _gpu_sections(steps: list[dict], transfers: list[dict], streams: list[dict], on_gpu) -> list:
+    """The device's side of the steps, from the GPU trace (ring.nsys.gputrace)."""
+    out = []
+    if on_gpu:
+        out += [
+            "Step ranges above are the host enqueueing each step's copy or kernel; the GPU "
+            "waits for its neighbour on the device (CUDA events), so no host wait share is "
+            "shown." + ("" if steps else " The GPU trace reports were not given, so the "
+                        "device time per step is not known here."),
+            "",
+        ]  # fmt: skip
+    if steps:
+        out += ["### Steps on the device (GPU trace)", ""]
+        out += _table(
+            ["phase", "step", "node", "calls", "GPU ops", "device median (µs)",
+             "idle before (median µs)"],
+            [
+                [r["phase"], r["step"], r["node"], r["count"], r["ops"],
+                 _us(r["device_median_ns"]),
+                 "" if r["gap_median_ns"] is None else _us(r["gap_median_ns"])]
+                for r in steps
+            ],
+        )  # fmt: skip
+        device = sum(r["device_total_ns"] for r in steps)
+        idle = sum(r["gap_total_ns"] or 0 for r in steps)
+        if device + idle:
+            out += [
+                f"On the device, steps ran {_us(device)} µs and their streams sat idle "
+                f"{_us(idle)} µs before them ({_pct(idle / (device + idle))} idle): "
+                + ("the host, not the GPU, sets the pace." if idle > device else
+                   "the GPU work, not the host, sets the pace."),
+                "",
+            ]  # fmt: skip
+    if transfers:
+        out += ["### Transfers per call (GPU trace, inside the calls)", ""]
+        out += _table(
+            ["N", "kind", "calls", "transfers", "per call"],
+            [[r["nodes"], r["kind"], r["calls"], r["transfers"], f"{r['per_call']:.2f}"]
+             for r in transfers],
+        )  # fmt: skip
+    if streams:
+        out += ["### Device streams during the calls (GPU trace)", ""]
+        out += _table(
+            ["device", "stream", "ops", "kernels", "copies", "busy (µs)", "idle (µs)"],
+            [[r["device"], r["stream"], r["ops"], r["kernels"], r["copies"], _us(r["busy_ns"]),
+              _us(r["idle_ns"])] for r in streams],
+        )  # fmt: skip
+    return out
+
+
 def _profile_section(profile: str, tables: dict[str, list[dict]]) -> list[str]:
     def mine(name: str) -> list[dict]:
         return [row for row in tables[name] if row["profile"] == profile]
@@ -88,7 +138,11 @@ def _profile_section(profile: str, tables: dict[str, list[dict]]) -> list[str]:
     out = [f"## Profile `{profile}`", ""]
     calls = [row for row in nvtx if row["kind"] == "call"]
     steps = [row for row in nvtx if row["kind"] == "step"]
-    has_waits = any(row["wait_ns"] is not None for row in steps)
+    gpu_steps = mine("gpu_steps")
+    on_gpu = bool(memops or kernels or gpu_steps)
+    # A GPU step's host thread never blocks inside it (the waits are stream events on the
+    # device), so a host wait share would read 0 % and explain nothing.
+    has_waits = not on_gpu and any(row["wait_ns"] is not None for row in steps)
 
     # -- calls and node counts -----------------------------------------------------
     per_phase = {phase: calls_by_nodes(steps, phase) for phase in PHASES}
@@ -188,6 +242,7 @@ def _profile_section(profile: str, tables: dict[str, list[dict]]) -> list[str]:
                 for row in steps
             ],
         )  # fmt: skip
+    out += _gpu_sections(gpu_steps, mine("gpu_transfers"), mine("gpu_streams"), on_gpu)
     others = [row for row in nvtx if row["kind"] == "other"]
     if others:
         out += ["### Other NVTX ranges", ""]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import nvtx_ranges
+from .gputrace import GPU_COLUMNS, build_gpu_tables, read_projection, read_trace, trace_report
 from .tool import REPORTS
 from .waits import is_sync_wait
 
@@ -78,6 +79,7 @@ COLUMNS: dict[str, list[str]] = {
     "waits": [
         "profile", "range", "phase", "step", "node", "rank", "function", "calls", "wait_ns",
     ],
+    **GPU_COLUMNS,
 }  # fmt: skip
 
 _TIME_UNITS = {"ns": 1, "us": 1e3, "μs": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "sec": 1e9}
@@ -489,8 +491,23 @@ def write_tables(csvs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) 
     """
     if not csvs:
         raise ValueError("no nsys stats CSV files given")
-    reports = [read_report(path) for path in csvs]
-    tables = build_tables(reports)
+    traces: dict[str, dict[str, Path]] = defaultdict(dict)
+    summaries = []
+    for path in map(Path, csvs):
+        found = trace_report(path)
+        if found is None:
+            summaries.append(path)
+        else:
+            traces[found[0]][found[1]] = path
+    tables = build_tables([read_report(path) for path in summaries])
+    for name in GPU_COLUMNS:
+        tables.setdefault(name, [])
+    for profile, files in sorted(traces.items()):
+        ops = read_trace(files["cuda_gpu_trace"]) if "cuda_gpu_trace" in files else []
+        proj = files.get("nvtx_gpu_proj_trace")
+        gpu = build_gpu_tables(profile, ops, read_projection(proj) if proj else [])
+        for name, rows in gpu.items():
+            tables[name].extend(rows)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -508,7 +525,8 @@ def write_tables(csvs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) 
     return written
 
 
-_INT_COLUMNS = {"step", "node", "rank", "count", "calls"}
+_INT_COLUMNS = {"step", "node", "rank", "count", "calls", "nodes", "ops", "kernels", "copies",
+                "transfers"}  # fmt: skip
 
 
 def read_tables(tables_dir: str | os.PathLike) -> dict[str, list[dict]]:
@@ -518,7 +536,7 @@ def read_tables(tables_dir: str | os.PathLike) -> dict[str, list[dict]]:
         raise FileNotFoundError(f"no tables directory at {folder}")
     tables: dict[str, list[dict]] = {}
     text_columns = {"profile", "range", "domain", "kind", "phase", "style", "operation",
-                    "name", "grid_xyz", "block_xyz", "function"}  # fmt: skip
+                    "name", "grid_xyz", "block_xyz", "function", "device", "stream"}  # fmt: skip
     for name, columns in COLUMNS.items():
         path = folder / f"{name}.csv"
         tables[name] = []

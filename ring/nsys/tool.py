@@ -9,6 +9,7 @@ is asked for.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -37,6 +38,15 @@ __all__ = [
 INSTALL_HINT = (
     "install it with 'sudo sh scripts/install_nsys.sh' (Debian 12) or put the nsys of "
     "your CUDA toolkit on PATH"
+)
+
+# Where an nsys may be when none is on PATH, newest version first within each pattern:
+# Nsight Compute ships a full Nsight Systems CLI (the lent H200 machine had only that),
+# as do the CUDA toolkit and the standalone installer.
+SEARCH_PATTERNS = (
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/usr/local/cuda*/bin/nsys",
 )
 
 # Logical report -> (name up to 2022, name from 2023.1 on).  The order is the order of
@@ -73,13 +83,19 @@ class NsysInfo:
     version: str  # e.g. "2022.4.2.1"
     generation: str  # "2022" (old report names) or "2023" (new ones)
     reports: tuple[str, ...]  # report names ``--help-reports`` lists (may be empty)
+    # What would stop ``nsys profile`` from importing its capture into a report, each a
+    # line saying how to fix it (see importer_problems).
+    importer: tuple[str, ...] = ()
 
     def describe(self) -> str:
         names = ", ".join(report_names(self.generation).values())
-        return (
+        text = (
             f"nsys {self.version} at {self.path}; report names of the "
             f"{self.generation} generation ({names})"
         )
+        for line in self.importer:
+            text += f"\n  importer: {line}"
+        return text
 
 
 def _run(argv: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess:
@@ -101,13 +117,83 @@ def generation_from_reports(listing: str) -> str | None:
     return None
 
 
+def find_nsys(nsys: str | None = None, patterns: Sequence[str] | None = None) -> str | None:
+    """``nsys`` (a name or path), else ``$NSYS``, else ``nsys`` on PATH, else the newest
+    match of ``patterns`` (only when nothing was named; default :data:`SEARCH_PATTERNS`,
+    or ``$RING_NSYS_SEARCH``, a list joined by ``os.pathsep``, empty to search nowhere)."""
+    named = nsys or os.environ.get("NSYS")
+    path = shutil.which(named or "nsys")
+    if path is not None or named:
+        return path
+    if patterns is None:
+        env = os.environ.get("RING_NSYS_SEARCH")
+        patterns = SEARCH_PATTERNS if env is None else [p for p in env.split(os.pathsep) if p]
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern), key=_version_key, reverse=True)
+        found = [p for p in found if os.access(p, os.X_OK)]
+        if found:
+            return found[0]
+    return None
+
+
+def _version_key(path: str) -> tuple:
+    return tuple(int(n) for n in re.findall(r"\d+", path))
+
+
+def importer_problems(nsys_path: str, ldd: str | None = None) -> tuple[str, ...]:
+    """Why ``nsys profile`` would write only a ``.qdstrm`` here, each with its fix.
+
+    nsys runs ``QdstrmImporter`` from ``host-linux-x64/`` beside its own folder.  Nsight
+    Compute's and Debian's packages put it elsewhere (``linux-desktop-glibc_2_11_3-x64/``,
+    ``/usr/lib/nsight-systems/host-linux-x64/``): a symbolic link fixes that.  The importer
+    also needs libraries the machine may lack (libdw.so.1, libelf.so.1 on the H200 machine;
+    ``ldd`` names them).  See ``NSYS.md`` in the shared notes for the recipe that worked.
+    """
+    base = Path(os.path.realpath(nsys_path)).parent.parent
+    expected = base / "host-linux-x64"
+    importer = expected / "QdstrmImporter"
+    if not importer.is_file():
+        for candidate in (
+            base / "linux-desktop-glibc_2_11_3-x64",
+            Path("/usr/lib/nsight-systems/host-linux-x64"),
+        ):
+            if (candidate / "QdstrmImporter").is_file():
+                return (f"{importer} is missing; link it: ln -sfn {candidate} {expected}",)
+        return (f"{importer} is missing and no other QdstrmImporter was found beside nsys",)
+    if ldd is None:
+        ldd = shutil.which("ldd")
+    if ldd is None:
+        return ()
+    try:
+        listing = _run([ldd, str(importer)], timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    missing = missing_libraries(listing)
+    if not missing:
+        return ()
+    packages = " ".join(sorted({_DEBIAN_PACKAGES.get(lib, lib) for lib in missing}))
+    return (
+        f"{importer.name} lacks {', '.join(missing)}: on Debian/Ubuntu `apt-get download "
+        f"{packages}`, unpack each with `dpkg -x PKG.deb DIR` and put the folder holding "
+        "the .so files on LD_LIBRARY_PATH (or apt-get install them)",
+    )
+
+
+_DEBIAN_PACKAGES = {"libdw.so.1": "libdw1", "libelf.so.1": "libelf1"}
+
+
+def missing_libraries(ldd_output: str) -> list[str]:
+    """The libraries ``ldd`` reports as ``not found``."""
+    return re.findall(r"^\s*(\S+)\s*=>\s*not found", ldd_output, flags=re.MULTILINE)
+
+
 def detect_nsys(nsys: str | None = None) -> NsysInfo | None:
     """Where ``nsys`` is, its version and report-name generation; ``None`` if absent.
 
-    ``nsys`` may name the executable; otherwise ``$NSYS`` or the first ``nsys`` on PATH.
+    ``nsys`` may name the executable; otherwise ``$NSYS``, the first ``nsys`` on PATH, or
+    one inside Nsight Compute or a CUDA toolkit (:data:`SEARCH_PATTERNS`).
     """
-    candidate = nsys or os.environ.get("NSYS") or "nsys"
-    path = shutil.which(candidate)
+    path = find_nsys(nsys)
     if path is None:
         return None
     try:
@@ -128,15 +214,30 @@ def detect_nsys(nsys: str | None = None) -> NsysInfo | None:
         year = _version_year(version)
         generation = "2023" if year is not None and year >= 2023 else "2022"
     reports = tuple(sorted(set(re.findall(r"^\s*([a-z_0-9]+)(?=[\[\s]|$)", text, re.M))))
-    return NsysInfo(path=path, version=version, generation=generation, reports=reports)
+    return NsysInfo(
+        path=path,
+        version=version,
+        generation=generation,
+        reports=reports,
+        importer=importer_problems(path),
+    )
 
 
-def require_nsys(nsys: str | None = None) -> NsysInfo:
-    """:func:`detect_nsys`, or an error in one line that says how to install it."""
+def require_nsys(nsys: str | None = None, *, importer: bool = False) -> NsysInfo:
+    """:func:`detect_nsys`, or an error in one line that says how to install it.
+
+    With ``importer``, also an error when nsys could not turn a capture into a report
+    (:func:`importer_problems`), saying how to fix that.
+    """
     info = detect_nsys(nsys)
     if info is None:
-        where = f"{nsys!r}" if nsys else "on PATH"
+        where = f"{nsys!r}" if nsys else "on PATH (nor inside Nsight Compute or CUDA)"
         raise NsysNotFoundError(f"Nsight Systems CLI (nsys) not found {where}; {INSTALL_HINT}")
+    if importer and info.importer:
+        raise NsysError(
+            f"nsys {info.version} at {info.path} cannot import its captures into a report: "
+            + "; ".join(info.importer)
+        )
     return info
 
 
@@ -227,7 +328,11 @@ def stats_command(
     report: str | os.PathLike, prefix: str | os.PathLike, info: NsysInfo
 ) -> list[str]:
     """``nsys stats`` writing each report as CSV to ``<prefix>_<report>.csv``."""
+    from .gputrace import TRACE_REPORTS
+
     names = list(report_names(info.generation).values())
+    index = GENERATIONS.index(info.generation)
+    names += [pair[index] for pair in TRACE_REPORTS.values()]
     if info.reports:  # drop what this build does not ship instead of getting "ERROR"
         names = [name for name in names if name in info.reports]
     return [

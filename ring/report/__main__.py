@@ -48,6 +48,14 @@ def _parser() -> argparse.ArgumentParser:
         "(results/report/not_measured.json)",
     )
     parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder of results measured on another machine (results/reference/<machine>), "
+        "drawn beside these and labelled with the folder's name; repeatable",
+    )
+    parser.add_argument(
         "--results",
         metavar="DIR",
         help="also take every result under DIR/{cpu,mpi,gpu}/*.csv and DIR/profiles/*/",
@@ -66,13 +74,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         chosen = collect_inputs(
-            args.sweep, args.kernel_bw, args.profile, args.results, args.not_measured
+            args.sweep,
+            args.kernel_bw,
+            args.profile,
+            args.results,
+            args.not_measured,
+            args.reference,
         )
         result = build_report(
             chosen["sweeps"],
             kernel_bandwidth=chosen["kernel_bandwidth"],
             profiles=chosen["profiles"],
             not_measured=next(iter(chosen["not_measured"]), None),
+            references=chosen["references"],
             figures_dir=args.figures,
             out_dir=args.out,
         )

@@ -66,8 +66,17 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     on_mpi = rows["backend"].isin(MPI_BACKENDS)
     base = base.where(~(rows["shared_devices"] & on_device), base + " (shared devices)")
     base = base.where(~(rows["shared_devices"] & on_mpi), base + " (one host)")
+    if "graphs" in rows:
+        # Replayed CUDA graphs (ring.gpu_graphs); rows without the column enqueued eagerly.
+        graphs = pd.to_numeric(rows["graphs"], errors="coerce").fillna(0) == 1
+        base = base.where(~graphs, base + " (graphs)")
     if several_kinds:
         base = base + " " + rows["dtype"] + " " + rows["op"]
+    if "machine" in rows:
+        # A reference measured elsewhere always names its machine, so no figure or table
+        # can pass it off as this run's.
+        elsewhere = rows["machine"].fillna("").astype(str) != ""
+        base = base.where(~elsewhere, base + " @ " + rows["machine"].astype(str))
     rows["base"] = base
     # A run per backend and N (the workflow's layout) is no repeat; two runs of the same
     # series at the same N are.

@@ -38,9 +38,11 @@ def collect_inputs(
     profiles=(),
     results: str | Path | None = None,
     not_measured: str | Path | None = None,
+    references=(),
 ) -> dict[str, list[Path]]:
     """Named inputs plus, with ``results``, what :func:`discover` finds there (no repeats)."""
     chosen = {
+        "references": [Path(p) for p in references],
         "sweeps": [Path(p) for p in sweeps],
         "kernel_bandwidth": [Path(p) for p in kernel_bandwidth],
         "profiles": [Path(p) for p in profiles],
@@ -87,18 +89,23 @@ def build_report(
     kernel_bandwidth=(),
     profiles=(),
     not_measured: str | Path | None = None,
+    references=(),
 ) -> BuildResult:
     """Load the inputs, draw the figures, write ``out_dir/index.html`` and ``report.md``.
 
     ``sweeps`` are ``ring.bench`` CSVs (each with its JSON beside it), at least one;
     ``kernel_bandwidth`` the GPU kernel sweep CSVs; ``profiles`` ``results/profiles/<name>``
     folders; ``not_measured`` the workflow's ``not_measured.json`` (what it left out on this
-    machine and why).  Every named input is required: a missing or malformed one raises
+    machine and why); ``references`` committed folders measured on other machines
+    (``results/reference/<machine>``), drawn beside this run's results and labelled with
+    the folder's name.  Every named input is required: a missing or malformed one raises
     :class:`ReportInputError` naming the file before anything is written.  What is not
     named is listed in the report as not measured.
     """
     started = time.perf_counter()
-    inputs = load_inputs(list(sweeps), list(kernel_bandwidth), list(profiles), not_measured)
+    inputs = load_inputs(
+        list(sweeps), list(kernel_bandwidth), list(profiles), not_measured, list(references)
+    )
     model = ReportModel(inputs)
     # Derive every table before drawing, so bad data fails before any file changes.
     _ = (model.caveats, model.not_measured, model.ceiling_fractions, model.scaling)

@@ -508,8 +508,13 @@ def _kernel_bandwidth(model, out_dir: Path):
         devices = rows.groupby("device") if "device" in rows else [(None, rows)]
         for device, part in devices:
             where = result.name if device is None else f"{result.name}, device {device}"
-            for column in ("kernel_GBps", "copy_GBps"):
-                lines.append((f"{column.removesuffix('_GBps')} [{where}]", column, part))
+            # Sweeps before the kernel column measured CuPy's ufunc only.
+            kernels = part.groupby("kernel") if "kernel" in part else [("ufunc", part)]
+            for kernel, rows_of in kernels:
+                lines.append((f"kernel {kernel} [{where}]", "kernel_GBps", rows_of))
+            # The copy is measured once per size, whichever kernels ran beside it.
+            copies = part.drop_duplicates("bytes")
+            lines.append((f"copy [{where}]", "copy_GBps", copies))
     colours = sns.color_palette("tab10", max(len(lines), 1))
     for colour, (label, column, part) in zip(colours, lines, strict=False):
         part = part[part[column].notna()].sort_values("bytes")

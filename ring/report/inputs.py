@@ -6,7 +6,12 @@ says so; they are never filled in.
 
 * sweep: ``FILE.csv`` from ``python -m ring.bench`` and its ``FILE.json`` beside it;
 * kernel bandwidth: the single-GPU reduction-kernel sweep (CSV + JSON, same convention);
-* profile: ``results/profiles/<name>/`` holding ``tables/*.csv`` from ``python -m ring.nsys``.
+* profile: ``results/profiles/<name>/`` holding ``tables/*.csv`` from ``python -m ring.nsys``;
+* reference: a folder of results measured on another machine and committed
+  (``results/reference/<machine>/``: sweeps and kernel sweeps at its top, profiles under
+  ``profiles/<name>/``).  Everything read from it carries the folder's name as its
+  ``machine``, so the report can say where each series came from; what this run measured
+  has ``machine == ""``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import COLUMNS
 
 __all__ = [
@@ -29,6 +35,7 @@ __all__ = [
     "ReportInputError",
     "Run",
     "discover",
+    "discover_reference",
     "load_inputs",
     "load_kernel_bandwidth",
     "load_not_measured",
@@ -67,6 +74,7 @@ class Run:
     json_path: Path
     rows: pd.DataFrame
     meta: dict
+    machine: str = ""  # a reference folder's name; "" for this run's own results
 
     @property
     def environment(self) -> dict:
@@ -86,6 +94,7 @@ class KernelBandwidth:
     json_path: Path
     rows: pd.DataFrame
     meta: dict
+    machine: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,7 @@ class Profile:
     path: Path
     tables: dict[str, pd.DataFrame]
     summary: str | None
+    machine: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,8 +126,13 @@ class Inputs:
 
     def sweep_rows(self) -> pd.DataFrame:
         """All sweep rows, each tagged with the run (file stem) it came from."""
-        frames = [run.rows.assign(run=run.name) for run in self.runs]
+        frames = [run.rows.assign(run=run.name, machine=run.machine) for run in self.runs]
         return pd.concat(frames, ignore_index=True)
+
+    def local_runs(self) -> list[Run]:
+        """The runs this report's own machine measured (all runs when every one is a
+        reference): what "not measured" is about."""
+        return [run for run in self.runs if not run.machine] or self.runs
 
 
 def _read_json(path: Path, required_keys: tuple[str, ...]) -> dict:
@@ -209,6 +224,7 @@ def load_sweep(csv_path: str | Path) -> Run:
     if (rows["nodes"] < 1).any() or (rows["bytes"] < 0).any() or (rows["time_us"] < 0).any():
         raise ReportInputError(f"{csv_path}: negative bytes or time, or nodes < 1")
     key = ["backend", "sync", "nodes", "shared_devices", "dtype", "op", "bytes"]
+    key += [c for c in VARIANT_COLUMNS if c in rows.columns]
     duplicated = rows.duplicated(key)
     if duplicated.any():
         first = rows.loc[duplicated, key].iloc[0].to_dict()
@@ -293,7 +309,8 @@ def discover(results: str | Path) -> dict[str, list[Path]]:
     ``results/{cpu,mpi,gpu}/*.csv`` are sweeps, except CSVs whose name says ``kernel``
     (the kernel-bandwidth sweep); ``results/profiles/*/`` with a ``tables/`` folder are
     profiles; ``results/report/not_measured.json`` is the workflow's record of what it left
-    out.  Committed reference runs (``results/reference/``) are not picked up.
+    out.  Committed reference runs (``results/reference/``) are not picked up: they come from
+    other machines, and join a report only when named (:func:`discover_reference`).
     """
     results = Path(results)
     if not results.is_dir():
@@ -313,14 +330,61 @@ def discover(results: str | Path) -> dict[str, list[Path]]:
     }
 
 
+def discover_reference(folder: str | Path) -> dict[str, list[Path]]:
+    """The results of one committed reference folder, by kind (as :func:`discover`).
+
+    Its top-level ``*.csv`` are sweeps, except those whose name says ``kernel``;
+    ``profiles/*/`` with a ``tables/`` folder are profiles.  A folder with none of these
+    is an error: a reference that draws nothing is a mistake in the path.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReportInputError(f"{folder}: no such reference folder")
+    sweeps: list[Path] = []
+    kernel: list[Path] = []
+    for csv_path in sorted(folder.glob("*.csv")):
+        (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
+    profiles = sorted(p for p in (folder / "profiles").glob("*") if (p / "tables").is_dir())
+    if not (sweeps or kernel or profiles):
+        raise ReportInputError(
+            f"{folder}: holds no result (no *.csv at its top, no profiles/*/tables/)"
+        )
+    return {"sweeps": sweeps, "kernel_bandwidth": kernel, "profiles": profiles}
+
+
+def _load_reference(folder: str | Path) -> tuple[list[Run], list[KernelBandwidth], list[Profile]]:
+    """Everything in one reference folder, named ``<folder>/<file>`` and tagged with it."""
+    machine = Path(folder).name
+    found = discover_reference(folder)
+
+    def tag(item):
+        return replace(item, name=f"{machine}/{item.name}", machine=machine)
+
+    return (
+        [tag(load_sweep(p)) for p in found["sweeps"]],
+        [tag(load_kernel_bandwidth(p)) for p in found["kernel_bandwidth"]],
+        [tag(load_profile(p)) for p in found["profiles"]],
+    )
+
+
 def load_inputs(
     sweeps: list[str | Path],
     kernel_bandwidth: list[str | Path] = (),
     profiles: list[str | Path] = (),
     not_measured: str | Path | None = None,
+    references: list[str | Path] = (),
 ) -> Inputs:
-    """Load every named input; the first bad one raises :class:`ReportInputError`."""
-    if not sweeps:
+    """Load every named input; the first bad one raises :class:`ReportInputError`.
+
+    ``references`` are folders measured elsewhere (:func:`discover_reference`); their
+    results join this run's, each tagged with the folder's name as its machine.
+    """
+    names = [Path(p).name for p in references]
+    if len(set(names)) < len(names):
+        raise ReportInputError(f"two reference folders share a name: {list(map(str, references))}")
+    loaded = [_load_reference(folder) for folder in references]
+    reference_runs = [run for runs, _, _ in loaded for run in runs]
+    if not sweeps and not reference_runs:
         raise ReportInputError(
             "no sweep result given: the report needs at least one ring.bench CSV "
             "(e.g. results/cpu/cpu_sweep.csv from `snakemake --cores 8 cpu`)"
@@ -338,8 +402,9 @@ def load_inputs(
         for run in runs
     ]
     return Inputs(
-        runs=runs,
-        kernel_bandwidth=[load_kernel_bandwidth(p) for p in kernel_bandwidth],
-        profiles=[load_profile(p) for p in profiles],
+        runs=runs + reference_runs,
+        kernel_bandwidth=[load_kernel_bandwidth(p) for p in kernel_bandwidth]
+        + [k for _, kernels, _ in loaded for k in kernels],
+        profiles=[load_profile(p) for p in profiles] + [p for _, _, found in loaded for p in found],
         left_out=None if not_measured is None else load_not_measured(not_measured),
     )

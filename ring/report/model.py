@@ -119,13 +119,18 @@ class ReportModel:
 
     @cached_property
     def kernel_summary(self) -> pd.DataFrame:
-        """Per kernel sweep (and device): kernel against copy at the largest size, and best."""
+        """Per kernel sweep, device and kernel (ours, CuPy's ufunc; sweeps before the
+        ``kernel`` column measured the ufunc): kernel against copy at the largest size, and
+        best."""
         records = []
         for result in self.inputs.kernel_bandwidth:
             rows = result.rows.dropna(subset=["kernel_GBps", "copy_GBps"])
             rows = rows[rows["copy_GBps"] > 0]
-            groups = rows.groupby("device") if "device" in rows else [("", rows)]
-            for device, part in groups:
+            rows = rows.assign(
+                device=rows["device"].astype(str) if "device" in rows else "",
+                kernel=rows["kernel"].astype(str) if "kernel" in rows else "ufunc",
+            )
+            for (device, kernel), part in rows.groupby(["device", "kernel"], sort=True):
                 if part.empty:
                     continue
                 ratio = part["kernel_GBps"] / part["copy_GBps"]
@@ -135,6 +140,7 @@ class ReportModel:
                     {
                         "run": result.name,
                         "device": str(device),
+                        "kernel": kernel,
                         "largest_bytes": int(last["bytes"]),
                         "kernel_GBps": float(last["kernel_GBps"]),
                         "copy_GBps": float(last["copy_GBps"]),
@@ -189,31 +195,46 @@ class ReportModel:
     # --- what the data does not cover -------------------------------------------------
 
     def _hosts(self) -> str:
-        hosts = sorted({str(run.environment.get("host")) for run in self.inputs.runs})
+        hosts = sorted({str(run.environment.get("host")) for run in self.inputs.local_runs()})
         return ", ".join(hosts)
 
+    @property
+    def _local_names(self) -> set[str]:
+        return {run.name for run in self.inputs.local_runs()}
+
     def _no_gpu_anywhere(self) -> bool:
-        if self.backends & set(analysis.DEVICE_BACKENDS) or self.inputs.kernel_bandwidth:
+        local = self.rows[self.rows["run"].isin(self._local_names)]
+        if set(local["backend"]) & set(analysis.DEVICE_BACKENDS) or self._local_kernels():
             return False
-        return all(not run.environment.get("gpus") for run in self.inputs.runs)
+        return all(not run.environment.get("gpus") for run in self.inputs.local_runs())
 
     def _no_mpi_anywhere(self) -> bool:
-        return all(not run.environment.get("mpi_library") for run in self.inputs.runs)
+        return all(not run.environment.get("mpi_library") for run in self.inputs.local_runs())
+
+    def _local_kernels(self) -> list:
+        # A reference measured elsewhere does not make this machine's result present.
+        return [k for k in self.inputs.kernel_bandwidth if not k.machine]
 
     def _present(self, expected: Expected) -> bool:
         if expected.key == "kernel_bw":
-            return bool(self.inputs.kernel_bandwidth)
+            return bool(self._local_kernels())
         if expected.key.startswith("nsys_"):
-            return any(profiles.profile_kind(p.name) == expected.key for p in self.inputs.profiles)
+            return any(
+                profiles.profile_kind(p.name) == expected.key
+                for p in self.inputs.profiles
+                if not p.machine
+            )
         backend, _, sync = expected.key.partition(" ")
-        rows = self.rows[self.rows["backend"] == backend]
+        rows = self.rows[self.rows["run"].isin(self._local_names)]
+        rows = rows[rows["backend"] == backend]
         if sync:
             rows = rows[rows["sync"] == sync]
         return not rows.empty
 
     def _why_missing(self, expected: Expected) -> str:
-        count = len(self.inputs.runs)
-        files = self.inputs.runs[0].json_path.name if count == 1 else f"all {count} result JSONs"
+        local = self.inputs.local_runs()
+        count = len(local)
+        files = local[0].json_path.name if count == 1 else f"all {count} result JSONs"
         reasons = []
         if "gpu" in expected.needs and self._no_gpu_anywhere():
             reasons.append(f"no GPU on {self._hosts()} (`environment.gpus` is empty in {files})")
@@ -379,14 +400,16 @@ class ReportModel:
                 "traffic against the copy and add ceilings of the same run is the honest "
                 "measure."
             )
-        hosts = {str(run.environment.get("host")) for run in self.inputs.runs}
+        # Hosts of different machines may share a name ("vm"): a reference says its machine.
+        hosts = {run.machine or str(run.environment.get("host")) for run in self.inputs.runs}
         cross_run = [
             c.name for c in self.comparisons if (c.table["run_fast"] != c.table["run_slow"]).any()
         ]
         if len(hosts) > 1:
             notes.append(
-                f"The runs come from different hosts ({', '.join(sorted(hosts))}); ratios "
-                "between runs compare machines as well as implementations."
+                f"The runs come from different machines ({', '.join(sorted(hosts))}); ratios "
+                "between runs of different machines compare machines as well as "
+                "implementations, each measured in its own run."
             )
         if cross_run:
             notes.append(

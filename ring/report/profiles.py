@@ -27,6 +27,15 @@ def profile_kind(name: str) -> str:
     return name
 
 
+def on_gpu(profile: Profile) -> bool:
+    """A GPU profile: its steps wait on the device (CUDA events), never in a host call, so
+    a host wait share would read 0 % and say nothing."""
+    return any(
+        name in profile.tables and not profile.tables[name].empty
+        for name in ("kernels", "memops", "gpu_steps")
+    )
+
+
 def _steps(profile: Profile) -> pd.DataFrame | None:
     ranges = profile.tables.get("nvtx_ranges")
     if ranges is None or not set(STEP_COLUMNS) <= set(ranges.columns):
@@ -62,7 +71,7 @@ def step_and_wait_tables(
         medians["phase"] = pd.Categorical(medians["phase"], categories=PHASES, ordered=True)
         step_frames.append(medians)
         waited = steps[steps["wait_ns"].notna()]
-        if not waited.empty:
+        if not waited.empty and not on_gpu(profile):
             by_phase = waited.groupby("phase", sort=True)[["wait_ns", "total_ns"]].sum()
             by_phase = by_phase[by_phase["total_ns"] > 0]
             wait_frames.append(

@@ -289,6 +289,7 @@ def _kernel_table(model: ReportModel) -> Table | None:
         [
             r.run,
             r.device,
+            r.kernel,
             format_bytes(r.largest_bytes),
             format_number(r.kernel_GBps),
             format_number(r.copy_GBps),
@@ -299,11 +300,12 @@ def _kernel_table(model: ReportModel) -> Table | None:
     ]
     return Table(
         "Reduction kernel against the device copy (one GPU)",
-        ["run", "device", "largest size", "kernel (GB/s)", "copy (GB/s)", "kernel / copy",
+        ["run", "device", "kernel", "largest size", "kernel (GB/s)", "copy (GB/s)", "kernel / copy",
          "highest kernel / copy (at)"],
         rows,
-        "Kernel: two reads and one write per element; copy: one read and one write, of the "
-        "same bytes on the same device in the same run.",
+        "Kernel: two reads and one write per element (ring: ours, ring.gpu_kernels; ufunc: "
+        "CuPy's); copy: one read and one write, of the same bytes on the same device in the "
+        "same run.",
     )  # fmt: skip
 
 
@@ -351,12 +353,16 @@ def _ceilings_text(model: ReportModel, run_name: str) -> str:
     return "; ".join(parts) or "none recorded"
 
 
+def _kind(kind: str, machine: str) -> str:
+    return f"{kind}, measured on {machine} (reference)" if machine else kind
+
+
 def _inputs_table(model: ReportModel) -> Table:
     def result_row(result, kind: str, ceilings: str) -> list[str]:
         meta = result.meta
         return [
             result.name,
-            kind,
+            _kind(kind, result.machine),
             str(result.csv_path),
             str(len(result.rows)),
             _command(meta.get("command")) or "not recorded",
@@ -368,7 +374,8 @@ def _inputs_table(model: ReportModel) -> Table:
     rows += [result_row(k, "kernel bandwidth", "") for k in model.inputs.kernel_bandwidth]
     for profile in model.inputs.profiles:
         tables = ", ".join(profile.tables)
-        rows.append([profile.name, "profile", str(profile.path), tables, "", "", ""])
+        kind = _kind("profile", profile.machine)
+        rows.append([profile.name, kind, str(profile.path), tables, "", "", ""])
     return Table(
         "Inputs",
         ["name", "kind", "path", "rows / tables", "command", "measured (UTC)", "ceilings (GB/s)"],
@@ -451,11 +458,20 @@ def _gpu_headline(model: ReportModel) -> str | None:
         & (model.rows["bytes"] == best["bytes"])
         & (model.rows["run"] == best["run_slow"])
     ].iloc[0]
+    where = ""
+    if fast["run"] != slow["run"]:
+        machines = [m or "this machine" for m in (fast.get("machine", ""), slow.get("machine", ""))]
+        where = (
+            f" Two runs on two machines ({machines[0]}; {machines[1]}): the ratio compares the "
+            "machines as well as the implementations."
+            if machines[0] != machines[1]
+            else f" Two runs ({fast['run']}; {slow['run']}) on one machine."
+        )
     return (
         f"Largest GPU/CPU speedup: {format_ratio(best['speedup'])} at "
         f"{format_bytes(int(best['bytes']))} per node ({best['fast']} N={best['nodes_fast']}: "
         f"{format_number(fast['time_us'])} µs; {best['slow']} N={best['nodes_slow']}: "
-        f"{format_number(slow['time_us'])} µs)."
+        f"{format_number(slow['time_us'])} µs).{where}"
     )
 
 

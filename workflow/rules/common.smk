@@ -18,6 +18,10 @@ from ring import study_config
 # -- configuration ------------------------------------------------------------------------
 # The Snakefile checked the config (ring.study_config); sweeps read it through this.
 
+# `--config shared_devices=true` gives the string "true" (Snakemake turns only True into a
+# bool); the schema allows both spellings, the rules read a bool.
+config["shared_devices"] = config["shared_devices"] in (True, "true")
+
 
 def sweep_settings(kind):
     """The `bench` settings with the overrides of `kind` (cpu, mpi, gpu, kernel_bw)."""
@@ -215,6 +219,10 @@ def profile_args(name):
         args.append(f"--sync {p['sync']}")
     if p["backend"] == "gpu" and shares_devices(p["nodes"]):
         args.append("--shared-devices 1")
+    if p["backend"] == "gpu":
+        # The profile explains the steps through their NVTX ranges, which only an eager
+        # call has: a replayed CUDA graph enqueues no step from the host.
+        args.append("--graphs 0")
     return " ".join(args)
 
 
@@ -424,9 +432,23 @@ def nsys_target(name):
 # -- the report -----------------------------------------------------------------------------
 
 
+def references_here():
+    """The configured reference folders that exist here (a copy of the workflow without
+    results/reference/ builds its report without them, and says so once)."""
+    present = [path for path in config.get("references", []) if os.path.isdir(path)]
+    absent = [path for path in config.get("references", []) if path not in present]
+    if absent:
+        print(
+            f"ring: reference folder(s) {', '.join(absent)} absent: the report leaves them out",
+            file=sys.stderr,
+        )
+    return present
+
+
 def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
-    args = [f"--sweep {path}" for path in input.sweeps]
+    args = [f"--reference {path}" for path in input.references]
+    args += [f"--sweep {path}" for path in input.sweeps]
     args += [f"--kernel-bw {path}" for path in input.kernel_bw]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
     args.append(f"--not-measured {input.not_measured}")

@@ -23,6 +23,7 @@ rule build_report:
         tables=[f"results/profiles/{name}/tables" for name in profiles_here()],
         summaries=[f"results/profiles/{name}/summary.md" for name in profiles_here()],
         not_measured="results/report/not_measured.json",
+        references=references_here(),
     output:
         figures=report(
             directory("results/figures"),
