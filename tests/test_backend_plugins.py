@@ -94,4 +94,9 @@ def test_own_backends_load_without_installed_entry_points(monkeypatch):
     monkeypatch.setattr(backends, "_plugins_loaded", False)
     monkeypatch.delenv("RING_BENCH_PLUGINS", raising=False)
     backends.available_backends()
-    assert imported == ["ring.bench.mpi_ring", "ring.bench.gpu", "ring.bench.nccl"]
+    assert imported == [
+        "ring.bench.mpi_ring",
+        "ring.bench.gpu",
+        "ring.bench.nccl",
+        "ring.bench.seed_cpp",
+    ]

@@ -144,7 +144,12 @@ ENTRY_POINT_GROUP = "ring.bench.backends"
 DISTRIBUTION = "ring-allreduce-study"
 # This package's own backend modules, imported directly when its installed metadata declares
 # no entry points (a checkout on PYTHONPATH, or an editable install older than them).
-PLUGIN_MODULES: tuple[str, ...] = ("ring.bench.mpi_ring", "ring.bench.gpu", "ring.bench.nccl")
+PLUGIN_MODULES: tuple[str, ...] = (
+    "ring.bench.mpi_ring",
+    "ring.bench.gpu",
+    "ring.bench.nccl",
+    "ring.bench.seed_cpp",
+)
 
 PLUGINS_ENV = "RING_BENCH_PLUGINS"
 
