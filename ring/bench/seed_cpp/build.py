@@ -66,6 +66,7 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "ring"
 
 
+@cache
 def _cpu_flags() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
@@ -74,7 +75,8 @@ def _cpu_flags() -> str:
         return ""
 
 
-def _compiler_version(command: list[str]) -> str:
+@cache
+def _compiler_version(command: tuple[str, ...]) -> str:
     try:
         done = subprocess.run(
             [*command, "--version"], capture_output=True, text=True, timeout=60, check=False
@@ -93,7 +95,7 @@ def library_path() -> Path:
     for part in (source_text(), shutil.which(command[0]) or "", *command, *FLAGS):
         digest.update(part if isinstance(part, bytes) else part.encode())
         digest.update(b"\0")
-    digest.update(_compiler_version(command).encode())
+    digest.update(_compiler_version(tuple(command)).encode())
     digest.update(_cpu_flags().encode())
     return cache_root() / "seed-cpp" / digest.hexdigest()[:16] / LIBRARY_NAME
 
