@@ -117,6 +117,15 @@ def _check_sweep(config: Mapping, kind: str) -> None:
             resolve_op(settings["op"], np.dtype(dtype))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"config: {kind}.op {settings['op']!r} with {dtype}: {exc}") from None
+    if "seed-cpp" in config[kind].get("backends", ()):
+        from .bench.seed_cpp import DTYPE_CODES
+
+        refused = [dtype for dtype in settings["dtypes"] if dtype not in DTYPE_CODES]
+        if refused:
+            raise ConfigError(
+                f"config: {kind}.backends seed-cpp is compiled for {', '.join(DTYPE_CODES)} "
+                f"only, not {', '.join(refused)}"
+            )
 
 
 def _check_profiles(config: Mapping) -> None:

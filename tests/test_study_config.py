@@ -56,6 +56,10 @@ BAD = {
         {"bench": {"min_bytes": "1M", "max_bytes": "1K"}},
         "min_bytes 1M above max_bytes 1K",
     ),
+    "seed-cpp with float16": (
+        {"bench": {"dtypes": ["float32", "float16"]}},
+        "cpu.backends seed-cpp is compiled for float32, float64, int32, int64 only, not float16",
+    ),
     "gpu profile nodes": ({"nsys": {"profiles": {"4gpu": {"nodes": 2}}}}, "profiles 4 nodes"),
 }
 

@@ -150,9 +150,10 @@ needs_mpi4py = pytest.mark.skipif(
     importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed"
 )
 
-# config/ci.yaml: cpu backends 2 x nodes [2, 3]; mpi backends 2 x nodes [2]; gpu backends 2 x
+# config/ci.yaml: cpu backends 3 x nodes [2, 3]; mpi backends 2 x nodes [2]; gpu backends 2 x
 # nodes [2, 4]; one dtype.
-CPU_JOBS = 4
+CPU_BACKENDS = ("cpu", "numpy-direct", "seed-cpp")
+CPU_JOBS = 6
 MPI_JOBS = 2
 TIMED_RULES = {
     "cpu_bench",
@@ -180,7 +181,7 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     }
     cpu = {Path(job.output[0]).name for job in jobs if job.rule == "cpu_bench"}
     assert cpu == {
-        f"{backend}_n{nodes}_float32.csv" for backend in ("cpu", "numpy-direct") for nodes in (2, 3)
+        f"{backend}_n{nodes}_float32.csv" for backend in CPU_BACKENDS for nodes in (2, 3)
     }
     report = next(job for job in jobs if job.rule == "build_report")
     assert report.output == [
@@ -413,6 +414,24 @@ def test_all_without_nsys_or_mpi_still_plans_the_rest(workdir, stubs, tmp_path):
         "build_report": 1,
         "all": 1,
     }
+
+
+def test_without_a_compiler_all_leaves_out_seed_cpp_and_says_why(tmp_path, stubs):
+    import json
+
+    workdir = copy_workflow(tmp_path / "wf")
+    pinned = pinned_config(tmp_path, stubs, mpi=False, nsys=False)
+    env = dict(job_env(), CXX="/nonexistent/g++")
+    jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=0"], env=env)
+    cpu = {job.wildcards["backend"] for job in jobs if job.rule == "cpu_bench"}
+    assert cpu == {"cpu", "numpy-direct"} and counts(jobs)["cpu_bench"] == CPU_JOBS - 2
+    args = ["--cores", "1", "results/report/not_measured.json", "--configfile", "config/ci.yaml"]
+    done = snakemake(workdir, *args, pinned, "--config", "gpus=0", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entries = json.loads((workdir / "results/report/not_measured.json").read_text())
+    seed = next(entry for entry in entries if entry["what"] == "CPU sweeps (seed-cpp)")
+    assert "/nonexistent/g++" in seed["why"] and "apt-get install g++" in seed["why"]
+    assert seed["how"].endswith("snakemake --cores 8 cpu")
 
 
 def test_not_measured_says_what_is_absent_and_why(tmp_path, stubs):

@@ -124,9 +124,20 @@ def probe_nsys():
     return Probe(True, f"nsys at {found}")
 
 
+def probe_cxx():
+    """seed-cpp compiles the original study's C++ design on first use (CXX, default g++)."""
+    from ring.bench.seed_cpp.build import compiler_problem
+
+    problem = compiler_problem()
+    return Probe(problem is None, problem or "a C++ compiler found")
+
+
 GPUS, GPUS_HOW = probe_gpus()
 MPI = probe_mpi()
 NSYS = probe_nsys()
+CXX = probe_cxx()
+# CPU backends that need CXX; without it they are left out and listed as not measured.
+COMPILED_BACKENDS = {"seed-cpp"}
 
 MPI_HINT = (
     "install Open MPI and mpi4py: apt-get install openmpi-bin libopenmpi-dev "
@@ -257,6 +268,13 @@ def sweep_files(kind, nodes_list=None, backends=None):
 DEVICE_PER_NODE = {"nccl"}
 
 
+def cpu_files_here():
+    backends = config["cpu"]["backends"]
+    return sweep_files(
+        "cpu", backends=[b for b in backends if CXX.ok or b not in COMPILED_BACKENDS]
+    )
+
+
 def gpu_files_here():
     """GPU sweep results this machine can produce; with shared devices, only backends that
     can place several nodes on one device."""
@@ -300,7 +318,7 @@ def profiles_here():
 
 def sweeps_here():
     """Every sweep result this machine can produce, in the order the report lists them."""
-    files = sweep_files("cpu")
+    files = cpu_files_here()
     if MPI.ok:
         files += sweep_files("mpi")
     return files + gpu_files_here()
@@ -320,6 +338,15 @@ def kernel_bw_here():
 def not_measured():
     """What `all` leaves out on this machine, why, and the command that would produce it."""
     absent = []
+    if not CXX.ok:
+        for backend in sorted(COMPILED_BACKENDS & set(config["cpu"]["backends"])):
+            absent.append(
+                {
+                    "what": f"CPU sweeps ({backend})",
+                    "why": CXX.why,
+                    "how": "with a C++20 compiler: snakemake --cores 8 cpu",
+                }
+            )
     if not MPI.ok:
         absent.append(
             {
@@ -395,7 +422,9 @@ def all_inputs(wildcards):
 
 
 def cpu_target(wildcards):
-    return sweep_files("cpu")
+    if not CXX.ok and COMPILED_BACKENDS & set(config["cpu"]["backends"]):
+        print(f"note: target cpu leaves out seed-cpp: {CXX.why}", file=sys.stderr)
+    return cpu_files_here()
 
 
 def mpi_target(wildcards):
