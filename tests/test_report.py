@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ring.bench.seed_cpp.build import compiler_problem
 from ring.report import FIGURES, ReportInputError, build_report, collect_inputs
 from ring.report.fmt import format_bytes, format_number
 
@@ -29,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NSYS_FIXTURE = ROOT / "tests" / "fixtures" / "nsys" / "cpu2022"
 ARTIFACTS = Path(os.environ.get("RING_TEST_ARTIFACTS", ROOT / "tests" / "artifacts"))
 BENCH = ["-b", "1K", "-e", "64K", "-f", "4", "-n", "3", "-w", "1", "--seed", "1"]
+# The cpu sweep's backends as the workflow runs them (seed-cpp only where it can be built).
+THREAD_BACKENDS = ("numpy-direct",) + (("seed-cpp",) if compiler_problem() is None else ())
 
 
 def run_bench(out: Path, *args: str) -> Path:
@@ -70,13 +73,14 @@ def results(tmp_path_factory) -> Path:
             "--sync",
             "pairwise,barrier",
         )
-        run_bench(
-            root / "cpu" / f"numpy-direct_n{nodes}_float32.csv",
-            "--backend",
-            "numpy-direct",
-            "--nodes",
-            str(nodes),
-        )
+        for backend in THREAD_BACKENDS:
+            run_bench(
+                root / "cpu" / f"{backend}_n{nodes}_float32.csv",
+                "--backend",
+                backend,
+                "--nodes",
+                str(nodes),
+            )
     run_tables(root / "profiles" / "cpu")
     return root
 
@@ -210,11 +214,13 @@ def test_busbw_at_largest_size_matches_csv(results, markdown):
 def test_speedups_match_csv(results, markdown):
     rows = csv_rows(results)
     checked = 0
-    for title, fast, slow in (
-        ("cpu ring: pairwise over barrier synchronisation", "cpu pairwise", "cpu barrier"),
-        ("cpu ring over its peers", "cpu pairwise", "numpy-direct"),
-        ("cpu ring over its peers", "cpu barrier", "numpy-direct"),
-    ):
+    pairs = [("cpu ring: pairwise over barrier synchronisation", "cpu pairwise", "cpu barrier")]
+    pairs += [
+        ("cpu ring over its peers", ours, peer)
+        for peer in THREAD_BACKENDS
+        for ours in ("cpu pairwise", "cpu barrier")
+    ]
+    for title, fast, slow in pairs:
         for shown in md_table(markdown, title):
             if (shown["faster"], shown["slower"]) != (fast, slow):
                 continue
@@ -231,7 +237,7 @@ def test_speedups_match_csv(results, markdown):
             ratio, where = shown["at the largest size"].split(" (")
             assert close(ratio, speedup[largest]) and size(where.rstrip(")")) == largest
             checked += 1
-    assert checked == 6  # three pairs at N = 2 and N = 4
+    assert checked == 2 * len(pairs)  # every pair at N = 2 and N = 4
 
 
 def test_ceiling_fraction_matches_json(results, markdown):
@@ -255,7 +261,7 @@ def test_ceiling_fraction_matches_json(results, markdown):
 def test_scaling_matches_csv(results, markdown):
     rows = csv_rows(results)
     table = md_table(markdown, "Node-count scaling at the largest common size")
-    assert {r["series"] for r in table} == {"cpu pairwise", "cpu barrier", "numpy-direct"}
+    assert {r["series"] for r in table} == {"cpu pairwise", "cpu barrier", *THREAD_BACKENDS}
     for shown in table:
         t2, t4 = times(rows, shown["series"], 2), times(rows, shown["series"], 4)
         largest = max(set(t2) & set(t4))
@@ -306,7 +312,12 @@ def test_environment_and_inputs_come_from_the_json(results, markdown):
 
 def test_caveats_from_the_data(markdown):
     caveats = markdown.split("## Caveats")[1].split("## Figures")[0]
-    assert "cpu and numpy-direct run(s) as threads sharing one memory" in caveats
+    threads = (
+        "cpu, numpy-direct and seed-cpp"
+        if "seed-cpp" in THREAD_BACKENDS
+        else ("cpu and numpy-direct")
+    )
+    assert f"{threads} run(s) as threads sharing one memory" in caveats
     # One file per backend and N: every speedup pairs two runs, and the report says so.
     assert "pair series from different runs" in caveats
     assert "Wrong results" not in caveats

@@ -35,7 +35,7 @@ __all__ = [
 RING_BACKENDS = ("cpu", "mpi", "gpu")
 # What a user would pick instead of each ring, on the same hardware.
 PEERS = {
-    "cpu": ("numpy-direct", "mpi-allreduce", "mpi"),
+    "cpu": ("numpy-direct", "seed-cpp", "mpi-allreduce", "mpi"),
     "mpi": ("mpi-allreduce",),
     "gpu": ("nccl",),
 }

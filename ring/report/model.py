@@ -29,6 +29,7 @@ EXPECTED = (
     Expected("cpu pairwise", "CPU ring (threads), pairwise synchronisation", "cpu", ""),
     Expected("cpu barrier", "CPU ring (threads), barrier after every step", "cpu", ""),
     Expected("numpy-direct", "shared-memory optimum (one ufunc pass per chunk)", "cpu", ""),
+    Expected("seed-cpp", "the original study's C++20 CPU ring (std::barrier)", "cpu", ""),
     Expected("mpi-allreduce", "MPI_Allreduce through mpi4py", "mpi", "mpi"),
     Expected("mpi", "the ring over MPI ranks", "mpi", "mpi"),
     Expected("gpu", "GPU ring (CuPy, one device per node)", "gpu", "gpu"),
@@ -392,10 +393,11 @@ class ReportModel:
                 "Series labelled *(one host)* ran all MPI ranks on one machine: their messages "
                 "went through shared memory, not a network."
             )
-        threads = sorted(set(rows["backend"]) & {"cpu", "numpy-direct"})
+        threads = sorted(set(rows["backend"]) & {"cpu", "numpy-direct", "seed-cpp"})
         if threads:
+            named = ", ".join(threads[:-1]) + " and " * (len(threads) > 1) + threads[-1]
             notes.append(
-                f"{' and '.join(threads)} run(s) as threads sharing one memory: no link is "
+                f"{named} run(s) as threads sharing one memory: no link is "
                 "involved, so busbw is the nccl-tests formula only; the schedule's memory "
                 "traffic against the copy and add ceilings of the same run is the honest "
                 "measure."
