@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up this checkout on a fresh Debian 12 machine: system packages (Open MPI, Nsight
+# Sets up this checkout on a fresh Debian 12 machine: system packages (Open MPI, g++, Nsight
 # Systems, Chromium for the report test) and a virtual environment in .venv with the project.
 #
 #   bash scripts/setup.sh          # what `snakemake --cores 8 all` needs
@@ -24,7 +24,7 @@ as_root() {
 }
 
 if [ "${RING_SKIP_APT:-0}" != 1 ]; then
-  packages=(openmpi-bin libopenmpi-dev)
+  packages=(openmpi-bin libopenmpi-dev g++)
   # Debian's own python3 needs python3-venv for `python3 -m venv`.
   python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
   # The report test renders the page in headless Chromium.
@@ -45,4 +45,6 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[$extras]"
+# The compiled peer (--backend seed-cpp), built now so that no timed run waits for g++.
+.venv/bin/python -m ring.bench.seed_cpp || echo "setup: continuing without seed-cpp" >&2
 echo "setup: done (.venv with extras: $extras)"
