@@ -36,6 +36,7 @@ _ERRORS = {
     1: "bad arguments (null buffer, negative count or fewer than one node)",
     2: "dtype or op code not compiled in",
     3: "the system refused to start a thread per node",
+    4: "out of memory or another system resource",
 }
 
 

@@ -10,7 +10,8 @@
 // C ABI (loaded with ctypes, which releases the GIL around the call):
 //   int seed_allreduce(void** buffers, int nodes, int64_t count, int dtype, int op)
 //     dtype: 0 float32, 1 float64, 2 int32, 3 int64;  op: 0 sum, 1 prod, 2 max, 3 min
-//     returns 0, or SEED_BAD_ARGUMENT / SEED_BAD_DTYPE_OR_OP / SEED_NO_THREADS.
+//     returns 0, or SEED_BAD_ARGUMENT / SEED_BAD_DTYPE_OR_OP / SEED_NO_THREADS /
+//     SEED_OUT_OF_RESOURCES.
 //   void seed_chunk_range(int64_t total, int64_t chunks, int64_t index,
 //                         int64_t* start, int64_t* stop)
 
@@ -31,6 +32,7 @@ constexpr int SEED_OK = 0;
 constexpr int SEED_BAD_ARGUMENT = 1;
 constexpr int SEED_BAD_DTYPE_OR_OP = 2;
 constexpr int SEED_NO_THREADS = 3;
+constexpr int SEED_OUT_OF_RESOURCES = 4;
 
 struct Range {
     std::int64_t start;
@@ -142,12 +144,17 @@ int seed_allreduce(void** buffers, int nodes, std::int64_t count, int dtype, int
     if (buffers == nullptr || nodes < 1 || count < 0) return SEED_BAD_ARGUMENT;
     for (int node = 0; node < nodes; ++node)
         if (buffers[node] == nullptr && count > 0) return SEED_BAD_ARGUMENT;
-    switch (dtype) {
-        case 0: return with_op<float>(buffers, nodes, count, op);
-        case 1: return with_op<double>(buffers, nodes, count, op);
-        case 2: return with_op<std::int32_t>(buffers, nodes, count, op);
-        case 3: return with_op<std::int64_t>(buffers, nodes, count, op);
-        default: return SEED_BAD_DTYPE_OR_OP;
+    // No C++ exception may cross into the caller (Python, through ctypes).
+    try {
+        switch (dtype) {
+            case 0: return with_op<float>(buffers, nodes, count, op);
+            case 1: return with_op<double>(buffers, nodes, count, op);
+            case 2: return with_op<std::int32_t>(buffers, nodes, count, op);
+            case 3: return with_op<std::int64_t>(buffers, nodes, count, op);
+            default: return SEED_BAD_DTYPE_OR_OP;
+        }
+    } catch (...) {
+        return SEED_OUT_OF_RESOURCES;
     }
 }
 
