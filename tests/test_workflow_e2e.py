@@ -14,7 +14,7 @@ from itertools import combinations
 from pathlib import Path
 
 import pytest
-from test_workflow import TIMED_RULES, copy_workflow, parse_plan, snakemake
+from test_workflow import CPU_JOBS, TIMED_RULES, copy_workflow, parse_plan, snakemake
 
 # Whole workflow runs, each of several Snakemake calls of up to 600 s.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -98,7 +98,7 @@ def test_benchmark_jobs_never_overlap_even_with_spare_cores(tmp_path):
     config = ("--configfile", "config/ci.yaml", "--config", "gpus=0")
     run_ok(workdir, "--cores", "8", "cpu", *config)
     intervals = job_intervals(workdir)
-    assert len(intervals) == 4
+    assert len(intervals) == CPU_JOBS
     assert overlaps(intervals) == []
 
     # Control: the same jobs with the limit lifted do run side by side on 8 cores, so the
