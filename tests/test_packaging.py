@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "reference" / "amd-epyc-2core"
-BACKENDS = {"cpu", "numpy-direct", "mpi-allreduce", "mpi", "gpu", "nccl"}
+BACKENDS = {"cpu", "numpy-direct", "mpi-allreduce", "mpi", "gpu", "nccl", "seed-cpp"}
 
 # Builds a wheel and a venv; the report runs in a subprocess.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -73,6 +73,7 @@ def test_wheel_carries_templates_and_license(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "ring/report/templates/index.html.j2" in names
     assert "ring/report/templates/report.md.j2" in names
+    assert "ring/bench/seed_cpp/seed_ring.cpp" in names  # compiled on first use
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
 
 
