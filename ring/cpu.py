@@ -208,14 +208,18 @@ class CpuCommunicator(RingCommunicator):
                 with nvtx_ranges.annotate(name):
                     error = self._crew.run(job)
             except BaseException:
-                # Interrupted (Ctrl-C) while the workers ran: run() has stopped them.
-                self._closed = True
-                self._finalizer.detach()
+                # Interrupted (Ctrl-C), wherever in this block: no worker may outlive it.
+                self._shut_down()
                 raise
             if error is not None:
-                self._closed = True
-                self._finalizer.detach()
+                self._shut_down()
                 raise error
+
+    def _shut_down(self) -> None:
+        """Close after a call that did not complete: stop and join every worker."""
+        self._closed = True
+        self._finalizer.detach()
+        self._crew.stop(True)
 
 
 class _Crew:
@@ -246,8 +250,9 @@ class _Crew:
     def run(self, job) -> BaseException | None:
         """Run one collective on every node; return a worker's exception, if any.
 
-        If the caller is interrupted while the nodes run, the workers are stopped and
-        joined before the interruption propagates, so no node touches a buffer afterwards.
+        If the caller is interrupted while the nodes run, every waiting node is woken to
+        stop; the caller then stops and joins them (:meth:`stop`) before the interruption
+        propagates, so no node touches a buffer afterwards.
         """
         try:
             for start in self.start:
@@ -255,12 +260,8 @@ class _Crew:
             self.done.get()
         except BaseException as interruption:
             self.fail(interruption)
-            self.stop(True)
             raise
-        if self.failed:
-            self.stop(True)
-            return self.error
-        return None
+        return self.error if self.failed else None
 
     def stop(self, join: bool) -> None:
         """Make every worker exit after its current step; with ``join``, wait for them."""
