@@ -25,8 +25,7 @@ TINY = ["-b", "4", "-e", "4K", "-f", "8", "-n", "3", "-w", "1"]
 
 @pytest.fixture(autouse=True)
 def small_ceilings(monkeypatch):
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_REPS", 2)
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)
 
 
 def _one_error_line(capsys) -> str:

@@ -729,18 +729,19 @@ def simulated_gpu(results, tmp_path_factory):
     CUDA simulator of ``test_gpu_fakecuda`` (real files, simulated device times)."""
     from test_gpu_fakecuda import FakeCuda, fake_cupy
 
+    import ring.bench.ceilings
     import ring.bench.gpu as bench_gpu
     import ring.bench.kernel_bw as kernel_bw
-    import ring.bench.nccl  # noqa: F401 (registers the backend)
-    import ring.bench.runner as runner
+    import ring.bench.nccl
     from ring.bench.__main__ import main as bench_main
 
     root = tmp_path_factory.mktemp("with_gpu")
     shutil.copytree(results / "cpu", root / "cpu")
     small = 64 << 10  # the simulator moves bytes with NumPy: keep its ceilings small
     patch = pytest.MonkeyPatch()
-    for module in (runner, bench_gpu, kernel_bw):
+    for module in (bench_gpu, kernel_bw):
         patch.setattr(module, "ceiling_bytes", lambda max_bytes, itemsize: small)
+    patch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: small)
     bench_gpu._ceiling_cache.clear()
     try:
         with fake_cupy(FakeCuda(4, seed=1)):

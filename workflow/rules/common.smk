@@ -253,6 +253,15 @@ def mpi_machines(wildcards):
 # -- files each target asks for -----------------------------------------------------------
 
 
+def joint_sweep_files(kind):
+    """CPU and MPI: one file per node count holding every backend of the kind."""
+    return [
+        f"results/{kind}/sweep_n{nodes}_{dtype}.csv"
+        for nodes in config[kind]["nodes"]
+        for dtype in sweep_settings(kind)["dtypes"]
+    ]
+
+
 def sweep_files(kind, nodes_list=None, backends=None):
     nodes_list = config[kind]["nodes"] if nodes_list is None else nodes_list
     backends = config[kind]["backends"] if backends is None else backends
@@ -268,11 +277,10 @@ def sweep_files(kind, nodes_list=None, backends=None):
 DEVICE_PER_NODE = {"nccl"}
 
 
-def cpu_files_here():
+def cpu_backends_here():
+    """The cpu backends of the config that can run here (seed-cpp needs a C++ compiler)."""
     backends = config["cpu"]["backends"]
-    return sweep_files(
-        "cpu", backends=[b for b in backends if CXX.ok or b not in COMPILED_BACKENDS]
-    )
+    return [b for b in backends if CXX.ok or b not in COMPILED_BACKENDS]
 
 
 def gpu_files_here():
@@ -318,9 +326,9 @@ def profiles_here():
 
 def sweeps_here():
     """Every sweep result this machine can produce, in the order the report lists them."""
-    files = cpu_files_here()
+    files = joint_sweep_files("cpu")
     if MPI.ok:
-        files += sweep_files("mpi")
+        files += joint_sweep_files("mpi")
     return files + gpu_files_here()
 
 
@@ -424,13 +432,13 @@ def all_inputs(wildcards):
 def cpu_target(wildcards):
     if not CXX.ok and COMPILED_BACKENDS & set(config["cpu"]["backends"]):
         print(f"note: target cpu leaves out seed-cpp: {CXX.why}", file=sys.stderr)
-    return cpu_files_here()
+    return joint_sweep_files("cpu")
 
 
 def mpi_target(wildcards):
     if not MPI.ok:
         stop(f"target mpi: {MPI.why}; {MPI_HINT}")
-    return sweep_files("mpi")
+    return joint_sweep_files("mpi")
 
 
 def gpu_target(wildcards):
