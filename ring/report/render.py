@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy
 import pandas as pd
 
+from ..bench.environment import mpi_version
+from . import intervals, trust
 from .figures import Figure
 from .fmt import format_bytes, format_fraction, format_number, format_ratio, markdown_table
 from .model import ReportModel
@@ -50,13 +52,14 @@ class Table:
 
 def _speedup_tables(model: ReportModel) -> list[Table]:
     tables = []
+    # Speedup of A over B = time(B) / time(A): above 1× A is faster, below 1× B is.
     header = [
-        "faster",
-        "slower",
+        "A",
+        "B",
         "N",
-        "largest speedup",
+        "largest speedup of A",
         "at",
-        "smallest speedup",
+        "smallest speedup of A",
         "at",
         "at the largest size",
     ]
@@ -80,8 +83,46 @@ def _speedup_tables(model: ReportModel) -> list[Table]:
                     f"{format_ratio(r.speedup_at_largest)} ({format_bytes(r.largest_bytes)})",
                 ]
             )
-        tables.append(Table(comparison.title, header, rows))
+        note = "Speedup of A over B = time(B) / time(A): above 1× A is faster, below 1× B is."
+        tables.append(Table(comparison.title, header, rows, note))
     return tables
+
+
+def _one_run_table(model: ReportModel) -> Table | None:
+    """The headline ratios: ours against each peer, one run, at the smallest and largest
+    size, with the bootstrap interval over the timed calls."""
+    ratios = model.one_run_ratios
+    if ratios.empty:
+        return None
+    rows = []
+    for _, pair in ratios.groupby(["ours", "peer", "nodes", "run"], sort=True):
+        ends = pair.loc[[pair["bytes"].idxmin(), pair["bytes"].idxmax()]].drop_duplicates()
+        for r in ends.itertuples():
+            interval = (
+                "n/a"
+                if pd.isna(r.ci_low)
+                else f"{format_ratio(r.ci_low)} – {format_ratio(r.ci_high)}"
+            )
+            rows.append(
+                [
+                    r.ours,
+                    r.peer,
+                    str(r.nodes),
+                    format_bytes(r.bytes),
+                    format_ratio(r.speedup),
+                    interval,
+                    intervals.verdict(r.ci_low, r.ci_high, r.ours, r.peer),
+                    r.run,
+                ]
+            )
+    return Table(
+        "Our ring against its peers, each pair from one run",
+        ["ours", "peer", "N", "size", "time(peer) / time(ours)", "95 % CI", "reading", "run"],
+        rows,
+        "Both series of a row were measured in one invocation, size by size in turn; the "
+        f"interval is a percentile bootstrap ({intervals.DRAWS} draws) over their timed calls. "
+        "Above 1× ours is faster.",
+    )
 
 
 def _busbw_table(model: ReportModel) -> Table:
@@ -116,13 +157,18 @@ def _ceiling_table(model: ReportModel) -> Table:
             format_number(r.value_at_largest),
             format_fraction(r.fraction_at_largest),
             f"{format_fraction(r.max_fraction)} ({format_bytes(r.max_at_bytes)})",
+            _beyond_llc(r),
         ]
         for r in model.ceiling_fractions.itertuples()
     ]
     note = (
         "Each series against the ceilings measured in its own run: host backends against "
-        "host ceilings, GPU backends against device ones; link ceilings are compared with "
-        "busbw, memory ceilings with the schedule's memory traffic."
+        "the fastest of the run's copy, add and triad kernels (STREAM-like, arrays of 4× the "
+        "last-level cache, the better of the start and end measurements), GPU backends "
+        "against device ones; link ceilings are compared with busbw, memory ceilings with "
+        "the schedule's memory traffic, both counted as bytes crossing the memory bus. Only "
+        "sizes of at least 4× the last-level cache compare with a memory ceiling: below it "
+        "caches serve part of the traffic."
     )
     if not rows:
         note = "No run recorded a bandwidth ceiling that applies to its series."
@@ -138,9 +184,20 @@ def _ceiling_table(model: ReportModel) -> Table:
             "value (GB/s)",
             "fraction",
             "highest fraction (at)",
+            "highest at ≥ 4× LLC (at)",
         ],
         rows,
         note,
+    )
+
+
+def _beyond_llc(r) -> str:
+    if r.llc_bytes is None or pd.isna(r.llc_bytes):
+        return "LLC not recorded"
+    if r.max_fraction_beyond_llc is None or pd.isna(r.max_fraction_beyond_llc):
+        return f"no size ≥ {format_bytes(4 * int(r.llc_bytes))}"
+    return (
+        f"{format_fraction(r.max_fraction_beyond_llc)} ({format_bytes(int(r.beyond_llc_at_bytes))})"
     )
 
 
@@ -148,23 +205,43 @@ def _scaling_table(model: ReportModel) -> Table | None:
     table = model.scaling_at_largest
     if table.empty:
         return None
-    rows = [
-        [
-            r.series,
-            f"{r.nodes_b} / {r.nodes_a}",
-            format_bytes(r.bytes),
-            format_ratio(r.time_ratio),
-            format_ratio(r.busbw_ratio),
-            format_ratio(r.busbw_factor_ratio),
-        ]
-        for r in table.itertuples()
-    ]
+    over = trust.oversubscribed(model.rows)
+    crowded = {(r.series, int(r.nodes)): r.threads_per_core for r in over.itertuples()}
+    rows = []
+    for r in table.itertuples():
+        per_core = crowded.get((r.series, int(r.nodes_b)))
+        rows.append(
+            [
+                r.series,
+                f"{r.nodes_b} / {r.nodes_a}",
+                format_bytes(r.bytes),
+                format_ratio(r.time_ratio),
+                format_ratio(r.busbw_ratio),
+                format_ratio(r.busbw_factor_ratio),
+                "yes: not algorithmic" if per_core is None else "",
+                "" if per_core is None else f"{format_number(per_core)} per core",
+            ]
+        )
+    for row in rows:
+        if row[-1]:
+            row[-2] = "no (more nodes than cores)"
     return Table(
         "Node-count scaling at the largest common size",
-        ["series", "N ratio", "size", "time ratio", "busbw ratio", "busbw factor ratio"],
+        [
+            "series",
+            "N ratio",
+            "size",
+            "time ratio",
+            "busbw ratio",
+            "busbw factor ratio",
+            "read as the ring's scaling?",
+            "oversubscribed at the larger N",
+        ],
         rows,
         "A ring limited by its links takes the busbw factor ratio longer at the larger N "
-        "(busbw ratio 1); a higher time ratio is per-step overhead.",
+        "(busbw ratio 1). Where the larger N ran more threads or ranks than cores, the "
+        "extra time is the operating system time-slicing them, not per-step overhead of the "
+        "ring.",
     )
 
 
@@ -179,7 +256,7 @@ _ENVIRONMENT_FIELDS = (
     ("GPUs", lambda env, meta: _gpus(env.get("gpus"))),
     ("driver", lambda env, meta: env.get("driver")),
     ("CUDA", lambda env, meta: env.get("cuda")),
-    ("MPI library", lambda env, meta: env.get("mpi_library")),
+    ("MPI library", lambda env, meta: mpi_version(env.get("mpi_library"))),
     ("git commit", lambda env, meta: meta.get("git_commit")),
 )
 
@@ -365,7 +442,7 @@ def _inputs_table(model: ReportModel) -> Table:
             _kind(kind, result.machine),
             str(result.csv_path),
             str(len(result.rows)),
-            _command(meta.get("command")) or "not recorded",
+            _command(meta.get("launch_command") or meta.get("command")) or "not recorded",
             f"{meta.get('start_time')} – {meta.get('end_time')}",
             ceilings,
         ]
@@ -389,7 +466,13 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
     starts = [run.meta.get("start_time") for run in model.inputs.runs if run.meta.get("start_time")]
     ends = [run.meta.get("end_time") for run in model.inputs.runs if run.meta.get("end_time")]
     scaling = _scaling_table(model)
-    headline = [*_speedup_tables(model), _busbw_table(model), _ceiling_table(model)]
+    one_run = _one_run_table(model)
+    headline = [
+        *([one_run] if one_run is not None else []),
+        *_speedup_tables(model),
+        _busbw_table(model),
+        _ceiling_table(model),
+    ]
     if scaling is not None:
         headline.append(scaling)
     waiting = _wait_table(model)
@@ -404,6 +487,7 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
         "measured_to": max(ends) if ends else None,
         "built": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commits": sorted({str(r.meta.get("git_commit")) for r in model.inputs.runs}),
+        "findings": model.findings,
         "headline": headline,
         "gpu_speedup": _gpu_headline(model),
         "caveats": model.caveats,
