@@ -825,3 +825,42 @@ def test_gpu_results_on_the_simulator(simulated_gpu, tmp_path):
         )
     section = text.split("## Not measured")[1].split("## Environment")[0]
     assert "| GPU ring" not in section and "| NCCL allreduce |" not in section
+
+
+def test_findings_lead_and_profile_tables_fold_in_chromium(built, tmp_path):
+    """In the rendered page the findings are painted first, above the headline tables, and
+    the raw profile tables stay folded until opened."""
+    import numpy as np
+
+    browser = chromium()
+    html = built.html.read_text(encoding="utf-8")
+    height = 24000
+
+    def shot(name: str, text: str):
+        page = tmp_path / f"{name}.html"
+        page.write_text(text, encoding="utf-8")
+        return screenshot(browser, page, tmp_path / f"{name}.png", tmp_path / f"p-{name}", height)
+
+    def changed_rows(a, b):
+        return np.flatnonzero((np.abs(a - b) > 24).any(axis=(1, 2)))
+
+    real = shot("real", html)
+    findings = re.search(r'<ul class="findings">.*?</ul>', html, flags=re.S)
+    assert findings and findings.group(0).count("<li>") >= 3
+    without = shot("without", html.replace(findings.group(0), '<ul class="findings"></ul>'))
+    headline = shot("headline", html.replace('<h2 id="headline">', '<h2 id="headline" hidden>'))
+    rows = changed_rows(real, without)
+    heading = changed_rows(real, headline)[0]
+    # The findings are painted first, above the headline numbers' heading, near the top.
+    assert rows.size > 40
+    assert rows[0] < heading
+    assert rows[0] < 500, "the findings are not near the top of the page"
+
+    folded = html.count('<details class="profile-table">')
+    assert folded == len(re.findall(r"<summary>", html)) and folded >= 1
+    opened = shot("opened", html.replace('<details class="profile-table">', "<details open>"))
+    inked = [np.flatnonzero((img < 245).any(axis=(1, 2)))[-1] for img in (real, opened)]
+    # Opening them adds at least a table row per folded table to the page.
+    assert inked[1] - inked[0] > 20 * folded
+    # Nothing above the profiles changes: the findings and the headline tables stay put.
+    assert changed_rows(real, opened)[0] > heading
