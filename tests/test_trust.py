@@ -208,3 +208,51 @@ def test_mpi_version_is_normalised():
     assert mpi_version("mpirun (Open MPI) 4.1.4\n\nReport bugs to ...") == "Open MPI 4.1.4"
     assert mpi_version("MPICH Version:\t4.0.2\nMPICH Release date: ...") == "MPICH 4.0.2"
     assert mpi_version(None) is None
+
+
+# --- comparisons that need separate launches ----------------------------------------------
+
+
+def test_alternated_launches_give_the_ratio_with_its_spread(tmp_path, monkeypatch):
+    """The threaded ring against a peer launched apart: rounds alternate A B B A, the ratio is
+    the median of the per-round ratios with their min and max, and the report labels it."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not found (apt-get install openmpi-bin)")
+    pytest.importorskip("mpi4py")
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    out = tmp_path / "cmp" / "cpu_vs_mpi-allreduce_n2_float32.csv"
+    command = [
+        sys.executable, "-m", "ring.bench", "alternate", "--nodes", "2", "--rounds", "2",
+        "--launcher", "mpirun --oversubscribe", "--out", str(out),
+        "--", "-b", "1K", "-e", "16K", "-f", "16", "-n", "3", "-w", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    order = [line.split(": ", 1)[1] for line in done.stdout.splitlines() if "# round" in line]
+    assert ["mpirun" in line for line in order] == [False, True, True, False]  # A B B A
+    launches = out.with_suffix(".launches")
+    rows = read(out)
+    assert [int(r["bytes"]) for r in rows] == [1024, 16384]
+    for row in rows:
+        ratios = []
+        for r in range(2):
+            ours = {x["bytes"]: float(x["time_us"]) for x in read(launches / f"ours_round{r}.csv")}
+            peer = {x["bytes"]: float(x["time_us"]) for x in read(launches / f"peer_round{r}.csv")}
+            ratios.append(peer[row["bytes"]] / ours[row["bytes"]])
+        assert float(row["ratio"]) == pytest.approx(np.median(ratios), rel=1e-5)
+        assert float(row["ratio_min"]) == pytest.approx(min(ratios), rel=1e-5)
+        assert float(row["ratio_max"]) == pytest.approx(max(ratios), rel=1e-5)
+    sweep = tmp_path / "cpu" / "sweep.csv"
+    assert bench_main(["--backend", "cpu,numpy-direct", "-b", "1K", "-e", "16K", "-f", "16",
+                       "-n", "3", "--out", str(sweep)]) == 0  # fmt: skip
+    result = build_report(
+        [sweep], figures_dir=tmp_path / "f", out_dir=tmp_path / "r", alternated=[out]
+    )
+    text = result.markdown.read_text()
+    assert "### Our threaded ring against MPI_Allreduce: separate launches, alternated" in text
+    found = text.split("## What we found")[1].split("## Headline numbers")[0]
+    assert "separate launches alternated 2 times, not one run" in found

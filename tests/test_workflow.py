@@ -157,7 +157,10 @@ needs_mpi4py = pytest.mark.skipif(
 CPU_BACKENDS = ("cpu", "numpy-direct", *(("seed-cpp",) if compiler_problem() is None else ()))
 CPU_JOBS = 2
 MPI_JOBS = 1
+# The threaded ring against MPI_Allreduce, alternated launches: one job per mpi N.
+COMPARE_JOBS = 1
 TIMED_RULES = {
+    "compare_bench",
     "cpu_bench",
     "mpi_bench",
     "gpu_bench",
@@ -176,6 +179,7 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
         "mpi_bench": MPI_JOBS,
+        "compare_bench": COMPARE_JOBS,
         "nsys_profile_cpu": 1,
         "not_measured": 1,
         "build_report": 1,
@@ -192,6 +196,9 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         "results/report/report.md",
     ]
     assert report.shell.count("--sweep ") == CPU_JOBS + MPI_JOBS
+    assert report.shell.count("--alternated ") == COMPARE_JOBS
+    compare = next(job for job in jobs if job.rule == "compare_bench")
+    assert "alternate --nodes 2 --rounds 2" in compare.shell and "-- -d float32" in compare.shell
     assert "--profile results/profiles/cpu" in report.shell
 
 
@@ -317,7 +324,7 @@ def test_every_timed_job_takes_the_exclusive_resource(workdir, stubs, tmp_path):
     jobs = dry_run(workdir, ["all"], pinned_config(tmp_path, stubs), config_args=["gpus=4"])
     planned = {job.rule for job in jobs}
     mpi = importlib.util.find_spec("mpi4py") is not None
-    assert planned >= (TIMED_RULES if mpi else TIMED_RULES - {"mpi_bench"})
+    assert planned >= (TIMED_RULES if mpi else TIMED_RULES - {"mpi_bench", "compare_bench"})
     for job in jobs:
         if job.rule in TIMED_RULES:
             assert job.resources.get("bench") == "1", job

@@ -324,7 +324,9 @@ def discover(results: str | Path) -> dict[str, list[Path]]:
             (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
     profiles = sorted(p for p in (results / "profiles").glob("*") if (p / "tables").is_dir())
     record = results / "report" / "not_measured.json"
+    alternated = sorted((results / "compare").glob("*.csv"))
     return {
+        "alternated": alternated,
         "sweeps": sweeps,
         "kernel_bandwidth": kernel,
         "profiles": profiles,

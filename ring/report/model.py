@@ -54,8 +54,10 @@ class Missing:
 class ReportModel:
     """The derived tables; attributes are computed on first use."""
 
-    def __init__(self, inputs: Inputs):
+    def __init__(self, inputs: Inputs, alternated=()):
         self.inputs = inputs
+        # Comparisons from alternated separate launches (ring.report.alternation).
+        self.alternated = list(alternated)
 
     # --- rows and series --------------------------------------------------------------
 

@@ -7,7 +7,6 @@ import numbers
 import os
 import re
 import struct
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,10 +14,11 @@ import numpy
 import pandas as pd
 
 from ..bench.environment import mpi_version
-from . import intervals, trust
 from .figures import Figure
-from .fmt import format_bytes, format_fraction, format_number, format_ratio, markdown_table
+from .fmt import format_bytes, format_fraction, format_number, format_ratio
 from .model import ReportModel
+from .table import Table
+from .trust_tables import alternated_table, beyond_llc, one_run_table, scaling_table
 
 __all__ = ["Table", "context", "render"]
 
@@ -35,19 +35,6 @@ PROFILE_COLUMNS = {
     "cuda_api": ["function", "count", "total_ns", "median_ns", "max_ns"],
     "waits": ["range", "function", "calls", "wait_ns"],
 }  # fmt: skip
-
-
-@dataclass
-class Table:
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-    note: str = ""
-    preformatted: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def markdown(self) -> str:
-        return markdown_table(self.header, self.rows)
 
 
 def _speedup_tables(model: ReportModel) -> list[Table]:
@@ -88,43 +75,6 @@ def _speedup_tables(model: ReportModel) -> list[Table]:
     return tables
 
 
-def _one_run_table(model: ReportModel) -> Table | None:
-    """The headline ratios: ours against each peer, one run, at the smallest and largest
-    size, with the bootstrap interval over the timed calls."""
-    ratios = model.one_run_ratios
-    if ratios.empty:
-        return None
-    rows = []
-    for _, pair in ratios.groupby(["ours", "peer", "nodes", "run"], sort=True):
-        ends = pair.loc[[pair["bytes"].idxmin(), pair["bytes"].idxmax()]].drop_duplicates()
-        for r in ends.itertuples():
-            interval = (
-                "n/a"
-                if pd.isna(r.ci_low)
-                else f"{format_ratio(r.ci_low)} – {format_ratio(r.ci_high)}"
-            )
-            rows.append(
-                [
-                    r.ours,
-                    r.peer,
-                    str(r.nodes),
-                    format_bytes(r.bytes),
-                    format_ratio(r.speedup),
-                    interval,
-                    intervals.verdict(r.ci_low, r.ci_high, r.ours, r.peer),
-                    r.run,
-                ]
-            )
-    return Table(
-        "Our ring against its peers, each pair from one run",
-        ["ours", "peer", "N", "size", "time(peer) / time(ours)", "95 % CI", "reading", "run"],
-        rows,
-        "Both series of a row were measured in one invocation, size by size in turn; the "
-        f"interval is a percentile bootstrap ({intervals.DRAWS} draws) over their timed calls. "
-        "Above 1× ours is faster.",
-    )
-
-
 def _busbw_table(model: ReportModel) -> Table:
     rows = [
         [
@@ -157,7 +107,7 @@ def _ceiling_table(model: ReportModel) -> Table:
             format_number(r.value_at_largest),
             format_fraction(r.fraction_at_largest),
             f"{format_fraction(r.max_fraction)} ({format_bytes(r.max_at_bytes)})",
-            _beyond_llc(r),
+            beyond_llc(r),
         ]
         for r in model.ceiling_fractions.itertuples()
     ]
@@ -188,60 +138,6 @@ def _ceiling_table(model: ReportModel) -> Table:
         ],
         rows,
         note,
-    )
-
-
-def _beyond_llc(r) -> str:
-    if r.llc_bytes is None or pd.isna(r.llc_bytes):
-        return "LLC not recorded"
-    if r.max_fraction_beyond_llc is None or pd.isna(r.max_fraction_beyond_llc):
-        return f"no size ≥ {format_bytes(4 * int(r.llc_bytes))}"
-    return (
-        f"{format_fraction(r.max_fraction_beyond_llc)} ({format_bytes(int(r.beyond_llc_at_bytes))})"
-    )
-
-
-def _scaling_table(model: ReportModel) -> Table | None:
-    table = model.scaling_at_largest
-    if table.empty:
-        return None
-    over = trust.oversubscribed(model.rows)
-    crowded = {(r.series, int(r.nodes)): r.threads_per_core for r in over.itertuples()}
-    rows = []
-    for r in table.itertuples():
-        per_core = crowded.get((r.series, int(r.nodes_b)))
-        rows.append(
-            [
-                r.series,
-                f"{r.nodes_b} / {r.nodes_a}",
-                format_bytes(r.bytes),
-                format_ratio(r.time_ratio),
-                format_ratio(r.busbw_ratio),
-                format_ratio(r.busbw_factor_ratio),
-                "yes: not algorithmic" if per_core is None else "",
-                "" if per_core is None else f"{format_number(per_core)} per core",
-            ]
-        )
-    for row in rows:
-        if row[-1]:
-            row[-2] = "no (more nodes than cores)"
-    return Table(
-        "Node-count scaling at the largest common size",
-        [
-            "series",
-            "N ratio",
-            "size",
-            "time ratio",
-            "busbw ratio",
-            "busbw factor ratio",
-            "read as the ring's scaling?",
-            "oversubscribed at the larger N",
-        ],
-        rows,
-        "A ring limited by its links takes the busbw factor ratio longer at the larger N "
-        "(busbw ratio 1). Where the larger N ran more threads or ranks than cores, the "
-        "extra time is the operating system time-slicing them, not per-step overhead of the "
-        "ring.",
     )
 
 
@@ -465,10 +361,12 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
     drawn = [f for f in figures if f.drawn]
     starts = [run.meta.get("start_time") for run in model.inputs.runs if run.meta.get("start_time")]
     ends = [run.meta.get("end_time") for run in model.inputs.runs if run.meta.get("end_time")]
-    scaling = _scaling_table(model)
-    one_run = _one_run_table(model)
+    scaling = scaling_table(model)
+    one_run = one_run_table(model)
+    alternated = alternated_table(model)
     headline = [
         *([one_run] if one_run is not None else []),
+        *([alternated] if alternated is not None else []),
         *_speedup_tables(model),
         _busbw_table(model),
         _ceiling_table(model),

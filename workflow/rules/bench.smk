@@ -58,6 +58,30 @@ rule mpi_bench:
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
 
 
+# The threaded ring and MPI_Allreduce need separate launches: alternated, several rounds.
+
+
+rule compare_bench:
+    output:
+        csv="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv",
+        json="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.json",
+    log:
+        "results/logs/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.log",
+    conda:
+        "../../envs/mpi.yaml"
+    threads: lambda wildcards: int(wildcards.nodes)
+    resources:
+        bench=1,
+    params:
+        rounds=lambda wildcards: config["compare"]["rounds"],
+        launcher=config["mpi"]["launcher"],
+        sweep=sweep_args("compare"),
+    shell:
+        "python -m ring.bench alternate --nodes {wildcards.nodes} --rounds {params.rounds}"
+        " --launcher {params.launcher:q} --out {output.csv}"
+        " -- -d {wildcards.dtype} {params.sweep} > {log} 2>&1"
+
+
 rule gpu_bench:
     output:
         csv="results/gpu/{backend}_n{nodes}_{dtype}.csv",

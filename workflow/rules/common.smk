@@ -283,6 +283,17 @@ def cpu_backends_here():
     return [b for b in backends if CXX.ok or b not in COMPILED_BACKENDS]
 
 
+def compare_here():
+    """The alternated-launch comparisons of the threaded ring with MPI_Allreduce (needs MPI)."""
+    if not MPI.ok or "compare" not in config:
+        return []
+    return [
+        f"results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv"
+        for nodes in config["mpi"]["nodes"]
+        for dtype in sweep_settings("compare")["dtypes"]
+    ]
+
+
 def gpu_files_here():
     """GPU sweep results this machine can produce; with shared devices, only backends that
     can place several nodes on one device."""
@@ -416,7 +427,7 @@ def not_measured():
 
 def all_inputs(wildcards):
     """Everything that does not need a piece this machine lacks, and the report."""
-    files = sweeps_here() + kernel_bw_here()
+    files = sweeps_here() + kernel_bw_here() + compare_here()
     for name in profiles_here():
         files += profile_files(name)
     return files + [
@@ -487,6 +498,7 @@ def report_args(wildcards, input):
     args = [f"--reference {path}" for path in input.references]
     args += [f"--sweep {path}" for path in input.sweeps]
     args += [f"--kernel-bw {path}" for path in input.kernel_bw]
+    args += [f"--alternated {path}" for path in input.alternated]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
     args.append(f"--not-measured {input.not_measured}")
     return " ".join(args)

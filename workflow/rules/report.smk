@@ -20,6 +20,7 @@ rule build_report:
     input:
         sweeps=sweeps_here(),
         kernel_bw=kernel_bw_here(),
+        alternated=compare_here(),
         tables=[f"results/profiles/{name}/tables" for name in profiles_here()],
         summaries=[f"results/profiles/{name}/summary.md" for name in profiles_here()],
         not_measured="results/report/not_measured.json",
