@@ -294,3 +294,65 @@ def test_ceiling_lines_name_their_run(run_files, tmp_path):
     labels = ax.get_legend_handles_labels()[1]
     plt.close(fig)
     assert labels and all(label.endswith(f"({run_files.stem})") for label in labels)
+
+
+# --- the profile qualified ------------------------------------------------------------------
+
+
+def test_profile_phases_and_overhead_are_explained_from_its_numbers(run_files, tmp_path):
+    import statistics
+
+    from test_report import run_tables
+
+    from ring.report.fmt import format_number
+    from ring.report.inputs import load_inputs
+    from ring.report.model import ReportModel
+    from ring.report.profile_notes import inputs_row, overhead_sentences, phase_sentences
+
+    profile = run_tables(tmp_path / "profiles" / "cpu")
+    size, nodes, copy, add = 64 << 20, 3, 20.0, 30.0
+    (profile / "bench.json").write_text(
+        json.dumps(
+            {
+                "command": ["python", "-m", "ring.bench", "--nodes", "3"],
+                "start_time": "2026-01-01T00:00:00Z",
+                "end_time": "2026-01-01T00:00:09Z",
+                "config": {"sizes": [size], "nodes": [nodes]},
+                "ceilings": {"copy_GBps": copy, "add_GBps": add, "triad_GBps": 25.0},
+            }
+        )
+    )
+    (profile / "overhead.json").write_text(
+        json.dumps(
+            {
+                "ratio": 1.566,
+                "target_ratio": 1.1,
+                "repeats": 3,
+                "size": "64M",
+                "nodes": 4,
+                "nsys": "2022.4",
+            }
+        )
+    )
+    model = ReportModel(load_inputs([run_files], profiles=[profile]))
+    steps = read(profile / "tables" / "nvtx_ranges.csv")
+
+    def median_us(phase):
+        by_step: dict[str, list[float]] = {}
+        for r in steps:
+            if r["kind"] == "step" and r["phase"] == phase:
+                by_step.setdefault(r["step"], []).append(float(r["median_ns"]))
+        return statistics.median(statistics.median(v) for v in by_step.values()) / 1e3
+
+    (sentence,) = phase_sentences(model)
+    chunk = size // nodes
+    rs_model = 3 * chunk / add / 1e3
+    ag_model = ceilings.copy_traffic_bytes(chunk) / copy / 1e3
+    for value in (median_us("all_gather"), median_us("reduce_scatter"), ag_model, rs_model):
+        assert f" {format_number(value)} " in sentence, (value, sentence)
+    (cost,) = overhead_sentences(model)
+    assert "1.57×" in cost and "above the 1.10× target" in cost
+    row = inputs_row(model.inputs.profiles[0])
+    assert row[4] == "nsys profile … -- python -m ring.bench --nodes 3"
+    assert row[5].startswith("2026-01-01T00:00:00Z") and "copy_GBps 20" in row[6]
+    assert "profiler overhead 1.57×" in row[3]

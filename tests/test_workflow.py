@@ -161,6 +161,7 @@ MPI_JOBS = 1
 COMPARE_JOBS = 1
 TIMED_RULES = {
     "compare_bench",
+    "nsys_overhead_cpu",
     "cpu_bench",
     "mpi_bench",
     "gpu_bench",
@@ -181,6 +182,7 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         "mpi_bench": MPI_JOBS,
         "compare_bench": COMPARE_JOBS,
         "nsys_profile_cpu": 1,
+        "nsys_overhead_cpu": 1,
         "not_measured": 1,
         "build_report": 1,
         "all": 1,
@@ -290,7 +292,7 @@ def test_gpus_auto_counts_what_nvidia_smi_lists_and_cuda_lets_us_see(workdir, st
         pytest.param("mpi", [], {"mpi_bench": MPI_JOBS, "mpi": 1}, marks=needs_mpi4py),
         ("gpu", ["gpus=4"], {"gpu_bench": 4, "gpu": 1}),
         ("kernel_bw", ["gpus=4"], {"kernel_bw_sweep": 1, "kernel_bw": 1}),
-        ("nsys_cpu", [], {"nsys_profile_cpu": 1, "nsys_cpu": 1}),
+        ("nsys_cpu", [], {"nsys_profile_cpu": 1, "nsys_overhead_cpu": 1, "nsys_cpu": 1}),
         ("nsys_2gpu", ["gpus=4"], {"nsys_profile_gpu": 1, "nsys_2gpu": 1}),
         ("nsys_4gpu", ["gpus=4"], {"nsys_profile_gpu": 1, "nsys_4gpu": 1}),
     ],
@@ -312,6 +314,7 @@ def test_report_target_builds_the_report_from_everything_measurable(workdir, stu
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
         "nsys_profile_cpu": 1,
+        "nsys_overhead_cpu": 1,
         "not_measured": 1,
         "build_report": 1,
         "report": 1,

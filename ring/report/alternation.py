@@ -69,7 +69,7 @@ def table_rows(results: list[Alternated]) -> list[list[str]]:
 
 
 def sentences(results: list[Alternated]) -> list[str]:
-    """One finding per comparison: where every round agrees, and by how much."""
+    """One finding over every comparison: where every round agrees, and by how much."""
     found = []
     for result in results:
         rows = result.rows
@@ -94,9 +94,11 @@ def sentences(results: list[Alternated]) -> list[str]:
             )
         if not parts:
             parts.append("not consistently faster or slower at any size")
-        found.append(
-            f"Against {first.peer} at N = {first.nodes} (separate launches alternated "
-            f"{first.rounds} times, not one run), {first.ours} is {' and '.join(parts)} "
-            f"({result.name})."
-        )
-    return found
+        found.append(f"at N = {first.nodes} {first.ours} is {' and '.join(parts)} ({result.name})")
+    if not found:
+        return []
+    first = results[0].rows.iloc[0]
+    return [
+        f"Against {first.peer} (separate launches alternated {first.rounds} times, not one "
+        f"run): {'; '.join(found)}."
+    ]

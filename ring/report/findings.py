@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import alternation, trust
+from . import alternation, profile_notes, trust
 from .analysis import LLC_MULTIPLE
 from .fmt import format_bytes, format_number, format_ratio
 
@@ -19,11 +19,12 @@ def findings(model) -> list[str]:
     sentences = [
         *_ring_against_peers(model),
         *alternation.sentences(model.alternated),
+        *_gpu_over_cpu(model),
         *_traffic_explains(model),
         *_ceiling_reached(model),
-        *_gpu_over_cpu(model),
+        *profile_notes.phase_sentences(model),
+        *profile_notes.overhead_sentences(model),
         *_oversubscribed(model),
-        *_drift(model),
     ]
     return sentences[:MAX_FINDINGS]
 
@@ -134,7 +135,7 @@ def _ceiling_reached(model) -> list[str]:
         f"{format_number(100 * low.max_fraction_beyond_llc)} % ({low.series} N={low.nodes}) and "
         f"{format_number(100 * top.max_fraction_beyond_llc)} % ({top.series} N={top.nodes}, "
         f"run {run}) of their own run's memory ceiling ({top.ceiling}, "
-        f"{format_number(top.ceiling_GBps)} GB/s); {verdict}."
+        f"{format_number(top.ceiling_GBps)} GB/s); {verdict}{_drift(model)}."
     ]
 
 
@@ -165,20 +166,21 @@ def _oversubscribed(model) -> list[str]:
     ]
 
 
-def _drift(model) -> list[str]:
+def _drift(model) -> str:
+    """A clause on how far the ceilings moved between the start and the end of each run."""
     measured = [(run.name, trust.drift(run)) for run in model.inputs.runs]
     measured = [(name, value) for name, value in measured if value is not None]
     if not measured:
-        return []
+        return ""
     worst_name, worst = max(measured, key=lambda item: item[1])
     moved = [name for name, value in measured if value > 0.15]
     if moved:
-        return [
-            f"The memory ceilings moved by more than 15 % between the start and the end of "
+        return (
+            f"; the ceilings moved by more than 15 % between the start and the end of "
             f"{len(moved)} of {len(measured)} runs (most: {format_number(100 * worst)} % in "
-            f"{worst_name}), so the machine was not quiet; ratios within one run still hold."
-        ]
-    return [
-        f"The memory ceilings taken at the start and the end of each run agree within "
-        f"{format_number(100 * worst)} % ({worst_name}): the machine was steady."
-    ]
+            f"{worst_name}), so the machine was not quiet, which one-run ratios withstand"
+        )
+    return (
+        f"; the ceilings taken at the start and the end of each run agree within "
+        f"{format_number(100 * worst)} % ({worst_name})"
+    )

@@ -14,6 +14,7 @@ import numpy
 import pandas as pd
 
 from ..bench.environment import mpi_version
+from . import profile_notes
 from .figures import Figure
 from .fmt import format_bytes, format_fraction, format_number, format_ratio
 from .model import ReportModel
@@ -346,9 +347,9 @@ def _inputs_table(model: ReportModel) -> Table:
     rows = [result_row(run, "sweep", _ceilings_text(model, run.name)) for run in model.inputs.runs]
     rows += [result_row(k, "kernel bandwidth", "") for k in model.inputs.kernel_bandwidth]
     for profile in model.inputs.profiles:
-        tables = ", ".join(profile.tables)
-        kind = _kind("profile", profile.machine)
-        rows.append([profile.name, kind, str(profile.path), tables, "", "", ""])
+        row = profile_notes.inputs_row(profile)
+        row[1] = _kind("profile", profile.machine)
+        rows.append(row)
     return Table(
         "Inputs",
         ["name", "kind", "path", "rows / tables", "command", "measured (UTC)", "ceilings (GB/s)"],

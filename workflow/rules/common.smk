@@ -310,11 +310,13 @@ def gpu_files_here():
 
 
 def profile_files(name):
-    return [
+    files = [
         f"results/profiles/{name}/{name}.nsys-rep",
         f"results/profiles/{name}/summary.md",
         f"results/profiles/{name}/tables",
     ]
+    # The CPU profile comes with the profiler's measured overhead.
+    return files + (["results/profiles/cpu/overhead.json"] if name == "cpu" else [])
 
 
 def profile_possible(name):

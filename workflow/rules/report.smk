@@ -23,6 +23,11 @@ rule build_report:
         alternated=compare_here(),
         tables=[f"results/profiles/{name}/tables" for name in profiles_here()],
         summaries=[f"results/profiles/{name}/summary.md" for name in profiles_here()],
+        overheads=[
+            f"results/profiles/{name}/overhead.json"
+            for name in profiles_here()
+            if name == "cpu"
+        ],
         not_measured="results/report/not_measured.json",
         references=references_here(),
     output:
