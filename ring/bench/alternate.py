@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import BenchInputError, BenchParser
+from .cli import BenchInputError, BenchParser, _int_flag
 from .environment import utc_now
 from .results import SCHEMA, read_csv, write_result_pair
 
@@ -61,16 +61,6 @@ def _parser() -> BenchParser:
     return parser
 
 
-def _whole(text: str, flag: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise BenchInputError(f"{flag} {text!r} is not a whole number") from None
-    if value < minimum:
-        raise BenchInputError(f"{flag} must be >= {minimum}, got {value}")
-    return value
-
-
 def _launches(args, nodes: int, folder: Path):
     sweep = [a for a in args.sweep if a != "--"]
     harness = [sys.executable, "-m", "ring.bench"]
@@ -100,8 +90,8 @@ def _times(path: Path) -> dict[tuple, float]:
 
 def alternate_main(argv: list[str], command: list[str]) -> int:
     args = _parser().parse_args(argv)
-    nodes = _whole(args.nodes, "--nodes", 2)
-    rounds = _whole(args.rounds, "--rounds", 2)
+    nodes = _int_flag(args.nodes, "--nodes", 2)
+    rounds = _int_flag(args.rounds, "--rounds", 2)
     out = Path(args.out)
     if out.suffix != ".csv":
         raise BenchInputError(f"--out {args.out!r} must name a .csv file (the JSON goes beside it)")
