@@ -42,7 +42,11 @@ def overhead_sentences(model) -> list[str]:
             f"long as without it ({measured['repeats']} alternating runs of "
             f"{measured['size']} at N = {measured['nodes']}, nsys {measured['nsys']}; "
             f"{verdict} the {format_ratio(measured.get('target_ratio', 1.1))} target), so the "
-            f"profile {profile.name}'s times are read as shares, not as the ring's speed."
+            + (
+                f"profile {profile.name}'s step times stand for the unprofiled ring's."
+                if verdict == "within"
+                else f"profile {profile.name}'s times are read as shares, not as the ring's speed."
+            )
         )
     return found
 
@@ -102,6 +106,11 @@ def phase_sentences(model) -> list[str]:
                 f"{format_number(100 * n['rs_wait'])} % of reduce-scatter step time is spent "
                 f"blocked waiting for a neighbour, and the all-gather copies, net of that, run "
                 f"at {format_number(n['ag_bytes'] / busy / 1e3)} GB/s"
+            )
+            text += (
+                f"; each step takes {format_ratio(n['ag_us'] / n['ag_model_us'])} "
+                f"(all-gather) and {format_ratio(n['rs_us'] / n['rs_model_us'])} "
+                "(reduce-scatter) the time of its bytes"
             )
             if n["ag_wait"] - n["rs_wait"] > 0.2:
                 text += ": waiting, not copying, makes the all-gather steps longer"
