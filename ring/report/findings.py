@@ -49,6 +49,8 @@ def _ring_against_peers(model) -> list[str]:
     for (ours, peer, nodes, run), pair in ratios.groupby(["ours", "peer", "nodes", "run"]):
         if "barrier" in ours:
             continue  # pairwise is the default; the barrier variant has its own table
+        if pair["ci_low"].isna().all():
+            continue  # no per-call times (a reference run): its table row says so
         wins = pair[pair["ci_low"] > 1]
         losses = pair[pair["ci_high"] < 1]
         parts = []

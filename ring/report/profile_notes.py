@@ -61,6 +61,8 @@ def _phase_numbers(model, profile) -> dict | None:
     if not {"reduce_scatter", "all_gather"} <= set(medians.index):
         return None
     config, ceilings = meta.get("config") or {}, meta.get("ceilings") or {}
+    if set(config.get("backends") or ["cpu"]) != {"cpu"}:
+        return None  # device buffers: host memory ceilings do not apply to its steps
     size, nodes = (config.get("sizes") or [None])[-1], (config.get("nodes") or [None])[0]
     if not (size and nodes and ceilings.get("add_GBps") and ceilings.get("copy_GBps")):
         return None
