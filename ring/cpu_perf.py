@@ -1,9 +1,11 @@
 """How close the CPU backend gets to this machine's limits: ``python -m ring.cpu_perf``.
 
-* Large buffers: one allreduce of S bytes per node moves 3(N-1)·S bytes in reduce-scatter
-  (two reads and one write per received chunk) and 2(N-1)·S in all-gather.  The time that
-  traffic takes at the bandwidth of a large ``np.add(a, b, out=a)`` (2 reads + 1 write),
-  measured in the same run, is the model; the ratio measured/model is reported.
+* Large buffers: one allreduce of S bytes per node does 3(N-1)·S bytes of in-place adds in
+  reduce-scatter and (N-1)·S bytes of copies in all-gather, which move 3 bytes per byte (2 at
+  or above glibc's non-temporal memcpy threshold).  The model is the time that traffic takes
+  at the add and copy ceilings of :mod:`ring.bench.ceilings` (STREAM-like, all cores, best of
+  several trials, the same byte convention), measured in the same run; the ratio
+  measured/model is reported.
 * Small buffers: the median per-call time over many calls with the persistent threads,
   divided by the 2(N-1) ring steps, next to the round trip of two threads handing a lock
   back and forth (the floor for any design that wakes a sleeping thread per step).
@@ -20,6 +22,8 @@ import time
 
 import numpy as np
 
+from .bench.backends import ring_traffic_bytes
+from .bench.ceilings import measure_cpu_ceilings
 from .cpu import SYNC_MODES, CpuCommunicator
 
 
@@ -32,15 +36,6 @@ def _median_time(fn, repeats: int, before=None) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def add_bandwidth(nbytes: int, repeats: int) -> float:
-    """Bytes read + written per second by one large in-place ``np.add``."""
-    a = np.ones(nbytes // 4, np.float32)
-    b = np.ones(nbytes // 4, np.float32)
-    np.add(a, b, out=a)  # fault the pages in
-    t = _median_time(lambda: np.add(a, b, out=a), repeats)
-    return 3 * a.nbytes / t
 
 
 def lock_round_trip(rounds: int = 5000) -> float:
@@ -65,7 +60,7 @@ def lock_round_trip(rounds: int = 5000) -> float:
     return elapsed / rounds
 
 
-def large(nodes: int, sync: str, nbytes: int, repeats: int, bandwidth: float) -> dict:
+def large(nodes: int, sync: str, nbytes: int, repeats: int, ceilings: dict) -> dict:
     count = nbytes // 4
     rng = np.random.default_rng(nodes)
     inputs = [rng.uniform(0.5, 1.5, count).astype(np.float32) for _ in range(nodes)]
@@ -78,8 +73,11 @@ def large(nodes: int, sync: str, nbytes: int, repeats: int, bandwidth: float) ->
     with CpuCommunicator(nodes, sync=sync) as comm:
         comm.allreduce(buffers)
         t = _median_time(lambda: comm.allreduce(buffers), repeats, before=restore)
-    traffic = 5 * (nodes - 1) * count * 4
-    model = traffic / bandwidth
+    nbytes = count * 4
+    add_bytes = 3 * (nodes - 1) * nbytes
+    traffic = ring_traffic_bytes(nbytes, nodes)
+    copy_bytes = traffic - add_bytes
+    model = add_bytes / ceilings["add_GBps"] / 1e9 + copy_bytes / ceilings["copy_GBps"] / 1e9
     return {"time_s": t, "model_s": model, "ratio": t / model, "traffic_GBps": traffic / t / 1e9}
 
 
@@ -107,16 +105,18 @@ def main(argv=None) -> int:
     node_counts = [int(n) for n in args.nodes.split(",")]
     nbytes = args.large_mib << 20
 
-    bandwidth = add_bandwidth(nbytes, args.large_repeats)
+    ceilings = measure_cpu_ceilings(np.float32)
     print(
-        f"add ceiling: np.add(a, b, out=a) on {args.large_mib} MiB float32: "
-        f"{bandwidth / 1e9:.2f} GB/s (2 reads + 1 write)"
+        f"ceilings ({ceilings['threads']} threads, {ceilings['array_bytes'] >> 20} MiB arrays, "
+        f"best of {ceilings['trials']}, bytes over the memory bus): "
+        f"copy {ceilings['copy_GBps']:.2f}, add {ceilings['add_GBps']:.2f}, "
+        f"triad {ceilings['triad_GBps']:.2f} GB/s"
     )
     print(f"\nallreduce of {args.large_mib} MiB float32 per node (median of {args.large_repeats}):")
     print(f"{'N':>3} {'sync':>9} {'time ms':>9} {'model ms':>9} {'ratio':>6} {'traffic GB/s':>13}")
     for nodes in node_counts:
         for sync in SYNC_MODES:
-            r = large(nodes, sync, nbytes, args.large_repeats, bandwidth)
+            r = large(nodes, sync, nbytes, args.large_repeats, ceilings)
             print(
                 f"{nodes:>3} {sync:>9} {r['time_s'] * 1e3:>9.1f} {r['model_s'] * 1e3:>9.1f} "
                 f"{r['ratio']:>6.2f} {r['traffic_GBps']:>13.2f}"

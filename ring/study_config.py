@@ -155,6 +155,7 @@ def check_config(config: dict, schema_path: str | Path) -> None:
 
     schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
     _apply_schema(config, schema)
-    for kind in KINDS:
+    # `compare` (alternated launches of the threaded ring and MPI_Allreduce) is optional.
+    for kind in (*KINDS, *(("compare",) if "compare" in config else ())):
         _check_sweep(config, kind)
     _check_profiles(config)

@@ -25,8 +25,7 @@ TINY = ["-b", "4", "-e", "4K", "-f", "8", "-n", "3", "-w", "1"]
 
 @pytest.fixture(autouse=True)
 def small_ceilings(monkeypatch):
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_REPS", 2)
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)
 
 
 def _one_error_line(capsys) -> str:
@@ -52,7 +51,8 @@ def test_a_full_disk_at_the_end_is_one_line_exit_2_and_keeps_the_old_pair(
 ):
     out = tmp_path / "r.csv"
     assert main([*TINY, "--out", str(out)]) == 0
-    before = out.read_bytes(), out.with_suffix(".json").read_bytes()
+    samples = out.with_suffix(".samples.csv")
+    before = out.read_bytes(), out.with_suffix(".json").read_bytes(), samples.read_bytes()
     capsys.readouterr()
 
     def full(path, text):
@@ -61,8 +61,9 @@ def test_a_full_disk_at_the_end_is_one_line_exit_2_and_keeps_the_old_pair(
     monkeypatch.setattr(ring.bench.results, "_temporary_beside", full)
     assert main([*TINY, "--out", str(out)]) == 2
     assert "No space left on device" in _one_error_line(capsys)
-    assert (out.read_bytes(), out.with_suffix(".json").read_bytes()) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json"]
+    assert (out.read_bytes(), out.with_suffix(".json").read_bytes(), samples.read_bytes()) == before
+    # The pair and its per-call samples, as the first run left them; no temporary.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json", "r.samples.csv"]
 
 
 def test_a_ctrl_c_while_the_pair_is_written_leaves_a_whole_matching_pair(tmp_path):
@@ -88,7 +89,8 @@ def test_a_ctrl_c_while_the_pair_is_written_leaves_a_whole_matching_pair(tmp_pat
     out = tmp_path / "r.csv"
     document = json.loads(out.with_suffix(".json").read_text())
     assert document["csv_sha256"] == text_sha256(out.read_text())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json"]
+    # The pair and the samples written with it, whole; no temporary.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json", "r.samples.csv"]
 
 
 def test_a_mismatched_pair_is_named_by_merge(tmp_path, capsys):

@@ -94,6 +94,11 @@ def test_mpi_allreduce_two_ranks(tmp_path):
     assert document["config"]["mpi_world_size"] == 2
     assert document["environment"]["mpi_library"]
     assert document["ceilings"]["add_GBps"] > 0
+    # The command as typed: the launcher and its flags, then the harness's own argv.
+    launched = document["launch_command"]
+    assert Path(launched[0]).name in ("mpirun", "mpiexec") and "-n" in launched
+    assert launched[launched.index("-n") + 1] == "2" and "ring.bench" in launched
+    assert document["environment"]["mpi_library"].split()[-1][0].isdigit()
 
 
 def test_wrong_elements_are_summed_over_ranks(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_gpu_fakecuda import FakeCuda, FakeUfunc, fake_cupy
 
-import ring.bench.runner as runner
+import ring.bench.ceilings
 from ring.bench.__main__ import main as bench_main
 
 SMALL = 64 << 10
@@ -34,7 +34,7 @@ def plugins():
 @pytest.fixture(autouse=True)
 def small_ceilings(monkeypatch, plugins):
     """Ceilings on 64 KiB buffers: the simulator moves bytes with NumPy."""
-    monkeypatch.setattr(runner, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: SMALL)
     monkeypatch.setattr(plugins.gpu, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
     monkeypatch.setattr(plugins.kernel_bw, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
     plugins.gpu._ceiling_cache.clear()

@@ -28,8 +28,7 @@ MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK
 
 @pytest.fixture(autouse=True)
 def small_and_local(monkeypatch):
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_REPS", 2)
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)
     for name in MPI_ENV:
         monkeypatch.delenv(name, raising=False)
 

@@ -152,12 +152,16 @@ needs_mpi4py = pytest.mark.skipif(
     importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed"
 )
 
-# config/ci.yaml: cpu backends 3 x nodes [2, 3] (seed-cpp only with a C++ compiler); mpi
-# backends 2 x nodes [2]; gpu backends 2 x nodes [2, 4]; one dtype.
+# config/ci.yaml: cpu nodes [2, 3] and mpi nodes [2], one job per N holding every backend of
+# the kind; gpu backends 2 x nodes [2, 4]; one dtype.
 CPU_BACKENDS = ("cpu", "numpy-direct", *(("seed-cpp",) if compiler_problem() is None else ()))
-CPU_JOBS = 2 * len(CPU_BACKENDS)
-MPI_JOBS = 2
+CPU_JOBS = 2
+MPI_JOBS = 1
+# The threaded ring against MPI_Allreduce, alternated launches: one job per mpi N.
+COMPARE_JOBS = 1
 TIMED_RULES = {
+    "compare_bench",
+    "nsys_overhead_cpu",
     "cpu_bench",
     "mpi_bench",
     "gpu_bench",
@@ -176,15 +180,17 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
         "mpi_bench": MPI_JOBS,
+        "compare_bench": COMPARE_JOBS,
         "nsys_profile_cpu": 1,
+        "nsys_overhead_cpu": 1,
         "not_measured": 1,
         "build_report": 1,
         "all": 1,
     }
     cpu = {Path(job.output[0]).name for job in jobs if job.rule == "cpu_bench"}
-    assert cpu == {
-        f"{backend}_n{nodes}_float32.csv" for backend in CPU_BACKENDS for nodes in (2, 3)
-    }
+    assert cpu == {f"sweep_n{nodes}_float32.csv" for nodes in (2, 3)}
+    cpu_shell = next(job.shell for job in jobs if job.rule == "cpu_bench")
+    assert f"--backend {','.join(CPU_BACKENDS)}" in cpu_shell
     report = next(job for job in jobs if job.rule == "build_report")
     assert report.output == [
         "results/figures",
@@ -192,6 +198,9 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         "results/report/report.md",
     ]
     assert report.shell.count("--sweep ") == CPU_JOBS + MPI_JOBS
+    assert report.shell.count("--alternated ") == COMPARE_JOBS
+    compare = next(job for job in jobs if job.rule == "compare_bench")
+    assert "alternate --nodes 2 --rounds 2" in compare.shell and "-- -d float32" in compare.shell
     assert "--profile results/profiles/cpu" in report.shell
 
 
@@ -283,7 +292,7 @@ def test_gpus_auto_counts_what_nvidia_smi_lists_and_cuda_lets_us_see(workdir, st
         pytest.param("mpi", [], {"mpi_bench": MPI_JOBS, "mpi": 1}, marks=needs_mpi4py),
         ("gpu", ["gpus=4"], {"gpu_bench": 4, "gpu": 1}),
         ("kernel_bw", ["gpus=4"], {"kernel_bw_sweep": 1, "kernel_bw": 1}),
-        ("nsys_cpu", [], {"nsys_profile_cpu": 1, "nsys_cpu": 1}),
+        ("nsys_cpu", [], {"nsys_profile_cpu": 1, "nsys_overhead_cpu": 1, "nsys_cpu": 1}),
         ("nsys_2gpu", ["gpus=4"], {"nsys_profile_gpu": 1, "nsys_2gpu": 1}),
         ("nsys_4gpu", ["gpus=4"], {"nsys_profile_gpu": 1, "nsys_4gpu": 1}),
     ],
@@ -305,6 +314,7 @@ def test_report_target_builds_the_report_from_everything_measurable(workdir, stu
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
         "nsys_profile_cpu": 1,
+        "nsys_overhead_cpu": 1,
         "not_measured": 1,
         "build_report": 1,
         "report": 1,
@@ -317,7 +327,7 @@ def test_every_timed_job_takes_the_exclusive_resource(workdir, stubs, tmp_path):
     jobs = dry_run(workdir, ["all"], pinned_config(tmp_path, stubs), config_args=["gpus=4"])
     planned = {job.rule for job in jobs}
     mpi = importlib.util.find_spec("mpi4py") is not None
-    assert planned >= (TIMED_RULES if mpi else TIMED_RULES - {"mpi_bench"})
+    assert planned >= (TIMED_RULES if mpi else TIMED_RULES - {"mpi_bench", "compare_bench"})
     for job in jobs:
         if job.rule in TIMED_RULES:
             assert job.resources.get("bench") == "1", job

@@ -24,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args[:1] == ["merge"]:
             return merge_main(args[1:], command)
+        if args[:1] == ["alternate"]:
+            from .alternate import alternate_main
+
+            return alternate_main(args[1:], command)
         if args[:1] == ["kernel-bw"]:
             from .kernel_bw import kernel_bw_main
 

@@ -51,10 +51,11 @@ Methods (all ranks call each one, in the same order, under ``mpirun``)
                         anything is measured or written; the command then exits 2.
     ``traffic_bytes(nbytes, nodes)``  bytes the algorithm reads plus writes in memory
                         for one call with per-node size ``nbytes``, giving the
-                        ``traffic_GBps`` column, or None if unknown.  cpu ring
-                        allreduce: 5(N-1)·S (3(N-1)·S reduce-scatter, 2(N-1)·S
-                        all-gather); numpy-direct: 2N·S (read every input once, write
-                        every output once).
+                        ``traffic_GBps`` column, or None if unknown, counted as
+                        :mod:`ring.bench.ceilings` counts its kernels.  cpu ring
+                        allreduce: 3(N-1)·S reduce-scatter + 3(N-1)·S all-gather (2(N-1)·S
+                        where chunks reach glibc's non-temporal memcpy threshold);
+                        numpy-direct: 2N·S (read every input once, write every output once).
     ``ceilings(config, world)`` extra ceilings measured in this run (e.g. a GPU
                         backend's device-to-device and peer bandwidth), merged into the
                         JSON's ``ceilings`` next to the harness's CPU ``copy_GBps`` and
@@ -119,10 +120,12 @@ import numpy as np
 from ..cpu import SYNC_MODES, CpuCommunicator
 from ..ops import resolve_op
 from ..schedule import chunk_range
+from .ceilings import copy_traffic_bytes
 from .cli import BenchInputError
 from .mpi_device import add_buffers_argument, check_buffers, device_session
 from .nccl_compat import RANK_MEAN_COLUMNS, aggregate_ranks, rank_mean_stats
 from .parallel import WorkerPool
+from .placement import pin_native_threads, rank_is_bound, threads_per_core
 
 if TYPE_CHECKING:
     from .cli import BenchConfig
@@ -270,6 +273,10 @@ class Session:
     def row_extras(self) -> dict[str, Any]:
         return {}
 
+    def release(self) -> None:
+        """Drop this point's buffers: the harness measures other series before the next
+        size comes back to this one."""
+
     def close(self) -> None:
         pass
 
@@ -295,6 +302,13 @@ class HostSession(Session):
         self.buffers: list[np.ndarray] = []
         self._inputs: list[np.ndarray] = []
         self._times: list[float] = []
+        # Threads (or ranks on this host) that run the collective, and whether each is held
+        # to one core: the placement columns of every row (ring.bench.placement).
+        self.workers = nodes
+        self.pinned = False
+
+    def row_extras(self) -> dict[str, Any]:
+        return {"threads_per_core": threads_per_core(self.workers), "pinned": self.pinned}
 
     def collective(self) -> None:
         """One allreduce over ``self.buffers`` (this process's nodes)."""
@@ -324,6 +338,10 @@ class HostSession(Session):
     def results(self) -> list[np.ndarray]:
         return self.buffers
 
+    def release(self) -> None:
+        self.buffers = []
+        self._inputs = []
+
 
 class MpiSession(HostSession):
     """A host session on one MPI rank: a barrier before each timed call lines the ranks
@@ -336,6 +354,8 @@ class MpiSession(HostSession):
         self.shared_devices = world.local_size > 1
         self.average = config.average
         self._rank_times = np.empty((0, 0))
+        self.workers = world.local_size
+        self.pinned = rank_is_bound()
 
     def timed_call(self) -> None:
         self.world.barrier()
@@ -409,6 +429,10 @@ class CpuSession(HostSession):
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
         super().__init__(nodes, sync, config, world)
         self.communicator = CpuCommunicator(nodes, sync=sync)
+        if pin_requested(config) and nodes > 1:
+            # The communicator's worker threads, one per node (a caller only waits).
+            threads = self.communicator._threads
+            self.pinned = pin_native_threads(t.native_id for t in threads)
 
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
@@ -417,15 +441,49 @@ class CpuSession(HostSession):
         self.communicator.close()
 
 
+def pin_requested(config: BenchConfig) -> bool:
+    value = config.options.get("pin", "0")
+    if value not in ("0", "1"):
+        raise BenchInputError(f"--pin must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def ring_traffic_bytes(nbytes: int, nodes: int, threshold: int | None = None) -> int:
+    """Memory-bus bytes of one ring allreduce of ``nbytes`` per node over one memory."""
+    if nodes < 2:
+        return 0
+    # Each chunk is copied to the N-1 other nodes; chunk sizes differ by at most one unit.
+    chunks = [nbytes // nodes + (c < nbytes % nodes) for c in range(nodes)]
+    copies = sum(copy_traffic_bytes(chunk, threshold) for chunk in chunks)
+    return 3 * (nodes - 1) * nbytes + (nodes - 1) * copies
+
+
 @register_backend
 class CpuBackend(Backend):
     name = "cpu"
     description = "our ring on one persistent thread per node (ring.CpuCommunicator)"
-    traffic = "5(N-1)·S"
+    # Reduce-scatter: a += b in place, 3 bytes per byte; all-gather: memcpy of each chunk,
+    # 3 bytes per byte below glibc's non-temporal threshold and 2 from it up (the
+    # convention of ring.bench.ceilings, so the series and the ceilings count alike).
+    traffic = "3(N-1)·S + 3(N-1)·S (2(N-1)·S for chunks at or above the memcpy NT threshold)"
     sync_modes = SYNC_MODES
 
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        if "--pin" in parser._option_string_actions:
+            return  # a subclass registered as another backend adds it again
+        parser.add_argument(
+            "--pin",
+            default="0",
+            help="1: hold each worker thread of cpu and numpy-direct to one core "
+            "(round robin; the rows say pinned=true where the OS allowed it); default 0",
+        )
+
+    def check(self, config: BenchConfig, world) -> None:
+        pin_requested(config)
+
     def traffic_bytes(self, nbytes: int, nodes: int) -> int:
-        return 5 * (nodes - 1) * nbytes
+        return ring_traffic_bytes(nbytes, nodes)
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         return CpuSession(nodes, sync, config, world)
@@ -444,6 +502,11 @@ class NumpyDirectSession(HostSession):
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
         super().__init__(nodes, sync, config, world)
         self.pool = WorkerPool()
+        self.workers = self.pool.threads
+        if pin_requested(config):
+            # Parts 1.. run on the pool's threads, part 0 on the caller, which keeps its
+            # mask: threads started later (another session's) inherit it.
+            self.pinned = pin_native_threads((w.native_id for w in self.pool._workers), first=1)
         self._block = max(1, NUMPY_DIRECT_BLOCK_BYTES // config.dtype.itemsize)
         self._parts = 1
         self._bounds: list[tuple[int, int]] = []

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .parallel import usable_cores
 
-__all__ = ["collect_environment", "git_commit", "utc_now"]
+__all__ = ["collect_environment", "git_commit", "launch_command", "mpi_version", "utc_now"]
 
 _PROBE_TIMEOUT_S = 10
 _PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -137,14 +137,61 @@ def _gpu_info() -> dict:
     }
 
 
-def _mpi_library(world) -> str | None:
-    version = world.library_version() if world is not None else None
-    if version:
-        return version
-    text = _run(["mpirun", "--version"])
+_MPI_VERSIONS = (
+    # "Open MPI v4.1.4, package: ..." (MPI_Get_library_version), "mpirun (Open MPI) 4.1.4"
+    (re.compile(r"Open MPI\)?\s+v?(\d+(?:\.\d+)+)"), "Open MPI"),
+    (re.compile(r"MPICH Version:\s*(\d+(?:\.\d+)+)"), "MPICH"),
+    (re.compile(r"Intel\(R\) MPI Library[^\d]*(\d+(?:\.\d+)+)"), "Intel MPI"),
+    (re.compile(r"HYDRA build details:.*?Version:\s*(\d+(?:\.\d+)+)", re.S), "MPICH"),
+)
+
+
+def mpi_version(text: str | None) -> str | None:
+    """``"Open MPI 4.1.4"`` from any of the ways a library or its launcher says it, so one
+    machine reads as one environment whichever probe a run used; else the first line."""
     if not text:
         return None
-    return text.strip().splitlines()[0] or None
+    text = str(text).replace("\x00", "")
+    for pattern, name in _MPI_VERSIONS:
+        match = pattern.search(text)
+        if match:
+            return f"{name} {match.group(1)}"
+    return text.strip().splitlines()[0] if text.strip() else None
+
+
+def _mpi_library(world) -> str | None:
+    version = world.library_version() if world is not None else None
+    return mpi_version(version or _run(["mpirun", "--version"]))
+
+
+_LAUNCHERS = {"mpirun", "mpiexec", "orterun", "prterun", "srun", "mpiexec.hydra", "aprun"}
+
+
+def _process(pid: int) -> tuple[list[str], int] | None:
+    """(argv, parent pid) of a process, from /proc."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    parent = int(stat.rsplit(")", 1)[1].split()[1])
+    return [a.decode(errors="replace") for a in argv if a], parent
+
+
+def launch_command(command: list[str]) -> list[str]:
+    """The command as the user typed it: under an MPI launcher, the launcher's own command
+    line (``mpirun --oversubscribe -n 4 python -m ring.bench ...``), found among this
+    process's ancestors; otherwise ``command``."""
+    pid = os.getppid()
+    for _ in range(8):
+        found = _process(pid) if pid > 1 else None
+        if found is None:
+            break
+        argv, parent = found
+        if argv and os.path.basename(argv[0]) in _LAUNCHERS:
+            return argv
+        pid = parent
+    return list(command)
 
 
 def collect_environment(world=None) -> dict:

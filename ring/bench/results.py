@@ -25,6 +25,7 @@ from ..outputs import file_problem
 
 __all__ = [
     "COLUMNS",
+    "SAMPLE_COLUMNS",
     "SCHEMA",
     "InterruptedAfterWriting",
     "busbw_factor",
@@ -32,6 +33,7 @@ __all__ = [
     "make_row",
     "output_problem",
     "read_csv",
+    "samples_path",
     "signals_deferred",
     "write_csv_atomic",
     "write_json_atomic",
@@ -59,6 +61,16 @@ COLUMNS = (
     "wrong",
     "shared_devices",
 )
+
+
+# One row per timed call, beside every result CSV (``FILE.samples.csv``): what a confidence
+# interval of a median or of a ratio of medians is computed from.
+SAMPLE_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "call", "time_us")
+
+
+def samples_path(csv_path: Path) -> Path:
+    """``results/cpu/x.csv`` -> ``results/cpu/x.samples.csv``."""
+    return Path(csv_path).with_suffix(".samples.csv")
 
 
 def busbw_factor(nodes: int) -> float:
@@ -209,7 +221,11 @@ class InterruptedAfterWriting(KeyboardInterrupt):
 
 
 def write_result_pair(
-    csv_path: Path, rows: Sequence[dict], columns: Sequence[str] | None, document: dict
+    csv_path: Path,
+    rows: Sequence[dict],
+    columns: Sequence[str] | None,
+    document: dict,
+    sides: Sequence[tuple[Path, str]] = (),
 ) -> None:
     """``FILE.csv`` and ``FILE.json`` as one pair: both written to temporaries, then renamed,
     CSV first and JSON last, all with signals deferred (a few milliseconds), so a signal
@@ -217,18 +233,20 @@ def write_result_pair(
     :class:`InterruptedAfterWriting`, SIGTERM/SIGHUP with their own effect.  The JSON
     records the CSV's SHA-256 (``csv_sha256``), so a reader can tell a pair that a crash
     between the renames left mismatched (:func:`check_pair`).  On an error nothing is left
-    behind and the old pair stands."""
+    behind and the old pair stands.  ``sides`` (path, text) are written the same way, before
+    the pair (the per-call samples: a pair on disk has its samples beside it)."""
     csv_path = Path(csv_path)
     text = csv_text(rows, columns)
     document = {**document, "csv_sha256": text_sha256(text)}
     json_text = json.dumps(document, indent=2, allow_nan=False) + "\n"
     with signals_deferred() as caught:
         temporaries: list[Path] = []
+        targets = [*(Path(p) for p, _ in sides), csv_path, csv_path.with_suffix(".json")]
         try:
-            temporaries.append(_temporary_beside(csv_path, text))
-            temporaries.append(_temporary_beside(csv_path.with_suffix(".json"), json_text))
-            os.replace(temporaries[0], csv_path)
-            os.replace(temporaries[1], csv_path.with_suffix(".json"))
+            for path, content in [*sides, (csv_path, text), (targets[-1], json_text)]:
+                temporaries.append(_temporary_beside(Path(path), content))
+            for temporary, target in zip(temporaries, targets, strict=True):
+                os.replace(temporary, target)
         finally:
             for tmp in temporaries:
                 tmp.unlink(missing_ok=True)

@@ -9,7 +9,6 @@ backends plug in through :mod:`ring.bench.backends`; nothing here names one.
 from __future__ import annotations
 
 import gc
-import itertools
 import sys
 from dataclasses import dataclass
 
@@ -18,19 +17,33 @@ import numpy as np
 from ..mpi import Watchdog
 from . import data
 from .backends import Backend, Session, get_backend
-from .ceilings import ceiling_bytes, measure_cpu_ceilings
+from .ceilings import DRIFT_LIMIT, host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
-from .environment import _memory_bytes, collect_environment, git_commit, utc_now
+from .environment import (
+    _memory_bytes,
+    collect_environment,
+    git_commit,
+    launch_command,
+    utc_now,
+)
+from .interleave import Series, measure_interleaved, sample_rows
 from .nccl_compat import (
-    TABLE_HEADER,
     avg_busbw_line,
     out_of_bounds_line,
     should_check,
-    table_line,
     variants,
 )
-from .results import SCHEMA, columns_of, make_row, output_problem, write_result_pair
-from .world import LocalWorld, MpiWorld, launched_rank, launched_size
+from .results import (
+    SAMPLE_COLUMNS,
+    SCHEMA,
+    columns_of,
+    csv_text,
+    make_row,
+    output_problem,
+    samples_path,
+    write_result_pair,
+)
+from .world import LocalWorld, MpiWorld, launched_rank, launched_size, under_mpirun
 
 __all__ = ["DEFAULT_NODES", "Plan", "plan_run", "run"]
 
@@ -172,10 +185,10 @@ class _Output:
             self.bar.close()
 
 
-def measure_point(
-    session: Session, stage: Stage, sync: str, nodes: int, count: int, plan: Plan
-) -> dict:
-    config, world, backend = plan.config, plan.world, stage.backend
+def measure_point(session: Session, series: Series, count: int, plan: Plan) -> tuple[dict, list]:
+    """One size of one series: its CSV row and the seconds of each timed call."""
+    config, world, backend = plan.config, plan.world, series.backend
+    sync, nodes = series.sync, series.nodes
     local_nodes = [world.rank] if backend.needs_mpirun else list(range(nodes))
     inputs = [
         data.make_input(config.seed, nodes, count, config.dtype, node) for node in local_nodes
@@ -208,7 +221,7 @@ def measure_point(
         expected = data.reference(config.seed, nodes, count, config.dtype, config.op, known)
         wrong = world.sum_int(_count_wrong(session, expected, windows, config, nodes))
     nbytes = count * config.dtype.itemsize
-    return make_row(
+    row = make_row(
         backend=backend.name,
         sync=sync,
         nodes=nodes,
@@ -222,6 +235,7 @@ def measure_point(
         shared_devices=session.shared_devices,
         extras=session.row_extras(),
     )
+    return row, times
 
 
 def _count_wrong(session: Session, expected: np.ndarray, windows, config, nodes: int) -> int:
@@ -257,12 +271,35 @@ def _block_footer(rows: list[dict], ceilings: dict, backend: Backend) -> list[st
     return lines
 
 
-def _ceiling_line(ceilings: dict) -> str:
+def _ceiling_line(measured: dict, when: str) -> str:
     return (
-        f"# Ceilings ({ceilings.get('cpu_threads')} threads, {ceilings.get('cpu_buffer_bytes')} B "
-        f"{ceilings.get('cpu_dtype')}, bytes read + written): "
-        f"copy {_fmt(ceilings.get('copy_GBps'))}, add {_fmt(ceilings.get('add_GBps'))}"
+        f"# Ceilings at the {when} ({measured['threads']} threads, "
+        f"{'pinned, ' if measured['pinned'] else ''}{measured['array_bytes']} B arrays, "
+        f"best of {measured['trials']}, bytes over the memory bus): "
+        f"copy {_fmt(measured['copy_GBps'])}, add {_fmt(measured['add_GBps'])}, "
+        f"triad {_fmt(measured['triad_GBps'])}"
     )
+
+
+def _host_ceilings(config: BenchConfig, world, output, when: str) -> dict | None:
+    """Rank 0 measures while the other ranks sleep in a barrier."""
+    measured = measure_cpu_ceilings(config.dtype) if world.is_root else None
+    world.idle_barrier()
+    if measured is not None:
+        output.line(_ceiling_line(measured, when))
+    return measured
+
+
+def _warnings(ceilings: dict) -> list[str]:
+    """What a reader of the JSON must know before trusting its ratios."""
+    host = ceilings.get("host_memory") or {}
+    if host.get("drifted"):
+        return [
+            f"host memory ceilings differ by {100 * host['drift']:.0f} % between the start and "
+            f"the end of the run (limit {100 * host['drift_limit']:.0f} %): the machine's "
+            "conditions changed during the run"
+        ]
+    return []
 
 
 def run(config: BenchConfig, command: list[str]) -> int:
@@ -312,25 +349,37 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
             f"git {commit or 'N/A'}{' (modified)' if dirty else ''}"
         )
 
-    ceilings: dict = {}
-    if world.is_root:
-        buffer_bytes = ceiling_bytes(config.max_bytes, config.dtype.itemsize)
-        ceilings.update(measure_cpu_ceilings(buffer_bytes, config.dtype))
-    world.idle_barrier()
+    start_ceilings = _host_ceilings(config, world, output, "start")
+    device_ceilings: dict = {}
     for stage in plan.stages:
-        ceilings.update(stage.backend.ceilings(config, world))
-    output.line(_ceiling_line(ceilings))
-
-    rows: list[dict] = []
+        device_ceilings.update(stage.backend.ceilings(config, world))
+    measured: list[Series] = []
     try:
         for one in plans:
-            rows.extend(_measure_plan(one, ceilings, output))
+            measured += measure_interleaved(
+                one,
+                lambda session, s, count, one=one: measure_point(session, s, count, one),
+                output,
+            )
     finally:
         output.close()
+    end_ceilings = _host_ceilings(config, world, output, "end")
+    ceilings: dict = {}
+    if world.is_root:
+        ceilings = {**host_ceilings_document(start_ceilings, end_ceilings), **device_ceilings}
+    rows = [row for s in measured for row in s.rows]
+    for s in measured:
+        output.line("#")
+        output.line(f"# series {s.label}")
+        for line in _block_footer(s.rows, ceilings, s.backend):
+            output.line(line)
+    drift = ceilings.get("host_memory", {}).get("drift")
+    if drift is not None:
+        flag = " > the 15 % limit: the run's conditions changed" if drift > DRIFT_LIMIT else ""
+        output.line(f"# Ceiling drift start/end : {100 * drift:.0f} %{flag}")
 
     wrong_total = sum(row["wrong"] for row in rows if row["wrong"] is not None)
     output.line("#")
-    output.line(_ceiling_line(ceilings))
     checked = (
         "not checked (-c 0)"
         if not config.check
@@ -345,6 +394,8 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
         document = {
             "schema": SCHEMA,
             "command": list(command),
+            # What was typed, launcher included (under mpirun: its own command line).
+            "launch_command": launch_command(command) if under_mpirun() else list(command),
             "start_time": start_time,
             "end_time": end_time,
             "git_commit": commit,
@@ -361,10 +412,15 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
             },
             "backends": {s.backend.name: s.backend.describe() for s in plan.stages},
             "wrong_total": wrong_total if config.check else None,
+            "warnings": _warnings(ceilings),
         }
         try:
-            write_result_pair(config.out, rows, columns_of(rows), document)
-            output.line(f"# Wrote {config.out} and {config.out.with_suffix('.json')}")
+            samples = csv_text(sample_rows(measured), SAMPLE_COLUMNS)
+            write_result_pair(
+                config.out, rows, columns_of(rows), document, [(samples_path(config.out), samples)]
+            )
+            written = (config.out, config.out.with_suffix(".json"), samples_path(config.out))
+            output.line(f"# Wrote {', '.join(map(str, written))}")
         except OSError as exc:
             write_error = (
                 f"cannot write {config.out} (nothing written): {exc.strerror or exc}; "
@@ -380,34 +436,6 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
             )
         return 1
     return 0
-
-
-def _measure_plan(plan: Plan, ceilings: dict, output: _Output) -> list[dict]:
-    """Every block (backend, sync, node count) of one (dtype, op): its table and footer."""
-    config, world, rows = plan.config, plan.world, []
-    for stage in plan.stages:
-        for sync, nodes, variant in itertools.product(
-            stage.syncs, stage.nodes, stage.backend.variants(config)
-        ):
-            stage.backend.variant = variant
-            described = "".join(f", {k} {v}" for k, v in variant.items())
-            output.line("#")
-            output.line(
-                f"# backend {stage.backend.name}, sync {sync}, nodes {nodes}{described}, "
-                f"traffic {stage.backend.traffic or 'N/A'}"
-            )
-            output.line(TABLE_HEADER)
-            block = []
-            with stage.backend.open(nodes, sync, config, world) as session:
-                for count in config.counts:
-                    row = measure_point(session, stage, sync, nodes, count, plan)
-                    block.append(row)
-                    output.line(table_line(row))
-                    output.step(f"{stage.backend.name} {sync} N={nodes}{described}")
-            rows.extend(block)
-            for line in _block_footer(block, ceilings, stage.backend):
-                output.line(line)
-    return rows
 
 
 def env_is_root() -> bool:

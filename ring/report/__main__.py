@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a profile folder holding tables/*.csv from ring.nsys; repeatable",
     )
     parser.add_argument(
+        "--alternated",
+        action="append",
+        default=[],
+        metavar="CSV",
+        help="a `python -m ring.bench alternate` result (separate launches); repeatable",
+    )
+    parser.add_argument(
         "--not-measured",
         metavar="JSON",
         help="the workflow's record of what this machine left out and why "
@@ -80,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             args.results,
             args.not_measured,
             args.reference,
+            args.alternated,
         )
         result = build_report(
             chosen["sweeps"],
@@ -87,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             profiles=chosen["profiles"],
             not_measured=next(iter(chosen["not_measured"]), None),
             references=chosen["references"],
+            alternated=chosen["alternated"],
             figures_dir=args.figures,
             out_dir=args.out,
         )

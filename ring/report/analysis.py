@@ -310,6 +310,13 @@ def busbw_at_largest(rows: pd.DataFrame) -> pd.DataFrame:
     ].reset_index(drop=True)
 
 
+# Keys of a run's ``ceilings`` that describe how the top-level values were taken (both
+# host measurements, the cache size, the drift); the top-level values are the ceilings.
+DETAIL_KEYS = ("host_memory",)
+# STREAM's rule: arrays of at least this many times the last-level cache leave every cache.
+LLC_MULTIPLE = 4
+
+
 def flatten_ceilings(ceilings: dict, prefix: str = "") -> list[tuple[str, float | None]]:
     """Every bandwidth leaf (a key path containing ``GBps``) of a run's ``ceilings``.
 
@@ -318,6 +325,8 @@ def flatten_ceilings(ceilings: dict, prefix: str = "") -> list[tuple[str, float 
     """
     leaves: list[tuple[str, float | None]] = []
     for key, value in ceilings.items():
+        if not prefix and key in DETAIL_KEYS:
+            continue
         path = f"{prefix}[{key}]" if prefix else str(key)
         if isinstance(value, dict):
             leaves.extend(flatten_ceilings(value, path))
@@ -350,13 +359,20 @@ def all_ceilings(inputs: Inputs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def ceiling_fractions(rows: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
-    """Each series against each ceiling of its own run that applies to its hardware.
+def ceiling_fractions(
+    rows: pd.DataFrame, ceilings: pd.DataFrame, llc: dict[str, int | None] | None = None
+) -> pd.DataFrame:
+    """Each series against the ceilings of its own run that apply to its hardware.
 
-    Host backends meet host ceilings, GPU backends device ones; a link ceiling is compared
-    with busbw, a memory ceiling with the schedule's memory traffic.  Reported at the
-    largest size and at the size where the fraction is highest.
+    GPU backends meet device ceilings (a link ceiling compared with busbw, a memory ceiling
+    with the schedule's memory traffic).  Host backends meet one ceiling: the fastest host
+    memory kernel of their run (copy, add or triad, whichever moved the most bytes per
+    second), since the kernels count bytes alike and memory can go no faster than its best.
+    Reported at the largest size, at the size where the fraction is highest, and at the
+    highest among sizes of at least 4x the run's last-level cache (``llc``: run -> bytes),
+    where no cache can serve the buffers.
     """
+    llc = llc or {}
     records = []
     measured = ceilings[ceilings["GBps"].notna() & (ceilings["GBps"] > 0)]
     for (series, nodes, run, backend), group in rows.groupby(
@@ -364,38 +380,52 @@ def ceiling_fractions(rows: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFram
     ):
         on_device = backend in DEVICE_BACKENDS
         mine = measured[(measured["run"] == run) & (measured["device"] == on_device)]
+        if not on_device and not mine.empty:
+            mine = mine.loc[[mine["GBps"].idxmax()]]
         for ceiling in mine.itertuples():
             metric = "busbw_GBps" if ceiling.link else "traffic_GBps"
             known = group[group[metric].notna()]
             if known.empty:
                 continue  # e.g. NCCL's memory traffic, which the harness cannot see
-            fraction = known[metric] / ceiling.GBps
-            last = known.loc[known["bytes"].idxmax()]
-            best = fraction.idxmax()
-            records.append(
-                {
-                    "series": series,
-                    "nodes": int(nodes),
-                    "ceiling": ceiling.ceiling,
-                    "ceiling_GBps": float(ceiling.GBps),
-                    "metric": metric,
-                    "largest_bytes": int(last["bytes"]),
-                    "value_at_largest": float(last[metric]),
-                    "fraction_at_largest": float(last[metric] / ceiling.GBps),
-                    "max_fraction": float(fraction[best]),
-                    "max_at_bytes": int(known.at[best, "bytes"]),
-                }
-            )
-    columns = [
-        "series",
-        "nodes",
-        "ceiling",
-        "ceiling_GBps",
-        "metric",
-        "largest_bytes",
-        "value_at_largest",
-        "fraction_at_largest",
-        "max_fraction",
-        "max_at_bytes",
-    ]
-    return pd.DataFrame.from_records(records, columns=columns)
+            records.append(_fraction_record(series, nodes, ceiling, metric, known, llc.get(run)))
+    return pd.DataFrame.from_records(records, columns=_FRACTION_COLUMNS)
+
+
+_FRACTION_COLUMNS = [
+    "series",
+    "nodes",
+    "ceiling",
+    "ceiling_GBps",
+    "metric",
+    "largest_bytes",
+    "value_at_largest",
+    "fraction_at_largest",
+    "max_fraction",
+    "max_at_bytes",
+    "llc_bytes",
+    "max_fraction_beyond_llc",
+    "beyond_llc_at_bytes",
+]
+
+
+def _fraction_record(series, nodes, ceiling, metric, known, llc_bytes) -> dict:
+    fraction = known[metric] / ceiling.GBps
+    last = known.loc[known["bytes"].idxmax()]
+    best = fraction.idxmax()
+    beyond = fraction[known["bytes"] >= LLC_MULTIPLE * llc_bytes] if llc_bytes else fraction[[]]
+    far = beyond.idxmax() if not beyond.empty else None
+    return {
+        "series": series,
+        "nodes": int(nodes),
+        "ceiling": ceiling.ceiling,
+        "ceiling_GBps": float(ceiling.GBps),
+        "metric": metric,
+        "largest_bytes": int(last["bytes"]),
+        "value_at_largest": float(last[metric]),
+        "fraction_at_largest": float(last[metric] / ceiling.GBps),
+        "max_fraction": float(fraction[best]),
+        "max_at_bytes": int(known.at[best, "bytes"]),
+        "llc_bytes": llc_bytes,
+        "max_fraction_beyond_llc": None if far is None else float(beyond[far]),
+        "beyond_llc_at_bytes": None if far is None else int(known.at[far, "bytes"]),
+    }

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .alternation import load_alternated
 from .figures import Figure, draw_figures
 from .inputs import ReportInputError, discover, load_inputs
 from .model import ReportModel
@@ -39,6 +40,7 @@ def collect_inputs(
     results: str | Path | None = None,
     not_measured: str | Path | None = None,
     references=(),
+    alternated=(),
 ) -> dict[str, list[Path]]:
     """Named inputs plus, with ``results``, what :func:`discover` finds there (no repeats)."""
     chosen = {
@@ -47,6 +49,7 @@ def collect_inputs(
         "kernel_bandwidth": [Path(p) for p in kernel_bandwidth],
         "profiles": [Path(p) for p in profiles],
         "not_measured": [] if not_measured is None else [Path(not_measured)],
+        "alternated": [Path(p) for p in alternated],
     }
     if results is not None:
         for kind, paths in discover(results).items():
@@ -90,6 +93,7 @@ def build_report(
     profiles=(),
     not_measured: str | Path | None = None,
     references=(),
+    alternated=(),
 ) -> BuildResult:
     """Load the inputs, draw the figures, write ``out_dir/index.html`` and ``report.md``.
 
@@ -106,7 +110,7 @@ def build_report(
     inputs = load_inputs(
         list(sweeps), list(kernel_bandwidth), list(profiles), not_measured, list(references)
     )
-    model = ReportModel(inputs)
+    model = ReportModel(inputs, [load_alternated(p) for p in alternated])
     # Derive every table before drawing, so bad data fails before any file changes.
     _ = (model.caveats, model.not_measured, model.ceiling_fractions, model.scaling)
     figures = build_figures(model, figures_dir)

@@ -133,13 +133,15 @@ def _bytes_axis(ax, sizes) -> None:
         while (high - low) // step + 1 > 7:
             step *= 2
         # Labels start at the smallest size, so with a sweep's step factor they fall on
-        # measured sizes.
-        ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in range(low, high + 1, step)]))
+        # measured sizes, and end at the largest: a reader sees where the sweep stops.
+        majors = list(range(low, high + 1, step))
+        majors[-1] = high  # at most one step from the label it replaces: no overlap
+        ax.xaxis.set_major_locator(FixedLocator([2.0**k for k in majors]))
         ax.xaxis.set_minor_locator(FixedLocator([2.0**k for k in range(low, high + 1)]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick_bytes(v)))
     ax.xaxis.set_minor_formatter(NullFormatter())
     spec = ax.get_subplotspec()
-    ax.set_xlabel("buffer size per node" if spec is None or spec.is_last_row() else "")
+    ax.set_xlabel("buffer size per node (bytes)" if spec is None or spec.is_last_row() else "")
 
 
 def _log_y(ax) -> None:
@@ -255,8 +257,13 @@ def _ceiling_families(ceilings: pd.DataFrame) -> pd.DataFrame:
     measured = ceilings[ceilings["GBps"].notna() & (ceilings["GBps"] > 0)].copy()
     measured["family"] = measured["ceiling"].map(lambda c: re.sub(r"\[[^\]]*\]", "[*]", c))
     return (
-        measured.groupby(["family", "device", "link"], sort=True)["GBps"]
-        .agg(["min", "max", "count"])
+        measured.groupby(["family", "device", "link"], sort=True)
+        .agg(
+            min=("GBps", "min"),
+            max=("GBps", "max"),
+            count=("GBps", "count"),
+            runs=("run", lambda runs: ", ".join(sorted(set(runs)))),
+        )
         .reset_index()
     )
 
@@ -274,7 +281,8 @@ def _ceiling_styles(ceilings: pd.DataFrame) -> dict[str, dict]:
 def _draw_ceilings(ax, ceilings: pd.DataFrame, styles: dict) -> None:
     for family in _ceiling_families(ceilings).itertuples():
         style = styles[family.family]
-        label = f"ceiling {family.family}"
+        # Named with the runs that measured it: a ceiling belongs to its run.
+        label = f"ceiling {family.family} ({family.runs})"
         if family.max > family.min:
             ax.axhspan(family.min, family.max, color=style["color"], alpha=0.25, label=label)
         else:

@@ -319,10 +319,14 @@ def discover(results: str | Path) -> dict[str, list[Path]]:
     kernel: list[Path] = []
     for kind in ("cpu", "mpi", "gpu"):
         for csv_path in sorted((results / kind).glob("*.csv")):
+            if csv_path.name.endswith(".samples.csv"):
+                continue  # the timed calls of the sweep beside it
             (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
     profiles = sorted(p for p in (results / "profiles").glob("*") if (p / "tables").is_dir())
     record = results / "report" / "not_measured.json"
+    alternated = sorted((results / "compare").glob("*.csv"))
     return {
+        "alternated": alternated,
         "sweeps": sweeps,
         "kernel_bandwidth": kernel,
         "profiles": profiles,

@@ -7,8 +7,9 @@ from functools import cached_property
 
 import pandas as pd
 
-from . import analysis, profiles
-from .fmt import format_bytes, format_number
+from . import analysis, intervals, profiles, trust
+from . import caveats as caveat_notes
+from . import findings as finding_text
 from .inputs import Inputs
 
 __all__ = ["EXPECTED", "Expected", "Missing", "ReportModel"]
@@ -53,8 +54,10 @@ class Missing:
 class ReportModel:
     """The derived tables; attributes are computed on first use."""
 
-    def __init__(self, inputs: Inputs):
+    def __init__(self, inputs: Inputs, alternated=()):
         self.inputs = inputs
+        # Comparisons from alternated separate launches (ring.report.alternation).
+        self.alternated = list(alternated)
 
     # --- rows and series --------------------------------------------------------------
 
@@ -91,6 +94,15 @@ class ReportModel:
         return [(c, analysis.summarise_comparison(c)) for c in self.comparisons]
 
     @cached_property
+    def one_run_ratios(self) -> pd.DataFrame:
+        """Ring-over-peer speedups from one run, per size, with bootstrap intervals."""
+        return intervals.one_run_ratios(self)
+
+    @cached_property
+    def findings(self) -> list[str]:
+        return finding_text.findings(self)
+
+    @cached_property
     def scaling(self) -> pd.DataFrame:
         return analysis.scaling(self.rows)
 
@@ -114,7 +126,8 @@ class ReportModel:
 
     @cached_property
     def ceiling_fractions(self) -> pd.DataFrame:
-        return analysis.ceiling_fractions(self.rows, self.ceilings)
+        llc = {run.name: trust.llc_bytes(run) for run in self.inputs.runs}
+        return analysis.ceiling_fractions(self.rows, self.ceilings, llc)
 
     # --- kernel bandwidth -------------------------------------------------------------
 
@@ -289,168 +302,9 @@ class ReportModel:
 
     # --- caveats ----------------------------------------------------------------------
 
-    def _above_ceiling(self) -> list[str]:
-        """Points faster than a ceiling: their buffers fit a cache the ceiling's did not."""
-        fractions = self.ceiling_fractions
-        above = fractions[fractions["max_fraction"] > 1]
-        if above.empty:
-            return []
-        worst = above.loc[above.groupby(["series", "nodes"])["max_fraction"].idxmax()]
-        described = "; ".join(
-            f"{r.series} N={r.nodes}: {format_number(100 * r.max_fraction)} % of {r.ceiling} "
-            f"at {format_bytes(r.max_at_bytes)}"
-            for r in worst.itertuples()
-        )
-        runs = set(self.rows.loc[self.rows["series"].isin(set(above["series"])), "run"])
-        size = _first_buffer_size(self.inputs.runs, runs)
-        largest_point = int((worst["nodes"] * worst["max_at_bytes"]).max())
-        if size and largest_point < size:
-            why = (
-                f"The ceilings were measured on {format_bytes(size)} buffers; all N buffers of "
-                f"these points together hold at most {format_bytes(largest_point)}, little "
-                "enough for the CPU caches to serve them. Read fractions above 100 % as cache "
-                "effects, not as beating memory."
-            )
-        else:
-            why = (
-                "Read fractions above 100 % as a ceiling measurement disturbed by other load "
-                "or as cache effects, not as beating memory."
-            )
-        return [f"Some points move memory faster than a ceiling of their run ({described}). {why}"]
-
     @cached_property
     def caveats(self) -> list[str]:
-        notes = []
-        rows = self.rows
-        for result in self.inputs.kernel_bandwidth:
-            if "wrong" in result.rows and (result.rows["wrong"] > 0).any():
-                bad = result.rows[result.rows["wrong"] > 0]
-                notes.append(
-                    f"**Wrong results.** The kernel sweep {result.name} has {len(bad)} size(s) "
-                    "whose first launch failed validation; its throughput there describes a "
-                    "wrong kernel."
-                )
-        wrong = rows[rows["wrong"] > 0]
-        if not wrong.empty:
-            points = "; ".join(
-                f"{r.series} N={r.nodes} at {format_bytes(r.bytes)}: {r.wrong} wrong"
-                for r in wrong.itertuples()
-            )
-            notes.append(
-                f"**Wrong results.** {len(wrong)} point(s) failed validation, so their runs "
-                f"failed and their times do not describe a correct allreduce: {points}."
-            )
-        for run in self.inputs.runs:
-            config = run.meta.get("config") or {}
-            if config.get("check") in (0, False):
-                notes.append(
-                    f"Run {run.name} was not validated (`-c 0`): its `wrong` column is 0 "
-                    "because nothing was checked."
-                )
-        gpu_vs_cpu = self.comparison("gpu_vs_cpu")
-        if gpu_vs_cpu is not None and gpu_vs_cpu.cross_nodes:
-            pairs = gpu_vs_cpu.table[
-                gpu_vs_cpu.table["nodes_fast"] != gpu_vs_cpu.table["nodes_slow"]
-            ][["nodes_fast", "nodes_slow"]].drop_duplicates()
-            described = ", ".join(
-                f"GPU N={a} with CPU N={b} (busbw factors "
-                f"{format_number(analysis.busbw_factor(a))} and "
-                f"{format_number(analysis.busbw_factor(b))})"
-                for a, b in pairs.itertuples(index=False)
-            )
-            notes.append(
-                "GPU and CPU series were measured at different N, so the GPU/CPU comparison "
-                f"pairs {described}: their bandwidths are not comparable, compare wall-clock "
-                "time (the speedups here are time ratios)."
-            )
-        node_sets = rows.groupby("backend")["nodes"].agg(lambda s: tuple(sorted(set(s))))
-        if node_sets.nunique() > 1:
-            described = "; ".join(
-                f"{backend}: N = {', '.join(map(str, counts))}"
-                for backend, counts in node_sets.items()
-            )
-            notes.append(
-                f"Backends were measured at different node counts ({described}); across "
-                "different N compare wall-clock time, not busbw."
-            )
-        shared = rows[rows["shared_devices"] & rows["backend"].isin(analysis.DEVICE_BACKENDS)]
-        if not shared.empty:
-            described = []
-            for run_name, part in shared.groupby("run"):
-                run = next(r for r in self.inputs.runs if r.name == run_name)
-                devices = len(run.environment.get("gpus") or [])
-                counts = ", ".join(map(str, sorted(set(part["nodes"]))))
-                described.append(f"{run_name}: N = {counts} on {devices} GPU(s)")
-            notes.append(
-                "Series labelled *(shared devices)* ran several logical nodes on one GPU "
-                f"({'; '.join(described)}): transfers between nodes on the same device are "
-                "device-local copies, not peer-to-peer links, so their busbw is not a link "
-                "bandwidth; read them against the device copy ceiling."
-            )
-        one_host = rows[rows["shared_devices"] & rows["backend"].isin(analysis.MPI_BACKENDS)]
-        if not one_host.empty:
-            notes.append(
-                "Series labelled *(one host)* ran all MPI ranks on one machine: their messages "
-                "went through shared memory, not a network."
-            )
-        threads = sorted(set(rows["backend"]) & {"cpu", "numpy-direct", "seed-cpp"})
-        if threads:
-            named = ", ".join(threads[:-1]) + " and " * (len(threads) > 1) + threads[-1]
-            notes.append(
-                f"{named} run(s) as threads sharing one memory: no link is "
-                "involved, so busbw is the nccl-tests formula only; the schedule's memory "
-                "traffic against the copy and add ceilings of the same run is the honest "
-                "measure."
-            )
-        # Hosts of different machines may share a name ("vm"): a reference says its machine.
-        hosts = {run.machine or str(run.environment.get("host")) for run in self.inputs.runs}
-        cross_run = [
-            c.name for c in self.comparisons if (c.table["run_fast"] != c.table["run_slow"]).any()
-        ]
-        if len(hosts) > 1:
-            notes.append(
-                f"The runs come from different machines ({', '.join(sorted(hosts))}); ratios "
-                "between runs of different machines compare machines as well as "
-                "implementations, each measured in its own run."
-            )
-        if cross_run:
-            notes.append(
-                "Some speedups pair series from different runs "
-                f"({', '.join(cross_run)}); absolute times drift between runs on a shared "
-                "machine, so these ratios are less certain than those within one run."
-            )
-        noisy = rows[(rows["bytes"] >= 1 << 20) & (rows["time_us"] > 0)]
-        spread = (noisy["time_us_p75"] - noisy["time_us_p25"]) / noisy["time_us"]
-        noisy = noisy[spread > NOISY_SPREAD]
-        if not noisy.empty:
-            described = ", ".join(
-                f"{series} N={nodes} ({len(part)})"
-                for (series, nodes), part in noisy.groupby(["series", "nodes"])
-            )
-            notes.append(
-                f"At 1 MiB and above, {len(noisy)} point(s) have an interquartile spread "
-                f"wider than {100 * NOISY_SPREAD:g} % of the median: {described}. "
-                "The machine was probably busy; treat those medians with care."
-            )
-        notes.extend(self._above_ceiling())
-        single = rows[rows["nodes"] == 1]
-        if not single.empty:
-            notes.append(
-                "Rows with N = 1 move no data between nodes: their busbw is 0 by definition "
-                "and they are left out of the bandwidth figure."
-            )
-        if (rows["bytes"] == 0).any():
-            notes.append("0-byte rows are in the tables but cannot be drawn on a log size axis.")
-        return notes
-
-
-def _first_buffer_size(runs, run_names) -> int | None:
-    for run in runs:
-        if run.name in run_names:
-            size = run.ceilings.get("cpu_buffer_bytes")
-            if isinstance(size, int) and not isinstance(size, bool):
-                return size
-    return None
+        return caveat_notes.caveats(self)
 
 
 def _split_how(how: str) -> tuple[str, str]:
@@ -465,7 +319,3 @@ def _target_of(run) -> str:
     """The workflow target that writes a run's results (its folder under results/)."""
     folder = run.csv_path.parent.name
     return folder if folder in {e.target for e in EXPECTED} else "all"
-
-
-# The harness targets a spread within 10 % of the median on a quiet machine.
-NOISY_SPREAD = 0.10

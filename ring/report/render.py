@@ -7,16 +7,19 @@ import numbers
 import os
 import re
 import struct
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy
 import pandas as pd
 
+from ..bench.environment import mpi_version
+from . import profile_notes
 from .figures import Figure
-from .fmt import format_bytes, format_fraction, format_number, format_ratio, markdown_table
+from .fmt import format_bytes, format_fraction, format_number, format_ratio
 from .model import ReportModel
+from .table import Table
+from .trust_tables import alternated_table, beyond_llc, one_run_table, scaling_table
 
 __all__ = ["Table", "context", "render"]
 
@@ -35,28 +38,16 @@ PROFILE_COLUMNS = {
 }  # fmt: skip
 
 
-@dataclass
-class Table:
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-    note: str = ""
-    preformatted: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def markdown(self) -> str:
-        return markdown_table(self.header, self.rows)
-
-
 def _speedup_tables(model: ReportModel) -> list[Table]:
     tables = []
+    # Speedup of A over B = time(B) / time(A): above 1× A is faster, below 1× B is.
     header = [
-        "faster",
-        "slower",
+        "A",
+        "B",
         "N",
-        "largest speedup",
+        "largest speedup of A",
         "at",
-        "smallest speedup",
+        "smallest speedup of A",
         "at",
         "at the largest size",
     ]
@@ -80,7 +71,8 @@ def _speedup_tables(model: ReportModel) -> list[Table]:
                     f"{format_ratio(r.speedup_at_largest)} ({format_bytes(r.largest_bytes)})",
                 ]
             )
-        tables.append(Table(comparison.title, header, rows))
+        note = "Speedup of A over B = time(B) / time(A): above 1× A is faster, below 1× B is."
+        tables.append(Table(comparison.title, header, rows, note))
     return tables
 
 
@@ -116,13 +108,18 @@ def _ceiling_table(model: ReportModel) -> Table:
             format_number(r.value_at_largest),
             format_fraction(r.fraction_at_largest),
             f"{format_fraction(r.max_fraction)} ({format_bytes(r.max_at_bytes)})",
+            beyond_llc(r),
         ]
         for r in model.ceiling_fractions.itertuples()
     ]
     note = (
         "Each series against the ceilings measured in its own run: host backends against "
-        "host ceilings, GPU backends against device ones; link ceilings are compared with "
-        "busbw, memory ceilings with the schedule's memory traffic."
+        "the fastest of the run's copy, add and triad kernels (STREAM-like, arrays of 4× the "
+        "last-level cache, the better of the start and end measurements), GPU backends "
+        "against device ones; link ceilings are compared with busbw, memory ceilings with "
+        "the schedule's memory traffic, both counted as bytes crossing the memory bus. Only "
+        "sizes of at least 4× the last-level cache compare with a memory ceiling: below it "
+        "caches serve part of the traffic."
     )
     if not rows:
         note = "No run recorded a bandwidth ceiling that applies to its series."
@@ -138,33 +135,10 @@ def _ceiling_table(model: ReportModel) -> Table:
             "value (GB/s)",
             "fraction",
             "highest fraction (at)",
+            "highest at ≥ 4× LLC (at)",
         ],
         rows,
         note,
-    )
-
-
-def _scaling_table(model: ReportModel) -> Table | None:
-    table = model.scaling_at_largest
-    if table.empty:
-        return None
-    rows = [
-        [
-            r.series,
-            f"{r.nodes_b} / {r.nodes_a}",
-            format_bytes(r.bytes),
-            format_ratio(r.time_ratio),
-            format_ratio(r.busbw_ratio),
-            format_ratio(r.busbw_factor_ratio),
-        ]
-        for r in table.itertuples()
-    ]
-    return Table(
-        "Node-count scaling at the largest common size",
-        ["series", "N ratio", "size", "time ratio", "busbw ratio", "busbw factor ratio"],
-        rows,
-        "A ring limited by its links takes the busbw factor ratio longer at the larger N "
-        "(busbw ratio 1); a higher time ratio is per-step overhead.",
     )
 
 
@@ -179,7 +153,7 @@ _ENVIRONMENT_FIELDS = (
     ("GPUs", lambda env, meta: _gpus(env.get("gpus"))),
     ("driver", lambda env, meta: env.get("driver")),
     ("CUDA", lambda env, meta: env.get("cuda")),
-    ("MPI library", lambda env, meta: env.get("mpi_library")),
+    ("MPI library", lambda env, meta: mpi_version(env.get("mpi_library"))),
     ("git commit", lambda env, meta: meta.get("git_commit")),
 )
 
@@ -365,7 +339,7 @@ def _inputs_table(model: ReportModel) -> Table:
             _kind(kind, result.machine),
             str(result.csv_path),
             str(len(result.rows)),
-            _command(meta.get("command")) or "not recorded",
+            _command(meta.get("launch_command") or meta.get("command")) or "not recorded",
             f"{meta.get('start_time')} – {meta.get('end_time')}",
             ceilings,
         ]
@@ -373,9 +347,9 @@ def _inputs_table(model: ReportModel) -> Table:
     rows = [result_row(run, "sweep", _ceilings_text(model, run.name)) for run in model.inputs.runs]
     rows += [result_row(k, "kernel bandwidth", "") for k in model.inputs.kernel_bandwidth]
     for profile in model.inputs.profiles:
-        tables = ", ".join(profile.tables)
-        kind = _kind("profile", profile.machine)
-        rows.append([profile.name, kind, str(profile.path), tables, "", "", ""])
+        row = profile_notes.inputs_row(profile)
+        row[1] = _kind("profile", profile.machine)
+        rows.append(row)
     return Table(
         "Inputs",
         ["name", "kind", "path", "rows / tables", "command", "measured (UTC)", "ceilings (GB/s)"],
@@ -388,8 +362,16 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
     drawn = [f for f in figures if f.drawn]
     starts = [run.meta.get("start_time") for run in model.inputs.runs if run.meta.get("start_time")]
     ends = [run.meta.get("end_time") for run in model.inputs.runs if run.meta.get("end_time")]
-    scaling = _scaling_table(model)
-    headline = [*_speedup_tables(model), _busbw_table(model), _ceiling_table(model)]
+    scaling = scaling_table(model)
+    one_run = one_run_table(model)
+    alternated = alternated_table(model)
+    headline = [
+        *([one_run] if one_run is not None else []),
+        *([alternated] if alternated is not None else []),
+        *_speedup_tables(model),
+        _busbw_table(model),
+        _ceiling_table(model),
+    ]
     if scaling is not None:
         headline.append(scaling)
     waiting = _wait_table(model)
@@ -404,6 +386,7 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
         "measured_to": max(ends) if ends else None,
         "built": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commits": sorted({str(r.meta.get("git_commit")) for r in model.inputs.runs}),
+        "findings": model.findings,
         "headline": headline,
         "gpu_speedup": _gpu_headline(model),
         "caveats": model.caveats,

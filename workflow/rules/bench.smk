@@ -1,39 +1,43 @@
-# The sweeps: one harness run per backend and node count, writing FILE.csv (one row per
-# size) and FILE.json (environment, ceilings, command) side by side.
+# The sweeps: one harness run per node count (GPU: per backend and node count), writing
+# FILE.csv (one row per series and size), FILE.json (environment, ceilings at the start and
+# the end, command) and FILE.samples.csv (every timed call) side by side.
 #
 # Every job here times something, so each takes one unit of the `bench` resource, which
 # profiles/default limits to 1: benchmark jobs never share the machine with each other,
 # whatever --cores says.
 
 
+# CPU and MPI: our ring and its peers in one invocation, measured size by size in turn
+# (ratios between them then come from one run, under the same conditions).
+
+
 rule cpu_bench:
     output:
-        csv="results/cpu/{backend}_n{nodes}_{dtype}.csv",
-        json="results/cpu/{backend}_n{nodes}_{dtype}.json",
+        csv="results/cpu/sweep_n{nodes}_{dtype}.csv",
+        json="results/cpu/sweep_n{nodes}_{dtype}.json",
+        samples="results/cpu/sweep_n{nodes}_{dtype}.samples.csv",
     log:
-        "results/logs/cpu/{backend}_n{nodes}_{dtype}.log",
-    wildcard_constraints:
-        backend="|".join(config["cpu"]["backends"]),
+        "results/logs/cpu/sweep_n{nodes}_{dtype}.log",
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
     resources:
         bench=1,
     params:
+        backends=",".join(cpu_backends_here()),
         sweep=sweep_args("cpu"),
     shell:
-        "python -m ring.bench --backend {wildcards.backend} --nodes {wildcards.nodes}"
+        "python -m ring.bench --backend {params.backends} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
 
 
 rule mpi_bench:
     output:
-        csv="results/mpi/{backend}_n{nodes}_{dtype}.csv",
-        json="results/mpi/{backend}_n{nodes}_{dtype}.json",
+        csv="results/mpi/sweep_n{nodes}_{dtype}.csv",
+        json="results/mpi/sweep_n{nodes}_{dtype}.json",
+        samples="results/mpi/sweep_n{nodes}_{dtype}.samples.csv",
     log:
-        "results/logs/mpi/{backend}_n{nodes}_{dtype}.log",
-    wildcard_constraints:
-        backend="|".join(config["mpi"]["backends"]),
+        "results/logs/mpi/sweep_n{nodes}_{dtype}.log",
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -45,12 +49,37 @@ rule mpi_bench:
         # SLURM machines: as many as ranks (one each) when the config asks for it.
         nodes=mpi_machines,
     params:
+        backends=",".join(config["mpi"]["backends"]),
         sweep=sweep_args("mpi"),
     shell:
         # Under mpi4py's runner an exception on one rank aborts the job, not just that rank.
         "{resources.mpi} -n {resources.tasks} python -m mpi4py -m ring.bench"
-        " --backend {wildcards.backend} --nodes {wildcards.nodes}"
+        " --backend {params.backends} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
+
+
+# The threaded ring and MPI_Allreduce need separate launches: alternated, several rounds.
+
+
+rule compare_bench:
+    output:
+        csv="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv",
+        json="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.json",
+    log:
+        "results/logs/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.log",
+    conda:
+        "../../envs/mpi.yaml"
+    threads: lambda wildcards: int(wildcards.nodes)
+    resources:
+        bench=1,
+    params:
+        rounds=lambda wildcards: config["compare"]["rounds"],
+        launcher=config["mpi"]["launcher"],
+        sweep=sweep_args("compare"),
+    shell:
+        "python -m ring.bench alternate --nodes {wildcards.nodes} --rounds {params.rounds}"
+        " --launcher {params.launcher:q} --out {output.csv}"
+        " -- -d {wildcards.dtype} {params.sweep} > {log} 2>&1"
 
 
 rule gpu_bench:

@@ -253,6 +253,15 @@ def mpi_machines(wildcards):
 # -- files each target asks for -----------------------------------------------------------
 
 
+def joint_sweep_files(kind):
+    """CPU and MPI: one file per node count holding every backend of the kind."""
+    return [
+        f"results/{kind}/sweep_n{nodes}_{dtype}.csv"
+        for nodes in config[kind]["nodes"]
+        for dtype in sweep_settings(kind)["dtypes"]
+    ]
+
+
 def sweep_files(kind, nodes_list=None, backends=None):
     nodes_list = config[kind]["nodes"] if nodes_list is None else nodes_list
     backends = config[kind]["backends"] if backends is None else backends
@@ -268,11 +277,21 @@ def sweep_files(kind, nodes_list=None, backends=None):
 DEVICE_PER_NODE = {"nccl"}
 
 
-def cpu_files_here():
+def cpu_backends_here():
+    """The cpu backends of the config that can run here (seed-cpp needs a C++ compiler)."""
     backends = config["cpu"]["backends"]
-    return sweep_files(
-        "cpu", backends=[b for b in backends if CXX.ok or b not in COMPILED_BACKENDS]
-    )
+    return [b for b in backends if CXX.ok or b not in COMPILED_BACKENDS]
+
+
+def compare_here():
+    """The alternated-launch comparisons of the threaded ring with MPI_Allreduce (needs MPI)."""
+    if not MPI.ok or "compare" not in config:
+        return []
+    return [
+        f"results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv"
+        for nodes in config["mpi"]["nodes"]
+        for dtype in sweep_settings("compare")["dtypes"]
+    ]
 
 
 def gpu_files_here():
@@ -291,11 +310,13 @@ def gpu_files_here():
 
 
 def profile_files(name):
-    return [
+    files = [
         f"results/profiles/{name}/{name}.nsys-rep",
         f"results/profiles/{name}/summary.md",
         f"results/profiles/{name}/tables",
     ]
+    # The CPU profile comes with the profiler's measured overhead.
+    return files + (["results/profiles/cpu/overhead.json"] if name == "cpu" else [])
 
 
 def profile_possible(name):
@@ -318,9 +339,9 @@ def profiles_here():
 
 def sweeps_here():
     """Every sweep result this machine can produce, in the order the report lists them."""
-    files = cpu_files_here()
+    files = joint_sweep_files("cpu")
     if MPI.ok:
-        files += sweep_files("mpi")
+        files += joint_sweep_files("mpi")
     return files + gpu_files_here()
 
 
@@ -408,7 +429,7 @@ def not_measured():
 
 def all_inputs(wildcards):
     """Everything that does not need a piece this machine lacks, and the report."""
-    files = sweeps_here() + kernel_bw_here()
+    files = sweeps_here() + kernel_bw_here() + compare_here()
     for name in profiles_here():
         files += profile_files(name)
     return files + [
@@ -424,13 +445,13 @@ def all_inputs(wildcards):
 def cpu_target(wildcards):
     if not CXX.ok and COMPILED_BACKENDS & set(config["cpu"]["backends"]):
         print(f"note: target cpu leaves out seed-cpp: {CXX.why}", file=sys.stderr)
-    return cpu_files_here()
+    return joint_sweep_files("cpu")
 
 
 def mpi_target(wildcards):
     if not MPI.ok:
         stop(f"target mpi: {MPI.why}; {MPI_HINT}")
-    return sweep_files("mpi")
+    return joint_sweep_files("mpi")
 
 
 def gpu_target(wildcards):
@@ -479,6 +500,7 @@ def report_args(wildcards, input):
     args = [f"--reference {path}" for path in input.references]
     args += [f"--sweep {path}" for path in input.sweeps]
     args += [f"--kernel-bw {path}" for path in input.kernel_bw]
+    args += [f"--alternated {path}" for path in input.alternated]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
     args.append(f"--not-measured {input.not_measured}")
     return " ".join(args)

@@ -51,3 +51,26 @@ rule nsys_profile_gpu:
         "python -m ring.nsys profile --name {wildcards.nodes}gpu --root results/profiles"
         " --gpus {params.devices} --nsys {params.nsys}"
         " -- python -m ring.bench {params.run} --out {output.csv} > {log} 2>&1"
+
+
+# The profiler's own cost, measured in the same workflow: the CPU profile's bench run with and
+# without `nsys profile`, alternating (python -m ring.nsys.overhead); the report shows it.
+
+
+rule nsys_overhead_cpu:
+    output:
+        "results/profiles/cpu/overhead.json",
+    log:
+        "results/logs/profiles/cpu_overhead.log",
+    conda:
+        "../../envs/cpu.yaml"
+    threads: config["nsys"]["profiles"]["cpu"]["nodes"]
+    resources:
+        bench=1,
+    params:
+        p=config["nsys"]["profiles"]["cpu"],
+        repeats=3,
+    shell:
+        "python -m ring.nsys.overhead --size {params.p[bytes]} --nodes {params.p[nodes]}"
+        " --iters {params.p[iters]} --warmup {params.p[warmup]} --repeats {params.repeats}"
+        " --workdir results/profiles/cpu/overhead --json {output} > {log} 2>&1"

@@ -20,8 +20,14 @@ rule build_report:
     input:
         sweeps=sweeps_here(),
         kernel_bw=kernel_bw_here(),
+        alternated=compare_here(),
         tables=[f"results/profiles/{name}/tables" for name in profiles_here()],
         summaries=[f"results/profiles/{name}/summary.md" for name in profiles_here()],
+        overheads=[
+            f"results/profiles/{name}/overhead.json"
+            for name in profiles_here()
+            if name == "cpu"
+        ],
         not_measured="results/report/not_measured.json",
         references=references_here(),
     output:

@@ -1,0 +1,94 @@
+"""Every series of one invocation measured size by size, in turn.
+
+A comparison of our ring with its peers is only as good as the conditions the two shared.
+On a machine whose memory bandwidth swings within a minute, series measured one after the
+other (all sizes of A, then all sizes of B) can differ by 2x for reasons that have nothing
+to do with either; measured at each size back to back, they see the same machine.  So every
+(backend, sync, N) session stays open for the whole sweep and each size visits all of them
+before the next size starts.  A session drops its buffers after its point
+(:meth:`Session.release`), so only one point's buffers are held at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .backends import Backend, Session
+from .nccl_compat import TABLE_HEADER, table_line
+
+__all__ = ["Series", "measure_interleaved", "series_of"]
+
+
+@dataclass
+class Series:
+    """One (backend, sync, N) of the plan and, once measured, its rows and per-call times."""
+
+    backend: Backend
+    sync: str
+    nodes: int
+    rows: list
+    samples: list
+    # A backend's setting measured as its own series (Backend.variants: gpu --graphs 0,1).
+    variant: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        sync = "" if self.sync == "none" else f"/{self.sync}"
+        variant = "".join(f"/{k}={v}" for k, v in self.variant.items())
+        return f"{self.backend.name}{sync}/N{self.nodes}{variant}"
+
+
+def series_of(plan) -> list[Series]:
+    return [
+        Series(stage.backend, sync, nodes, [], [], variant)
+        for stage in plan.stages
+        for sync in stage.syncs
+        for nodes in stage.nodes
+        for variant in stage.backend.variants(plan.config)
+    ]
+
+
+def measure_interleaved(plan, measure_point, output) -> list[Series]:
+    """Measure every series at every size, sizes outermost; return the series in plan order.
+
+    ``measure_point(session, series, count)`` returns ``(row, times_s)``.
+    """
+    config, world = plan.config, plan.world
+    series = series_of(plan)
+    width = max(len(s.label) for s in series)
+    for s in series:
+        output.line(f"# series {s.label:<{width}}  traffic {s.backend.traffic or 'N/A'}")
+    header = TABLE_HEADER.split("\n")
+    header[1] += "  series"
+    output.line("\n".join(header))
+    sessions: list[Session] = []
+    try:
+        for s in series:
+            s.backend.variant = s.variant  # read by open(), which the session keeps
+            sessions.append(s.backend.open(s.nodes, s.sync, config, world))
+        for count in config.counts:
+            for s, session in zip(series, sessions, strict=True):
+                row, times = measure_point(session, s, count)
+                session.release()
+                s.rows.append(row)
+                s.samples.append(times)
+                output.line(f"{table_line(row)}  {s.label}")
+                output.step(s.label)
+    finally:
+        for session in sessions:
+            session.close()
+    return series
+
+
+def sample_rows(series: list[Series]) -> list[dict]:
+    """One row per timed call: the point's keys, the call's index and its time."""
+    keys = ("backend", "sync", "nodes", "dtype", "op", "bytes")
+    records = []
+    for s in series:
+        for row, times in zip(s.rows, s.samples, strict=True):
+            point = {key: row[key] for key in keys}
+            records.extend(
+                {**point, "call": call, "time_us": seconds * 1e6}
+                for call, seconds in enumerate(times)
+            )
+    return records

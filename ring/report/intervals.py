@@ -1,0 +1,112 @@
+"""Confidence intervals of the headline ratios, from the timed calls themselves.
+
+The harness writes every timed call beside each result CSV (``FILE.samples.csv``).  A ratio
+of two medians measured in one run (our ring and a peer, interleaved size by size) gets a
+95 % percentile bootstrap interval: both series' calls are resampled with replacement and
+the ratio of the resampled medians recomputed, :data:`DRAWS` times, with a fixed seed so the
+report is reproducible.  Ratios across runs are not given an interval here: two runs differ
+by more than their calls' spread says.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..bench.results import samples_path
+
+__all__ = ["DRAWS", "bootstrap_ratio", "one_run_ratios", "samples_of"]
+
+DRAWS = 2000
+LEVEL = 0.95
+SEED = 0
+_KEY = ["backend", "sync", "nodes", "bytes"]
+
+
+@functools.cache
+def _read_samples(path: Path) -> pd.DataFrame | None:
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    frame["sync"] = frame["sync"].astype(str)
+    return frame
+
+
+def samples_of(run) -> pd.DataFrame | None:
+    """The timed calls of a run (None for results written before the harness kept them)."""
+    return _read_samples(samples_path(run.csv_path).resolve())
+
+
+def bootstrap_ratio(
+    fast_us: np.ndarray, slow_us: np.ndarray, rng: np.random.Generator, draws: int = DRAWS
+) -> tuple[float, float]:
+    """(low, high) of median(slow) / median(fast) at :data:`LEVEL`."""
+    fast_us = np.asarray(fast_us, dtype=np.float64)
+    slow_us = np.asarray(slow_us, dtype=np.float64)
+    fast = np.median(fast_us[rng.integers(0, len(fast_us), (draws, len(fast_us)))], axis=1)
+    slow = np.median(slow_us[rng.integers(0, len(slow_us), (draws, len(slow_us)))], axis=1)
+    tail = 100 * (1 - LEVEL) / 2
+    low, high = np.percentile(slow / fast, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _calls(samples: pd.DataFrame, point: dict) -> np.ndarray:
+    mask = np.ones(len(samples), dtype=bool)
+    for key in _KEY:
+        mask &= (samples[key] == point[key]).to_numpy()
+    return samples.loc[mask, "time_us"].to_numpy()
+
+
+def _point(rows: pd.DataFrame, series: str, nodes: int, pair) -> dict:
+    found = rows.loc[[(series, nodes, pair.bytes, pair.run_fast)]].iloc[0]
+    return {"backend": found["backend"], "sync": found["sync"], "nodes": nodes, "bytes": pair.bytes}
+
+
+def one_run_ratios(model) -> pd.DataFrame:
+    """Every ring-over-peer speedup whose two series come from one run, size by size, with
+    its bootstrap interval (``ci_low``/``ci_high`` NaN where the run kept no samples)."""
+    runs = {run.name: run for run in model.inputs.runs}
+    rows = model.rows.set_index(["series", "nodes", "bytes", "run"])
+    rng = np.random.default_rng(SEED)
+    records = []
+    for comparison in model.comparisons:
+        if not comparison.name.endswith("_vs_peers"):
+            continue
+        table = comparison.table
+        table = table[(table["run_fast"] == table["run_slow"]) & (table["bytes"] > 0)]
+        for pair in table.itertuples():
+            samples = samples_of(runs[pair.run_fast])
+            low = high = np.nan
+            if samples is not None:
+                fast_us = _calls(samples, _point(rows, pair.fast, pair.nodes_fast, pair))
+                slow_us = _calls(samples, _point(rows, pair.slow, pair.nodes_slow, pair))
+                if len(fast_us) and len(slow_us):
+                    low, high = bootstrap_ratio(fast_us, slow_us, rng)
+            records.append(
+                {
+                    "ours": pair.fast,
+                    "peer": pair.slow,
+                    "nodes": int(pair.nodes_fast),
+                    "bytes": int(pair.bytes),
+                    "run": pair.run_fast,
+                    "speedup": float(pair.speedup),
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+    columns = ["ours", "peer", "nodes", "bytes", "run", "speedup", "ci_low", "ci_high"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def verdict(low: float, high: float, ours: str, peer: str) -> str:
+    """Which side the interval puts ahead, or that it cannot tell."""
+    if np.isnan(low):
+        return "no interval (no per-call samples)"
+    if low > 1:
+        return f"{ours} faster"
+    if high < 1:
+        return f"{peer} faster"
+    return "no clear difference"
