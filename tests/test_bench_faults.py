@@ -73,7 +73,7 @@ def test_a_ctrl_c_while_the_pair_is_written_leaves_a_whole_matching_pair(tmp_pat
         import os, signal, sys
         import ring.bench.ceilings, ring.bench.results as results
         from ring.bench.__main__ import main
-        ring.bench.ceilings.CEILING_MIN_BYTES = 1 << 20
+        ring.bench.ceilings.host_array_bytes = lambda: 1 << 20
         real = os.replace
         def replace(src, dst):
             real(src, dst)

@@ -41,8 +41,7 @@ def seed_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def small_ceilings(monkeypatch):
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(ring.bench.ceilings, "CEILING_REPS", 2)
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)
 
 
 def read_rows(path: Path) -> list[dict]:
