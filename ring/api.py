@@ -15,82 +15,51 @@ import importlib
 import threading
 from collections.abc import Sequence
 
-from .communicator import CommunicatorClosedError
-from .cpu import CpuCommunicator, check_sync, prepare_call
+from .communicator import CommunicatorClosedError, RingCommunicator
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
 
-# backend name -> (module, factory returning a communicator for (nodes, **options)).
+# backend name -> the module that gives check_call, cache_key and make_communicator (see
+# ring.communicator); imported on first use, so optional packages stay optional.
 BACKENDS = {
     "cpu": "ring.cpu",
     "gpu": "ring.gpu",
     "mpi": "ring.mpi",
 }
 
-_cache: dict[tuple, object] = {}
+_cache: dict[tuple, RingCommunicator] = {}
 _cache_lock = threading.Lock()
 
 
-def _check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
+def _backend(backend: str):
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    return backend
+    return importlib.import_module(BACKENDS[backend])
 
 
-def get_communicator(nodes: int, *, backend: str = "cpu", **options):
+def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingCommunicator:
     """A cached, open communicator for ``nodes`` nodes (a new one if the last was closed)."""
-    _check_backend(backend)
-    if backend == "cpu":
-        unknown = set(options) - {"sync"}
-        if unknown:
-            raise TypeError(f"unknown option(s) for backend 'cpu': {', '.join(sorted(unknown))}")
-        key = ("cpu", nodes, check_sync(options.get("sync", "pairwise")))
-        factory = lambda: CpuCommunicator(nodes, **options)  # noqa: E731
-    else:
-        module = importlib.import_module(BACKENDS[backend])
-        key = module.cache_key(nodes, **options)
-        factory = lambda: module.make_communicator(nodes, **options)  # noqa: E731
+    module = _backend(backend)
+    key = module.cache_key(nodes, **options)
     with _cache_lock:
         comm = _cache.get(key)
         if comm is None or comm.closed:
-            comm = _cache[key] = factory()
+            comm = _cache[key] = module.make_communicator(nodes, **options)
         return comm
 
 
 def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
-    _check_backend(backend)
-    if backend == "cpu":
-        # Validate before get_communicator, which may start threads.
-        check_sync(options.get("sync", "pairwise"))
-        ufunc, count = prepare_call(name, buffers, op)
-        while True:
-            comm = get_communicator(len(buffers), backend=backend, **options)
-            try:
-                comm._execute(name, buffers, ufunc, count)
-                return
-            except CommunicatorClosedError:
-                # Closed by another thread's failed or interrupted call before this call
-                # started any work: the cache now hands out a new communicator.
-                continue
-    if backend == "mpi":
-        # One buffer per rank: ring.mpi checks what every rank passed on all ranks together,
-        # so one rank's mistake raises everywhere instead of leaving the others waiting.
-        nodes = 1
-    else:
-        if isinstance(buffers, (str, bytes)) or not isinstance(buffers, Sequence):
-            raise TypeError(
-                f"buffers must be a list of arrays, one per node, got {type(buffers).__name__}"
-            )
-        if len(buffers) == 0:
-            raise ValueError("buffers is empty: pass one array per node")
-        nodes = len(buffers)
-    comm = get_communicator(nodes, backend=backend, **options)
-    if backend == "mpi":
-        comm._collective(name, buffers, op, segment_bytes=options.get("segment_bytes"))
-    elif name == "all_gather":
-        comm.all_gather(buffers)
-    else:
-        getattr(comm, name)(buffers, op)
+    # Checked before get_communicator, which may start threads or make an MPI communicator.
+    call = _backend(backend).check_call(name, buffers, op, **options)
+    while True:
+        comm = get_communicator(call.nodes, backend=backend, **options)
+        try:
+            comm.execute(call)
+            return
+        except CommunicatorClosedError:
+            # Closed by another thread's failed or interrupted call before this call
+            # started any work: the cache now hands out a new communicator.
+            continue
 
 
 def allreduce(buffers: Sequence, op: str = "sum", *, backend: str = "cpu", **options) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,9 @@ from .ops import check_dtype
 __all__ = ["validate_buffers"]
 
 
-def validate_buffers(buffers: Sequence, *, array_type: type = np.ndarray, kind: str = "NumPy"):
+def validate_buffers(
+    buffers: Sequence, *, array_type: type[Any] = np.ndarray, kind: str = "NumPy"
+) -> tuple[int, np.dtype]:
     """Return ``(count, dtype)`` of a list of per-node buffers, or raise.
 
     Every buffer must be a one-dimensional, C-contiguous, writeable ``array_type`` of the
@@ -24,7 +27,7 @@ def validate_buffers(buffers: Sequence, *, array_type: type = np.ndarray, kind: 
         )
     if len(buffers) == 0:
         raise ValueError("buffers is empty: pass one array per node")
-    first = buffers[0]
+    first: Any = buffers[0]
     for i, buf in enumerate(buffers):
         if not isinstance(buf, array_type):
             raise TypeError(
@@ -68,7 +71,7 @@ def _check_disjoint(buffers: Sequence) -> None:
         spans = sorted((_address(buf), i) for i, buf in enumerate(buffers))
         nbytes = buffers[0].nbytes
         pairs = (
-            tuple(sorted((a, b)))
+            (min(a, b), max(a, b))
             for (start_a, a), (start_b, b) in itertools.pairwise(spans)
             if start_a + nbytes > start_b
         )

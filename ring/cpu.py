@@ -34,28 +34,35 @@ import itertools
 import queue
 import threading
 import weakref
-from collections.abc import Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import nvtx_ranges
 from .buffers import validate_buffers
-from .communicator import CommunicatorClosedError, RingCommunicator
+from .communicator import (
+    Call,
+    CommunicatorClosedError,
+    RingCommunicator,
+    check_buffer_list,
+    check_nodes,
+)
 from .ops import resolve_op
-from .schedule import ALL_GATHER, REDUCE_SCATTER, chunk_range, ring_schedule
+from .schedule import COLLECTIVES, Plan, check_collective, plan, ring_schedule
 
-__all__ = ["SYNC_MODES", "CommunicatorClosedError", "CpuCommunicator"]
+__all__ = [
+    "SYNC_MODES",
+    "CommunicatorClosedError",
+    "CpuCommunicator",
+    "cache_key",
+    "check_call",
+    "check_sync",
+    "make_communicator",
+]
 
 SYNC_MODES = ("pairwise", "barrier")
-MAX_NODES = 1024
-
-# Which schedule phases each collective runs.
-COLLECTIVE_PHASES = {
-    "allreduce": (REDUCE_SCATTER, ALL_GATHER),
-    "reduce_scatter": (REDUCE_SCATTER,),
-    "all_gather": (ALL_GATHER,),
-}
+_OPTIONS = frozenset({"sync"})
 
 
 class _Aborted(Exception):
@@ -65,75 +72,66 @@ class _Aborted(Exception):
 _STOP = None  # what a worker's start queue receives instead of a job when it must exit
 
 
-@lru_cache(maxsize=1024)
-def chunk_bounds(count: int, nodes: int) -> tuple[tuple[int, int], ...]:
-    """``chunk_range`` for every chunk, cached because calls repeat the same sizes."""
-    return tuple(chunk_range(count, nodes, c) for c in range(nodes))
-
-
-def prepare_call(name: str, buffers: Sequence[np.ndarray], op: str | None):
-    """Validate a call's buffers and op; return ``(ufunc or None, count)``.
-
-    Runs before any thread is woken, so bad input leaves every buffer untouched.  Every
-    collective but all_gather reduces, so ``op`` must name an op (None is not one).
-    """
-    count, dtype = validate_buffers(buffers)
-    ufunc = resolve_op(op, dtype) if name != "all_gather" else None
-    return ufunc, count
-
-
-def check_sync(sync: str) -> str:
-    if sync not in SYNC_MODES:
+def check_sync(sync: object) -> str:
+    if not isinstance(sync, str) or sync not in SYNC_MODES:
         raise ValueError(f"unknown sync {sync!r}: expected one of {', '.join(SYNC_MODES)}")
     return sync
 
 
-def check_nodes(nodes: int) -> int:
-    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)):
-        raise TypeError(f"nodes must be an integer, got {type(nodes).__name__}")
-    if not 1 <= nodes <= MAX_NODES:
-        raise ValueError(f"nodes must be in [1, {MAX_NODES}], got {nodes}")
-    return int(nodes)
+def _check_options(options: dict) -> str:
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise TypeError(f"unknown option(s) for backend 'cpu': {', '.join(sorted(unknown))}")
+    return check_sync(options.get("sync", "pairwise"))
+
+
+def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **options) -> Call:
+    """Validate a call's options, buffers and op before any thread is woken, so bad input
+    leaves every buffer untouched.  Every collective but all_gather reduces, so ``op``
+    must name an op (None is not one)."""
+    check_collective(name)
+    _check_options(options)
+    count, dtype = validate_buffers(buffers)
+    ufunc = resolve_op(op, dtype) if name != "all_gather" else None
+    return Call("cpu", name, buffers, op, check_buffer_list(buffers), checked=(ufunc, count))
+
+
+def cache_key(nodes: int, **options) -> tuple:
+    """The key under which :func:`ring.get_communicator` caches a CPU communicator."""
+    return ("cpu", check_nodes(nodes), _check_options(options))
+
+
+def make_communicator(nodes: int, **options) -> CpuCommunicator:
+    """A new :class:`CpuCommunicator` (the factory :mod:`ring.api` dispatches to)."""
+    _check_options(options)
+    return CpuCommunicator(nodes, **options)
 
 
 # Per-step NVTX ranges are named for communicators up to this size.  A call makes
 # 2N(N - 1) step ranges, more than a profile can show beyond this; above it only the call's
-# outer range is recorded, and every node shares one plan, so the state stays linear in N.
+# outer range is recorded, and every node shares one table of no-op ranges, so the state
+# stays linear in N.
 STEP_RANGE_MAX_NODES = 64
+
+Pushers = dict[str, tuple[Callable[[], Any], ...]]
 
 
 def _no_range() -> None:
     """Push and pop of a step above STEP_RANGE_MAX_NODES: records nothing."""
 
 
-def _plans(nodes: int) -> list[dict[str, tuple]]:
-    """Per node and collective, ``(shift, accumulate, push-range)`` for each step: the node
-    takes chunk ``(node + shift) mod N`` (see :meth:`RingSchedule.shift`)."""
-    schedule = ring_schedule(nodes)
-    steps = [(p, s) for p in COLLECTIVE_PHASES["allreduce"] for s in range(nodes - 1)]
-
-    def plan(node: int | None) -> dict[str, tuple]:
-        # allreduce's steps are reduce_scatter's followed by all_gather's: one pusher each.
-        allreduce = tuple(
-            (
-                schedule.shift(p, s),
-                p == REDUCE_SCATTER,
-                nvtx_ranges.pusher(schedule.transfer(p, s, node).name)
-                if node is not None
-                else _no_range,
-            )
-            for p, s in steps
-        )
-        return {
-            "allreduce": allreduce,
-            "reduce_scatter": allreduce[: nodes - 1],
-            "all_gather": allreduce[nodes - 1 :],
+def _pushers(nodes: int) -> list[Pushers]:
+    """Per node and collective, the NVTX range pusher of each of the node's steps."""
+    if nodes > STEP_RANGE_MAX_NODES:
+        shared = {c: (_no_range,) * plan(c, nodes, 0).steps for c in COLLECTIVES}
+        return [shared] * nodes
+    return [
+        {
+            c: tuple(nvtx_ranges.pusher(s.name) for s in plan(c, nodes, 0).node_steps(node))
+            for c in COLLECTIVES
         }
-
-    if nodes <= STEP_RANGE_MAX_NODES:
-        return [plan(node) for node in range(nodes)]
-    shared = plan(None)
-    return [dict(shared) for _ in range(nodes)]
+        for node in range(nodes)
+    ]
 
 
 class CpuCommunicator(RingCommunicator):
@@ -157,8 +155,8 @@ class CpuCommunicator(RingCommunicator):
         self._finalizer = weakref.finalize(self, self._crew.stop, False)
 
     @property
-    def _plans(self) -> list[dict[str, tuple]]:
-        return self._crew.plans
+    def _pushers(self) -> list[Pushers]:
+        return self._crew.pushers
 
     @property
     def _threads(self) -> list[threading.Thread]:
@@ -182,26 +180,28 @@ class CpuCommunicator(RingCommunicator):
 
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
         self._check_open()
-        ufunc, count = prepare_call(name, buffers, op)
-        if len(buffers) != self.nodes:
-            raise ValueError(
-                f"this communicator has {self.nodes} nodes but {len(buffers)} buffers were given"
-            )
-        self._execute(name, buffers, ufunc, count)
+        self.execute(check_call(name, buffers, op))
 
     def _check_open(self) -> None:
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
 
-    def _execute(self, name: str, buffers: Sequence[np.ndarray], ufunc, count: int) -> None:
-        """Run a collective on buffers that :func:`prepare_call` accepted.
+    def execute(self, call: Call) -> None:
+        """Run a collective on buffers that :func:`check_call` accepted.
 
         Raises :class:`CommunicatorClosedError` only before any work started.
         """
+        self._check_call_backend(call)
+        if call.nodes != self.nodes:
+            raise ValueError(
+                f"this communicator has {self.nodes} nodes but {call.nodes} buffers were given"
+            )
+        ufunc, count = call.checked
+        name = call.name
         if self.nodes == 1 or count == 0:
             self._check_open()
             return
-        job = (name, list(buffers), ufunc, chunk_bounds(count, self.nodes))
+        job = (name, list(call.buffers), ufunc, plan(name, self.nodes, count))
         with self._call_lock:
             self._check_open()
             try:
@@ -228,12 +228,14 @@ class _Crew:
     def __init__(self, nodes: int, sync: str):
         n = self.nodes = nodes
         self.pairwise = sync == "pairwise"
-        self.plans = _plans(n) if n > 1 else []
+        self.pushers = _pushers(n) if n > 1 else []
         self.pop = nvtx_ranges.pop if n <= STEP_RANGE_MAX_NODES else _no_range
+        # Pairwise sync is the ring's: a node's every step reads what its left neighbour
+        # wrote at the step before.
         self.left = [ring_schedule(n).left(node) for node in range(n)]
-        self.ready = [queue.SimpleQueue() for _ in range(n)]
+        self.ready: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
         self.arrivals = [itertools.count() for _ in range(2 * (n - 1))]
-        self.start = [queue.SimpleQueue() for _ in range(n)]
+        self.start: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
         self.done: queue.SimpleQueue = queue.SimpleQueue()
         self.finished = itertools.count()
         self.fail_lock = threading.Lock()
@@ -301,26 +303,26 @@ class _Crew:
                 if next(self.finished) % n == n - 1:
                     self.done.put(None)
 
-    def steps(self, node: int, name: str, buffers: list, ufunc, bounds) -> None:
-        mine, left = buffers[node], buffers[self.left[node]]
-        plan = self.plans[node][name]
-        last = len(plan) - 1
+    def steps(self, node: int, name: str, buffers: list, ufunc, plan: Plan) -> None:
+        mine = buffers[node]
+        steps = plan.node_steps(node)
+        pushers = self.pushers[node][name]
+        last = len(steps) - 1
         pop = self.pop
-        pairwise, n = self.pairwise, self.nodes
+        pairwise = self.pairwise
         mine_ready, left_ready = self.ready[node], self.ready[self.left[node]]
-        for t, (shift, accumulate, push) in enumerate(plan):
-            push()
+        for t, (_, _, _, peer, (a, b), _, _, accumulate, _) in enumerate(steps):
+            pushers[t]()
             try:
                 if t and pairwise:
                     left_ready.get()
                 if self.failed:
                     raise _Aborted
-                a, b = bounds[(node + shift) % n]
                 if accumulate:
                     dst = mine[a:b]
-                    ufunc(dst, left[a:b], out=dst)
+                    ufunc(dst, buffers[peer][a:b], out=dst)
                 else:
-                    mine[a:b] = left[a:b]
+                    mine[a:b] = buffers[peer][a:b]
                 if t < last:
                     if pairwise:
                         mine_ready.put(None)

@@ -39,53 +39,63 @@ import contextlib
 import threading
 import warnings
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 
 from . import nvtx_ranges
 from .buffers import validate_buffers
-from .communicator import CommunicatorClosedError, RingCommunicator
-from .cpu import COLLECTIVE_PHASES, check_nodes
+from .communicator import (
+    Call,
+    CommunicatorClosedError,
+    RingCommunicator,
+    check_buffer_list,
+    check_nodes,
+)
 from .gpu_devices import (
     OPTIONS,
     DeviceUnavailableError,
-    _check_options,
-    _cupy,
-    _enable_peer,
+    check_options,
     device_count,
+    enable_peer_access,
+    import_cupy,
     node_devices,
 )
 from .gpu_graphs import GraphCache
 from .gpu_kernels import reducer
-from .schedule import chunk_range, ring_schedule
+from .schedule import COLLECTIVES, Plan, check_collective, plan
 
 __all__ = [
     "OPTIONS",
     "DeviceUnavailableError",
     "GpuCommunicator",
     "cache_key",
+    "check_call",
     "device_count",
+    "enable_peer_access",
+    "import_cupy",
     "make_communicator",
     "node_devices",
 ]
 
 
+def check_call(name: str, buffers: Sequence, op: str | None, **options) -> Call:
+    """What can be checked before the communicator exists: the options and that
+    ``buffers`` is a list (the buffers themselves are checked against its devices)."""
+    check_collective(name)
+    check_options(options)
+    return Call("gpu", name, buffers, op, check_buffer_list(buffers))
+
+
 def cache_key(nodes: int, **options) -> tuple:
     """The key under which :func:`ring.get_communicator` caches a GPU communicator."""
-    devices, shared, force, graphs = _check_options(options)
+    devices, shared, force, graphs = check_options(options)
     return ("gpu", check_nodes(nodes), devices, shared, force, graphs)
 
 
 def make_communicator(nodes: int, **options) -> GpuCommunicator:
     """A new :class:`GpuCommunicator` (the factory :mod:`ring.api` dispatches to)."""
-    _check_options(options)
+    check_options(options)
     return GpuCommunicator(nodes, **options)
-
-
-@lru_cache(maxsize=1024)
-def _chunk_bounds(count: int, nodes: int) -> tuple[tuple[int, int], ...]:
-    return tuple(chunk_range(count, nodes, c) for c in range(nodes))
 
 
 class GpuCommunicator(RingCommunicator):
@@ -108,7 +118,7 @@ class GpuCommunicator(RingCommunicator):
         graphs: bool = True,
     ):
         self.nodes = check_nodes(nodes)
-        requested, shared, force, graphs = _check_options(
+        requested, shared, force, use_graphs = check_options(
             {
                 "devices": devices,
                 "shared_devices": shared_devices,
@@ -116,10 +126,9 @@ class GpuCommunicator(RingCommunicator):
                 "graphs": graphs,
             }
         )
-        self.graphs = GraphCache(graphs)
-        cupy = self._cp = _cupy()
-        available = device_count()
-        self.devices = node_devices(self.nodes, requested, shared, available)
+        self.graphs = GraphCache(use_graphs)
+        cupy = self._cp = import_cupy()
+        self.devices = node_devices(self.nodes, requested, shared, device_count())
         # True only when some device really hosts more than one node.
         self.shared_devices = len(set(self.devices)) < self.nodes
         self.force_peer_copies = force
@@ -127,19 +136,21 @@ class GpuCommunicator(RingCommunicator):
         self._closed = False
         self._call_lock = threading.Lock()
         self._timed = False
-
         self.peer_access, self.pairs_without_peer_access = self._enable_peer_access()
-        if self.pairs_without_peer_access:
-            pairs = ", ".join(f"{a}->{b}" for a, b in self.pairs_without_peer_access)
-            warnings.warn(
-                f"no peer access between CUDA devices {pairs}: cudaMemcpyPeerAsync stages "
-                "those copies through host memory, so they are slower",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        self._make_streams_and_events()
+        self._scratch: list[dict] = [{} for _ in range(self.nodes)]
+        self._reducers: dict = {}
+        # Per collective and node, the NVTX range pusher of each of the node's steps.
+        self._pushers = {
+            name: [
+                tuple(nvtx_ranges.pusher(s.name) for s in plan(name, self.nodes, 0).node_steps(i))
+                for i in range(self.nodes)
+            ]
+            for name in COLLECTIVES
+        }
 
-        n = self.nodes
-        steps = 2 * (n - 1)
+    def _make_streams_and_events(self) -> None:
+        cupy, n = self._cp, self.nodes
         self._streams = []
         self._events = []
         for node in range(n):
@@ -148,11 +159,10 @@ class GpuCommunicator(RingCommunicator):
                 # dependency on the caller's work is made explicit in _prologue.
                 self._streams.append(cupy.cuda.Stream(non_blocking=True))
                 self._events.append(
-                    [cupy.cuda.Event(disable_timing=True) for _ in range(max(steps, 1))]
+                    [cupy.cuda.Event(disable_timing=True) for _ in range(max(2 * (n - 1), 1))]
                 )
-        distinct = sorted(set(self.devices))
         self._ready = {}
-        for d in distinct:
+        for d in sorted(set(self.devices)):
             with cupy.cuda.Device(d):
                 self._ready[d] = cupy.cuda.Event(disable_timing=True)
         with cupy.cuda.Device(self.devices[0]):
@@ -162,33 +172,11 @@ class GpuCommunicator(RingCommunicator):
             self._done = cupy.cuda.Event()
             # Forks the other nodes' streams off node 0's inside a graph capture.
             self._fork = cupy.cuda.Event(disable_timing=True)
-        self._scratch: list[dict] = [{} for _ in range(n)]
-        self._reducers: dict = {}
 
-        schedule = ring_schedule(n)
-        # Node i reads node i - 1's memory in place (kernel / plain copy) instead of copying
-        # across a link when both live on one device.
-        self._direct = tuple(
-            self.devices[schedule.left(i)] == self.devices[i] and not force for i in range(n)
-        )
-        # Per collective, step-major: plans[name][t][i] = (src node, chunk, accumulate,
-        # direct, NVTX pusher) of node i at step t.
-        self._plans = {}
-        for name, phases in COLLECTIVE_PHASES.items():
-            per_node = [schedule.for_node(node, phases) for node in range(n)]
-            self._plans[name] = tuple(
-                tuple(
-                    (
-                        tr.src,
-                        tr.chunk,
-                        tr.accumulate,
-                        self._direct[tr.node],
-                        nvtx_ranges.pusher(tr.name),
-                    )
-                    for tr in row
-                )
-                for row in zip(*per_node, strict=True)
-            )
+    def _direct(self, node: int, peer: int) -> bool:
+        """Node ``node`` reads ``peer``'s memory in place (kernel / plain copy) instead of
+        copying across a link when both live on one device."""
+        return self.devices[peer] == self.devices[node] and not self.force_peer_copies
 
     def last_elapsed_ms(self) -> float:
         """Device time of the last collective in milliseconds, measured with CUDA events
@@ -228,10 +216,18 @@ class GpuCommunicator(RingCommunicator):
                 ok = bool(runtime.deviceCanAccessPeer(a, b))
                 if ok:
                     with self._cp.cuda.Device(a):
-                        _enable_peer(runtime, b)
+                        enable_peer_access(runtime, b)
                 else:
                     missing.append((a, b))
                 access[(a, b)] = ok
+        if missing:
+            pairs = ", ".join(f"{a}->{b}" for a, b in missing)
+            warnings.warn(
+                f"no peer access between CUDA devices {pairs}: cudaMemcpyPeerAsync stages "
+                "those copies through host memory, so they are slower",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return access, tuple(missing)
 
     def _scratch_for(self, node: int, dtype: np.dtype, elements: int):
@@ -264,9 +260,16 @@ class GpuCommunicator(RingCommunicator):
         return count, np.dtype(dtype)
 
     def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
+        self.execute(check_call(name, buffers, op))
+
+    def execute(self, call: Call) -> None:
+        """Run a call :func:`check_call` accepted; raises :class:`CommunicatorClosedError`
+        only before any of its work is queued."""
+        self._check_call_backend(call)
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
-        count, dtype = self._check(buffers)
+        name, op = call.name, call.op
+        count, dtype = self._check(call.buffers)
         reduce = None
         if name != "all_gather":  # op=None is no op for the collectives that reduce
             reduce = self._reducers.get((op, dtype))
@@ -279,16 +282,15 @@ class GpuCommunicator(RingCommunicator):
             if self.nodes == 1 or count == 0:
                 return
             with nvtx_ranges.annotate(name):
-                self._run(name, list(buffers), op, reduce, count, dtype)
+                self._run(name, list(call.buffers), op, reduce, count, dtype)
 
     def _run(self, name: str, buffers: list, op, reduce, count: int, dtype: np.dtype) -> None:
-        n = self.nodes
-        longest = max(b - a for a, b in _chunk_bounds(count, n))
+        steps = plan(name, self.nodes, count)
         scratch = [
-            self._scratch_for(i, dtype, longest)
-            if reduce is not None and not self._direct[i]
+            self._scratch_for(i, dtype, steps.scratch_elements)
+            if reduce is not None and self._lands_in_scratch(steps, i)
             else None
-            for i in range(n)
+            for i in range(self.nodes)
         ]
         key = (
             name,
@@ -333,8 +335,9 @@ class GpuCommunicator(RingCommunicator):
         streams = self._streams
         events = self._events
         itemsize = dtype.itemsize
-        bounds = _chunk_bounds(count, self.nodes)
-        plan = self._plans[name]
+        steps = plan(name, self.nodes, count)
+        per_node = [steps.node_steps(i) for i in range(self.nodes)]
+        pushers = self._pushers[name]
         ptrs = [buf.data.ptr for buf in buffers]
         pop = nvtx_ranges.pop
         copy_d2d = runtime.memcpyDeviceToDevice
@@ -344,9 +347,10 @@ class GpuCommunicator(RingCommunicator):
         for stream in streams[1:]:
             stream.wait_event(fork)
         current = devices[0]
-        for t, row in enumerate(plan):
-            for i, (src, chunk, accumulate, direct, push) in enumerate(row):
-                push()
+        for t in range(steps.steps):
+            for i, node_steps in enumerate(per_node):
+                _, _, _, src, (a, b), _, _, accumulate, _ = node_steps[t]
+                pushers[i][t]()
                 try:
                     device = devices[i]
                     if device != current:
@@ -355,10 +359,10 @@ class GpuCommunicator(RingCommunicator):
                     stream = streams[i]
                     if t:
                         stream.wait_event(events[src][t - 1])
-                    a, b = bounds[chunk]
                     size = (b - a) * itemsize
                     mine = ptrs[i] + a * itemsize
                     theirs = ptrs[src] + a * itemsize
+                    direct = self._direct(i, src)
                     if not size:
                         pass  # an empty chunk (count < N): only the event moves on
                     elif accumulate and direct:
@@ -375,9 +379,15 @@ class GpuCommunicator(RingCommunicator):
                 finally:
                     pop()
         runtime.setDevice(devices[0])
-        last = len(plan) - 1
+        last = steps.steps - 1
         for i in range(1, self.nodes):
             streams[0].wait_event(events[i][last])
+
+    def _lands_in_scratch(self, steps: Plan, node: int) -> bool:
+        """Whether ``node`` receives some range to accumulate across a link (into scratch)."""
+        return any(
+            s.accumulate and not self._direct(node, s.recv_peer) for s in steps.node_steps(node)
+        )
 
     def _peer_copy(self, dst: int, dst_node: int, src: int, src_node: int, size: int, stream):
         self._runtime.memcpyPeerAsync(

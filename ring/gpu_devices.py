@@ -11,7 +11,15 @@ import numpy as np
 
 from ._optional import require
 
-__all__ = ["OPTIONS", "DeviceUnavailableError", "device_count", "node_devices"]
+__all__ = [
+    "OPTIONS",
+    "DeviceUnavailableError",
+    "check_options",
+    "device_count",
+    "enable_peer_access",
+    "import_cupy",
+    "node_devices",
+]
 
 OPTIONS = ("devices", "shared_devices", "force_peer_copies", "graphs")
 
@@ -24,13 +32,14 @@ class DeviceUnavailableError(RuntimeError):
     """CuPy is installed but no CUDA device can be used."""
 
 
-def _cupy():
+def import_cupy():
+    """CuPy, or an error that says it is missing and how to install it."""
     return require("cupy", _FEATURE)
 
 
 def device_count() -> int:
     """How many CUDA devices CuPy sees; raises when CuPy or a usable device is missing."""
-    cupy = _cupy()
+    cupy = import_cupy()
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError, or a driver library that fails to load
@@ -47,7 +56,7 @@ def device_count() -> int:
     return count
 
 
-def _check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool, bool]:
+def check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool, bool]:
     unknown = set(options) - set(OPTIONS)
     if unknown:
         raise TypeError(
@@ -68,17 +77,19 @@ def _check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool, b
         if not checked:
             raise ValueError("devices is empty: name at least one device")
         devices = tuple(checked)
-    flags = []
-    for name, default in (
-        ("shared_devices", False),
-        ("force_peer_copies", False),
-        ("graphs", True),
-    ):
-        value = options.get(name, default)
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
-        flags.append(bool(value))
-    return devices, *flags
+    return (
+        devices,
+        _flag(options, "shared_devices", False),
+        _flag(options, "force_peer_copies", False),
+        _flag(options, "graphs", True),
+    )
+
+
+def _flag(options: dict, name: str, default: bool) -> bool:
+    value = options.get(name, default)
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def node_devices(
@@ -117,7 +128,7 @@ def node_devices(
     return tuple(devices[i % len(devices)] for i in range(nodes))
 
 
-def _enable_peer(runtime, peer: int) -> None:
+def enable_peer_access(runtime, peer: int) -> None:
     """Let the current device access ``peer``'s memory directly."""
     ensure = getattr(runtime, "_deviceEnsurePeerAccess", None)
     if ensure is not None:

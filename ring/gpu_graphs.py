@@ -29,6 +29,7 @@ import contextlib
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["MAX_GRAPHS", "GraphCache"]
 
@@ -53,7 +54,7 @@ class GraphCache:
         self._graphs.clear()
         self._seen.clear()
 
-    def lookup(self, key) -> tuple[str, object]:
+    def lookup(self, key) -> tuple[str, Any]:
         """``("replay", graph)``, ``("capture", None)`` or ``("eager", None)``."""
         if not self.enabled or self.broken is not None:
             return "eager", None

@@ -24,7 +24,8 @@ small grid), so the index arithmetic is tested without a GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -160,13 +161,13 @@ class Reducer:
     ``kind`` is ``"ring"`` (our kernel) or ``"ufunc"`` (CuPy's, the fallback).
     """
 
-    cupy: object
+    cupy: Any
     dtype: np.dtype
     op: str
     kind: str
-    _ufunc: object = None
-    _kernel: object = None
-    _multiprocessors: dict | None = None
+    _ufunc: Any = None
+    _kernel: Any = None
+    _multiprocessors: dict[int, int] = field(default_factory=dict)
 
     def __call__(self, dst, src, stream) -> None:
         if self.kind == "ufunc":
@@ -191,7 +192,7 @@ class Reducer:
         return known[device]
 
 
-def reducer(cupy, op: str, dtype, *, kernel: str = "ring") -> Reducer:
+def reducer(cupy, op: object, dtype, *, kernel: str = "ring") -> Reducer:
     """The reduction for (op, dtype): our kernel where it covers them, else CuPy's ufunc.
 
     ``kernel="ufunc"`` asks for CuPy's ufunc (the harness measures both).  Raises what
@@ -201,7 +202,8 @@ def reducer(cupy, op: str, dtype, *, kernel: str = "ring") -> Reducer:
         raise ValueError(f"kernel must be 'ring' or 'ufunc', got {kernel!r}")
     dtype = np.dtype(dtype)
     ufunc = getattr(cupy, resolve_op(op, dtype).__name__)
+    assert isinstance(op, str)  # resolve_op accepts nothing else
     if kernel == "ufunc" or _kernel_dtype(dtype) is None:
         return Reducer(cupy, dtype, op, "ufunc", _ufunc=ufunc)
     raw = cupy.RawKernel(kernel_source(dtype, op), kernel_name(dtype, op))
-    return Reducer(cupy, dtype, op, "ring", _kernel=raw, _multiprocessors={})
+    return Reducer(cupy, dtype, op, "ring", _kernel=raw)

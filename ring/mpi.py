@@ -32,37 +32,32 @@ as device pointers, and the reduction runs as a CuPy ufunc.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
 import importlib
-import os
-import shutil
 import struct
-import subprocess
 import sys
 import threading
 import traceback
 import weakref
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import cast
 
 import numpy as np
 
 from . import nvtx_ranges
 from ._optional import require
 from .buffers import validate_buffers
-from .communicator import CommunicatorClosedError, RingCommunicator
-from .cpu import COLLECTIVE_PHASES, chunk_bounds
+from .communicator import Call, CommunicatorClosedError, RingCommunicator
+from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, device_backend, import_mpi, is_device_array
 from .ops import OPS, resolve_op
-from .schedule import ring_schedule
+from .schedule import COLLECTIVES, Plan, check_collective, plan, ring_schedule
 
 __all__ = [
     "CUDA_AWARE_ENV",
     "DEFAULT_SEGMENT_BYTES",
     "MpiRing",
-    "Watchdog",
     "cache_key",
+    "check_call",
     "cuda_aware",
     "make_communicator",
 ]
@@ -70,12 +65,7 @@ __all__ = [
 # Reduce-scatter receives each chunk in segments of at most this many bytes, so the scratch
 # segment stays in cache between the receive and the reduction that reads it.
 DEFAULT_SEGMENT_BYTES = 1 << 20
-# Set to 1 or 0 to override CUDA-awareness detection (e.g. for MPI libraries that do not
-# export Open MPI's MPIX_Query_cuda_support).
-CUDA_AWARE_ENV = "RING_MPI_CUDA_AWARE"
-_MPIX_GPU_SUPPORT_CUDA = 0  # MPICH's enum value for CUDA
-
-_COLLECTIVES = tuple(COLLECTIVE_PHASES)
+_COLLECTIVES = COLLECTIVES
 _OP_NAMES = tuple(OPS)
 _OPTIONS = frozenset({"comm", "segment_bytes"})
 # One row per rank in the pre-flight exchange.
@@ -84,109 +74,8 @@ _ROW = 7
 _ROW_FORMAT = struct.Struct("<7q")
 _pack_row = _ROW_FORMAT.pack_into
 _COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
-_OP_CODE = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
+_OP_CODE: dict[str | None, int] = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
 _KINDS = ("NumPy", "CuPy")
-
-
-def _mpi():
-    return require("mpi4py.MPI", "the MPI backend (backend='mpi')")
-
-
-# -- CUDA-awareness -------------------------------------------------------------------------
-
-
-def _loaded_libmpi() -> list[str]:
-    """Paths of the libmpi this process has mapped (Linux), else the linker's guess."""
-    paths: list[str] = []
-    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.rsplit(None, 1)[-1]
-            name = os.path.basename(path)
-            if name.startswith("libmpi.so") and path not in paths:
-                paths.append(path)
-    found = ctypes.util.find_library("mpi")
-    if found and found not in paths:
-        paths.append(found)
-    return paths
-
-
-def _query_mpix() -> tuple[bool, str] | None:
-    for path in _loaded_libmpi():
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        with contextlib.suppress(AttributeError):  # Open MPI >= 2.0
-            query = library.MPIX_Query_cuda_support
-            query.restype, query.argtypes = ctypes.c_int, []
-            answer = bool(query())
-            return answer, f"MPIX_Query_cuda_support() returned {int(answer)}"
-        with contextlib.suppress(AttributeError):  # MPICH >= 4.0
-            query = library.MPIX_GPU_query_support
-            query.restype = ctypes.c_int
-            query.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-            flag = ctypes.c_int(0)
-            if query(_MPIX_GPU_SUPPORT_CUDA, ctypes.byref(flag)) == 0:
-                answer = bool(flag.value)
-                return answer, f"MPIX_GPU_query_support(CUDA) said {int(answer)}"
-    return None
-
-
-def _query_ompi_info() -> bool | None:
-    ompi_info = shutil.which("ompi_info")
-    if ompi_info is None:
-        return None
-    try:
-        out = subprocess.run(
-            [ompi_info, "--parsable", "--all"], capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        if line.startswith("mca:mpi:base:param:mpi_built_with_cuda_support:value:"):
-            return line.rsplit(":", 1)[1].strip() == "true"
-    return None
-
-
-@lru_cache(maxsize=1)
-def cuda_aware() -> tuple[bool, str]:
-    """Whether the MPI library can take CUDA device pointers, and how that was decided.
-
-    In order: the ``RING_MPI_CUDA_AWARE`` environment variable (``1``/``0``); Open MPI's
-    ``MPIX_Query_cuda_support()`` in the loaded libmpi (true only when the library was built
-    with CUDA *and* its CUDA support is enabled at run time), or MPICH's
-    ``MPIX_GPU_query_support``; ``ompi_info --parsable --all``
-    (``mpi_built_with_cuda_support:value``).  Unknown counts as not CUDA-aware.
-    """
-    forced = os.environ.get(CUDA_AWARE_ENV)
-    if forced is not None and forced.strip() in ("0", "1"):
-        return forced.strip() == "1", f"{CUDA_AWARE_ENV}={forced.strip()}"
-    _mpi()  # MPIX_Query_cuda_support needs MPI initialised
-    found = _query_mpix()
-    if found is not None:
-        return found
-    answer = _query_ompi_info()
-    if answer is not None:
-        return answer, f"ompi_info reports mpi_built_with_cuda_support={str(answer).lower()}"
-    return False, "neither MPIX_Query_cuda_support nor ompi_info could tell"
-
-
-def _is_device_array(buf) -> bool:
-    return not isinstance(buf, np.ndarray) and hasattr(buf, "__cuda_array_interface__")
-
-
-def _device_backend():
-    """``(cupy, cupy.ndarray)`` once device buffers are known to be usable, else raise."""
-    aware, how = cuda_aware()
-    if not aware:
-        raise RuntimeError(
-            "CuPy (device) buffers need a CUDA-aware MPI library, and this one is not "
-            f"({how}); use NumPy buffers, or an MPI built with CUDA support (check with "
-            "`ompi_info --parsable --all | grep mpi_built_with_cuda_support:value`; set "
-            f"{CUDA_AWARE_ENV}=1 if your library is CUDA-aware but not detected)"
-        )
-    cupy = require("cupy", "the MPI backend with device buffers")
-    return cupy, cupy.ndarray
 
 
 # -- the communicator -----------------------------------------------------------------------
@@ -218,7 +107,7 @@ class MpiRing(RingCommunicator):
     backend = "mpi"
 
     def __init__(self, comm=None, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES):
-        MPI = _mpi()
+        MPI = import_mpi()
         if comm is None:
             comm = MPI.COMM_WORLD
         if not isinstance(comm, MPI.Intracomm):
@@ -245,21 +134,14 @@ class MpiRing(RingCommunicator):
         schedule = ring_schedule(self.nodes)
         self.left = schedule.left(self.rank)
         self.right = schedule.right(self.rank)
-        # Per collective: (chunk received from the left, chunk sent to the right,
-        # accumulate, push-range) for each of this rank's steps, in order.  What the right
-        # neighbour takes from us is its own scheduled transfer at the same step.
-        self._plans = {}
-        for name, phases in COLLECTIVE_PHASES.items():
-            plan = []
-            for phase in schedule.phases:
-                if phase.name not in phases:
-                    continue
-                for step in phase.steps:
-                    mine, theirs = step[self.rank], step[self.right]
-                    assert mine.src == self.left and theirs.src == self.rank
-                    push = nvtx_ranges.pusher(f"{mine.name} rank {self.rank}")
-                    plan.append((mine.chunk, theirs.chunk, mine.accumulate, push))
-            self._plans[name] = tuple(plan)
+        # Per collective, the NVTX range pusher of each of this rank's steps.
+        self._pushers = {
+            name: tuple(
+                nvtx_ranges.pusher(f"{step.name} rank {self.rank}")
+                for step in plan(name, self.nodes, 0).node_steps(self.rank)
+            )
+            for name in _COLLECTIVES
+        }
         self._outer = {name: nvtx_ranges.pusher(name) for name in _COLLECTIVES}
 
     @property
@@ -308,28 +190,35 @@ class MpiRing(RingCommunicator):
                 buf, ufunc, device = self._preflight(name, buffers, op, segment_bytes)
                 if self.nodes == 1 or buf.shape[0] == 0:
                     return
+                # Every rank checked it, and agreed on it, in the preflight.
+                segment = cast(int, segment_bytes)
                 try:
-                    self._run(name, buf, ufunc, device, segment_bytes)
+                    self._run(name, buf, ufunc, device, segment)
                 except BaseException:  # noqa: BLE001 - the peers are mid-collective
                     self._abort(name)
             finally:
                 nvtx_ranges.pop()
 
+    def execute(self, call: Call) -> None:
+        """Run a call :func:`check_call` accepted, with its ``segment_bytes`` if it has one."""
+        self._check_call_backend(call)
+        self._collective(call.name, call.buffers, call.op, call.options.get("segment_bytes"))
+
     def _validate_local(self, name: str, buffers, op: str | None, segment_bytes: object):
         """This rank's buffer, reduction and buffer kind; raises on bad local input."""
         check_segment_bytes(segment_bytes)
-        if _is_device_array(buffers) or isinstance(buffers, np.ndarray):
+        if is_device_array(buffers) or isinstance(buffers, np.ndarray):
             raise TypeError("pass this rank's buffer in a list: [buf]")
         if isinstance(buffers, Sequence) and not isinstance(buffers, (str, bytes)):
             if len(buffers) != 1:
                 raise ValueError(
                     f"the MPI backend takes one buffer per rank ([buf]), got {len(buffers)}"
                 )
-            device = _is_device_array(buffers[0])
+            device = is_device_array(buffers[0])
         else:
             device = False
         if device:
-            cupy, array_type = _device_backend()
+            cupy, array_type = device_backend()
             validate_buffers(buffers, array_type=array_type, kind="CuPy")
         else:
             validate_buffers(buffers)
@@ -342,6 +231,7 @@ class MpiRing(RingCommunicator):
 
     def _preflight(self, name: str, buffers, op: str | None, segment_bytes):
         """Validate locally, then agree with every rank before any data moves."""
+        error: Exception | None
         try:
             buf, ufunc, device = self._validate_local(name, buffers, op, segment_bytes)
         except Exception as exc:  # noqa: BLE001 - reported to every rank below
@@ -411,37 +301,36 @@ class MpiRing(RingCommunicator):
 
     def _run(self, name: str, buf, ufunc, device: bool, segment_bytes: int) -> None:
         count, itemsize = buf.shape[0], buf.dtype.itemsize
-        bounds = chunk_bounds(count, self.nodes)
-        largest = bounds[0][1] - bounds[0][0]
+        steps = plan(name, self.nodes, count)
+        largest = steps.scratch_elements
         seg = largest
         if segment_bytes:
             seg = min(largest, max(1, segment_bytes // itemsize))
-        # Every rank and step cuts chunks into the same number of segments, so sender and
-        # receiver pair their messages one for one even when chunk lengths differ.
+        # Every rank and step cuts ranges into the same number of segments, so sender and
+        # receiver pair their messages one for one even when range lengths differ.
         segments = -(-largest // seg)
         if not device:
             scratch = None if ufunc is None else self._scratch_for(buf, seg * itemsize)
-            self._steps(name, buf, ufunc, scratch, bounds, seg, segments, None)
+            self._steps(name, buf, ufunc, scratch, steps, seg, segments, None)
             return
         cupy = require("cupy", "the MPI backend with device buffers")
         with buf.device:
             scratch = None if ufunc is None else self._scratch_for(buf, seg * itemsize, cupy)
             # MPI reads and writes device memory directly, outside CuPy's stream order, so
-            # every kernel that touched a chunk must be finished before MPI moves it.
+            # every kernel that touched a range must be finished before MPI moves it.
             synchronize = cupy.cuda.get_current_stream().synchronize
-            self._steps(name, buf, ufunc, scratch, bounds, seg, segments, synchronize)
+            self._steps(name, buf, ufunc, scratch, steps, seg, segments, synchronize)
             synchronize()
 
-    def _steps(self, name, buf, ufunc, scratch, bounds, seg, segments, synchronize) -> None:
+    def _steps(self, name, buf, ufunc, scratch, steps: Plan, seg, segments, synchronize) -> None:
         BYTE = self._BYTE
         sendrecv = self._comm.Sendrecv
-        left, right = self.left, self.right
         pop = nvtx_ranges.pop
-        for recv_chunk, send_chunk, accumulate, push in self._plans[name]:
-            push()
+        pushers = self._pushers[name]
+        for t, step in enumerate(steps.node_steps(self.rank)):
+            _, _, _, left, (a, b), right, (sa, sb), accumulate, _ = step
+            pushers[t]()
             try:
-                a, b = bounds[recv_chunk]
-                sa, sb = bounds[send_chunk]
                 if synchronize is not None:
                     synchronize()
                 if not accumulate:
@@ -452,15 +341,13 @@ class MpiRing(RingCommunicator):
                     mine = buf[a:b]
                     ufunc(mine, incoming, out=mine)
                 else:
-                    self._segmented_step(
-                        buf, ufunc, scratch, (a, b), (sa, sb), seg, segments, synchronize
-                    )
+                    self._segmented_step(buf, ufunc, scratch, step, seg, segments, synchronize)
             finally:
                 pop()
 
-    def _segmented_step(self, buf, ufunc, scratch, recv, send, seg, segments, synchronize):
-        BYTE, sendrecv, left, right = self._BYTE, self._comm.Sendrecv, self.left, self.right
-        (a, b), (sa, sb) = recv, send
+    def _segmented_step(self, buf, ufunc, scratch, step, seg, segments, synchronize):
+        BYTE, sendrecv = self._BYTE, self._comm.Sendrecv
+        _, _, _, left, (a, b), right, (sa, sb), _, _ = step
         for k in range(segments):
             lo, hi = min(a + k * seg, b), min(a + (k + 1) * seg, b)
             slo, shi = min(sa + k * seg, sb), min(sa + (k + 1) * seg, sb)
@@ -515,6 +402,7 @@ def _agree_on_segment(comm, segment_bytes: object) -> int:
     if len(set(values)) > 1:
         shown = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
         raise ValueError(f"ring.mpi: segment_bytes differs between ranks ({shown})")
+    assert value is not None  # no rank reported an error, this one included
     return value
 
 
@@ -566,6 +454,16 @@ def _check_options(options: dict) -> dict:
     return options
 
 
+def check_call(name: str, buffers: Sequence, op: str | None, **options) -> Call:
+    """Only the options: the buffer and the op are checked on every rank together, inside
+    the call, so one rank's mistake raises on all of them instead of leaving the others
+    waiting.  One buffer per rank: the ring has as many nodes as the communicator ranks."""
+    check_collective(name)
+    _check_options(options)
+    per_call = {"segment_bytes": options["segment_bytes"]} if "segment_bytes" in options else {}
+    return Call("mpi", name, buffers, op, 1, options=per_call)
+
+
 def cache_key(nodes: int, **options) -> tuple:
     """Key under which :mod:`ring.api` caches the ring for ``comm``.
 
@@ -574,7 +472,7 @@ def cache_key(nodes: int, **options) -> tuple:
     leave the others waiting.
     """
     _check_options(options)
-    MPI = _mpi()
+    MPI = import_mpi()
     comm = options.get("comm")
     if comm is None:
         comm = MPI.COMM_WORLD
@@ -590,67 +488,3 @@ def make_communicator(nodes: int, **options) -> MpiRing:
     """A new :class:`MpiRing` over ``comm`` (default ``MPI.COMM_WORLD``); collective."""
     _check_options(options)
     return MpiRing(options.get("comm"))
-
-
-# -- a watchdog for jobs that must not hang -------------------------------------------------
-
-
-class Watchdog:
-    """Abort the whole MPI job if it is still running ``seconds`` after :meth:`start`.
-
-    A peer that died or stopped answering leaves the others blocked inside MPI, where no
-    Python code runs; a timer thread is the one place left to end the job from.  It prints
-    ``message`` and calls ``MPI.COMM_WORLD.Abort(exit_code)``, which makes ``mpirun`` kill
-    every rank; a process that never started MPI just exits with ``exit_code``.  ``seconds``
-    of ``None`` or 0 disables it.
-    """
-
-    def __init__(
-        self,
-        seconds: float | None,
-        *,
-        message: str = "timed out",
-        exit_code: int = 124,
-        stream=None,
-    ):
-        if seconds is not None and (isinstance(seconds, bool) or not seconds >= 0):
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {seconds!r}")
-        self.seconds = seconds or None
-        self.message = message
-        self.exit_code = exit_code
-        self._stream = stream
-        self._timer: threading.Timer | None = None
-
-    def start(self) -> Watchdog:
-        if self.seconds is not None and self._timer is None:
-            self._timer = threading.Timer(self.seconds, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
-        return self
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def __enter__(self) -> Watchdog:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.cancel()
-
-    def _fire(self) -> None:
-        # Only a process that already uses MPI aborts through it: importing mpi4py.MPI here
-        # would start an MPI world in a process that never asked for one.
-        MPI = sys.modules.get("mpi4py.MPI")
-        live = MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized()
-        where = f"rank {MPI.COMM_WORLD.Get_rank()}" if live else f"process {os.getpid()}"
-        what = "the MPI job" if live else "this process"
-        stream = self._stream or sys.stderr
-        stream.write(
-            f"{self.message}: {where} still running after {self.seconds:g} s; aborting {what}\n"
-        )
-        stream.flush()
-        if live:
-            MPI.COMM_WORLD.Abort(self.exit_code)
-        os._exit(self.exit_code)

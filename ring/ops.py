@@ -27,7 +27,7 @@ def check_dtype(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
-def resolve_op(op: str, dtype: np.dtype | None = None) -> np.ufunc:
+def resolve_op(op: object, dtype: np.dtype | None = None) -> np.ufunc:
     """The ufunc for ``op``; with ``dtype``, also check that the op is defined for it."""
     if not isinstance(op, str) or op not in OPS:
         raise ValueError(f"unknown op {op!r}: expected one of {', '.join(OPS)}")

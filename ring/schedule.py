@@ -7,36 +7,56 @@ so node ``i`` owns chunk ``(i + 1) mod N``.  All-gather takes N - 1 more steps: 
 ``s`` node ``i`` copies chunk ``(i - s) mod N``, which its left neighbour finished
 either in reduce-scatter (s = 0) or in the previous all-gather step.
 
-Backends never redo this arithmetic: they iterate over :func:`ring_schedule` and ask
-:func:`chunk_range` for element boundaries.
+Backends never redo this arithmetic.  :func:`plan` turns it into what one call needs: for
+a collective, a node count and a buffer length, every node's :class:`Step` list, with the
+element ranges already cut (:func:`chunk_bounds`, the one cache of chunk boundaries).  A
+step names a peer and an element range on each side (what arrives, from whom; what leaves,
+to whom) and whether the arriving range is accumulated or copied, so any algorithm that
+moves ranges between nodes fits it; the threaded, CUDA and MPI backends execute nothing
+else.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 __all__ = [
     "ALL_GATHER",
+    "COLLECTIVES",
+    "COLLECTIVE_PHASES",
     "REDUCE_SCATTER",
     "Phase",
+    "Plan",
     "RingSchedule",
+    "Step",
     "Transfer",
+    "check_collective",
+    "chunk_bounds",
     "chunk_range",
     "owned_chunk",
+    "plan",
     "ring_schedule",
 ]
 
-REDUCE_SCATTER = "reduce_scatter"
-ALL_GATHER = "all_gather"
+REDUCE_SCATTER: Literal["reduce_scatter"] = "reduce_scatter"
+ALL_GATHER: Literal["all_gather"] = "all_gather"
 PhaseName = Literal["reduce_scatter", "all_gather"]
+
+# Which schedule phases each collective runs.
+COLLECTIVE_PHASES: dict[str, tuple[PhaseName, ...]] = {
+    "allreduce": (REDUCE_SCATTER, ALL_GATHER),
+    "reduce_scatter": (REDUCE_SCATTER,),
+    "all_gather": (ALL_GATHER,),
+}
+COLLECTIVES = tuple(COLLECTIVE_PHASES)
 
 
 def _check_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    return value.__index__()  # type: ignore[union-attr]
+    return value.__index__()
 
 
 def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
@@ -166,3 +186,123 @@ def ring_schedule(nodes: int) -> RingSchedule:
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
     return RingSchedule(nodes=nodes)
+
+
+def check_collective(name: object) -> str:
+    if not isinstance(name, str) or name not in COLLECTIVE_PHASES:
+        raise ValueError(f"unknown collective {name!r}: expected one of {', '.join(COLLECTIVES)}")
+    return name
+
+
+@lru_cache(maxsize=1024)
+def chunk_bounds(length: int, nodes: int) -> tuple[tuple[int, int], ...]:
+    """:func:`chunk_range` of every chunk, cached because calls repeat the same sizes."""
+    return tuple(chunk_range(length, nodes, c) for c in range(nodes))
+
+
+class Step(NamedTuple):
+    """What one node does at one step of a collective.
+
+    It receives the elements ``recv = (start, stop)`` of ``recv_peer``'s buffer into the same
+    elements of its own, accumulating them with the op (``accumulate``) or copying them over
+    its own, and at the same step ``send_peer`` receives this node's elements ``send``.
+    Element ``j`` of every node's buffer is the same element of the collective, so a range
+    names the same offsets on both sides; a backend that lands data in scratch first (a CUDA
+    peer copy, an MPI receive) does so by its own choice.  ``completes`` marks the step
+    after which ``recv`` holds the full reduction on this node (the last reduce-scatter step
+    of the ring), where an op that finishes the reduction (``avg``) applies its last touch.
+    A shared-memory backend only reads the receiving side; a message-passing one pairs the
+    two.  (A tuple, not a dataclass: a plan for 1024 nodes has two million of them.)
+    """
+
+    phase: PhaseName
+    number: int  # the step's number within its phase
+    node: int
+    recv_peer: int
+    recv: tuple[int, int]
+    send_peer: int
+    send: tuple[int, int]
+    accumulate: bool
+    completes: bool
+
+    @property
+    def name(self) -> str:
+        """The NVTX range name of this step on this node (see :mod:`ring.nvtx_ranges`)."""
+        return f"{self.phase} step {self.number} node {self.node}"
+
+
+# Plans for up to this many nodes keep every node's steps once computed (64 nodes: 8,064
+# steps); larger ones compute a node's steps on each request, so state stays linear in N.
+CACHED_NODES = 64
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every node's steps for one collective on ``nodes`` buffers of ``length`` elements.
+
+    All nodes take the same number of steps (:attr:`steps`), and step ``t`` of one node
+    depends only on steps ``< t`` of others: backends run step ``t`` of every node after
+    the step ``t - 1`` it reads from (see :mod:`ring.cpu` for why that suffices).
+    """
+
+    collective: str
+    nodes: int
+    length: int
+    _cache: dict[int, tuple[Step, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def steps(self) -> int:
+        return len(COLLECTIVE_PHASES[self.collective]) * (self.nodes - 1)
+
+    @property
+    def scratch_elements(self) -> int:
+        """The longest range any node receives in one step: what a backend that receives
+        into scratch before accumulating must hold."""
+        start, stop = chunk_bounds(self.length, self.nodes)[0]
+        return stop - start
+
+    def node_steps(self, node: int) -> tuple[Step, ...]:
+        """Everything ``node`` does, in order."""
+        steps = self._cache.get(node)
+        if steps is None:
+            steps = self._build(node)
+            if self.nodes <= CACHED_NODES:
+                self._cache[node] = steps
+        return steps
+
+    def _build(self, node: int) -> tuple[Step, ...]:
+        n = self.nodes
+        schedule = ring_schedule(n)
+        bounds = chunk_bounds(self.length, n)
+        left, right = schedule.left(node), schedule.right(node)
+        last = n - 2
+        return tuple(
+            Step(
+                phase,
+                s,
+                node,
+                left,
+                bounds[(node + schedule.shift(phase, s)) % n],
+                right,
+                # What the right neighbour takes from us: its own transfer at this step.
+                bounds[(right + schedule.shift(phase, s)) % n],
+                phase == REDUCE_SCATTER,
+                phase == REDUCE_SCATTER and s == last,
+            )
+            for phase in COLLECTIVE_PHASES[self.collective]
+            for s in range(n - 1)
+        )
+
+
+@lru_cache(maxsize=32, typed=True)
+def plan(collective: str, nodes: int, length: int) -> Plan:
+    """The steps of ``collective`` on ``nodes`` buffers of ``length`` elements (none when
+    ``nodes == 1``): what every backend executes."""
+    check_collective(collective)
+    nodes = _check_int("nodes", nodes)
+    length = _check_int("length", length)
+    if nodes < 1:
+        raise ValueError(f"nodes must be >= 1, got {nodes}")
+    if length < 0:
+        raise ValueError(f"length must be >= 0, got {length}")
+    return Plan(collective, nodes, length)

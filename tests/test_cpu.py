@@ -200,14 +200,13 @@ class Boom(RuntimeError):
 def _fail_at(comm, node, step, collective="allreduce"):
     """Make ``node`` raise when it enters ``step`` of ``collective`` (a test seam: the
     per-step range pusher is the first thing a step runs)."""
-    plan = list(comm._plans[node][collective])
-    chunk, accumulate, _ = plan[step]
+    pushers = list(comm._pushers[node][collective])
 
     def explode():
         raise Boom(f"node {node} failed at step {step}")
 
-    plan[step] = (chunk, accumulate, explode)
-    comm._plans[node][collective] = tuple(plan)
+    pushers[step] = explode
+    comm._pushers[node][collective] = tuple(pushers)
 
 
 @pytest.mark.parametrize("sync", SYNCS)

@@ -21,7 +21,7 @@ from ring.schedule import chunk_range
 
 try:
     DEVICES = ring.gpu.device_count()
-    cp = ring.gpu._cupy()
+    cp = ring.gpu.import_cupy()
 except (MissingDependencyError, DeviceUnavailableError) as exc:
     pytest.skip(f"no GPU to test on: {exc}", allow_module_level=True)
 

@@ -20,7 +20,7 @@ from ring.ops import OPS
 
 try:
     ring.gpu.device_count()
-    cp = ring.gpu._cupy()
+    cp = ring.gpu.import_cupy()
 except (MissingDependencyError, DeviceUnavailableError) as exc:
     pytest.skip(f"no GPU to test on: {exc}", allow_module_level=True)
 

@@ -229,7 +229,8 @@ def test_single_rank_api_cache_and_options():
 
 
 def test_watchdog_ends_a_process_without_mpi():
-    code = "import time; from ring.mpi import Watchdog; Watchdog(0.2, message='t').start(); "
+    code = "import time; from ring.bench.watchdog import Watchdog; "
+    code += "Watchdog(0.2, message='t').start(); "
     code += "time.sleep(30)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert done.returncode == 124
@@ -240,7 +241,7 @@ def test_watchdog_ends_a_process_without_mpi():
 
 
 def test_watchdog_rejects_bad_timeouts():
-    from ring.mpi import Watchdog
+    from ring.bench.watchdog import Watchdog
 
     for bad in (-1, float("nan"), True):
         with pytest.raises(ValueError, match="timeout"):

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ring import chunk_range, owned_chunk, ring_schedule
-from ring.cpu import COLLECTIVE_PHASES
 from ring.nvtx_ranges import STEP_RANGE
+from ring.schedule import COLLECTIVE_PHASES
 
 
 @given(total=st.integers(0, 10_000), num_chunks=st.integers(1, 200))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cpu import MAX_NODES
+from ..communicator import MAX_NODES
 from ..ops import OPS, resolve_op
 from .nccl_compat import ALL_DTYPES, AVERAGE_MODES, linear_sizes
 

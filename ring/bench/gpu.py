@@ -51,7 +51,7 @@ _ceiling_cache: dict[tuple, dict] = {}
 def cupy_or_input_error(backend: str):
     """CuPy, or a one-line error (exit 2) that says what is missing and how to get it."""
     try:
-        return ring_gpu._cupy()
+        return ring_gpu.import_cupy()
     except MissingDependencyError as exc:
         raise BenchInputError(f"backend {backend}: {exc}") from None
 
@@ -213,7 +213,7 @@ def measure_gpu_ceilings(
     key = (nbytes, dtype.str, op, tuple(devices), reps, warmup)
     if key in _ceiling_cache:
         return _ceiling_cache[key]
-    cupy = ring_gpu._cupy()
+    cupy = ring_gpu.import_cupy()
     runtime = cupy.cuda.runtime
     copy, reduce, peer, bidir, access = {}, {}, {}, {}, {}
     for d in devices:
@@ -228,7 +228,7 @@ def measure_gpu_ceilings(
             access[f"{a}->{b}"] = can
             if can:
                 with cupy.cuda.Device(a):
-                    ring_gpu._enable_peer(runtime, b)
+                    ring_gpu.enable_peer_access(runtime, b)
     for a in devices:
         for b in devices:
             if a < b:
@@ -268,7 +268,7 @@ class GpuRingSession(Session):
     """Working buffers and their pristine inputs live on each node's device."""
 
     def __init__(self, nodes: int, config: BenchConfig, shared: bool, graphs: bool):
-        self.cupy = ring_gpu._cupy()
+        self.cupy = ring_gpu.import_cupy()
         self.communicator = ring_gpu.GpuCommunicator(nodes, shared_devices=shared, graphs=graphs)
         self.shared_devices = self.communicator.shared_devices
         self.op = config.op

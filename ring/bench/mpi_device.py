@@ -1,6 +1,6 @@
 """``--buffers device`` for the MPI backends, like ``osu_allreduce -d cuda``: each rank's
 working buffers live on a GPU (CuPy) and MPI reads and writes device memory directly,
-which needs a CUDA-aware MPI library (:func:`ring.mpi.cuda_aware`).
+which needs a CUDA-aware MPI library (:func:`ring.mpi_cuda.cuda_aware`).
 
 The inputs are still drawn on the host, copied to the device when a size is loaded and
 restored on the device before each call (outside the timed region: the copy is waited for
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._optional import require
-from ..mpi import _device_backend
+from ..mpi_cuda import device_backend
 from .cli import BenchInputError
 
 __all__ = ["BUFFERS", "DeviceBuffers", "add_buffers_argument", "check_buffers", "device_session"]
@@ -45,7 +45,7 @@ def check_buffers(config, backend: str) -> None:
         raise BenchInputError(f"--buffers {buffers!r}: expected one of {', '.join(BUFFERS)}")
     if buffers == "device":
         try:
-            _device_backend()
+            device_backend()
         except RuntimeError as exc:
             raise BenchInputError(f"backend {backend} --buffers device: {exc}") from None
 

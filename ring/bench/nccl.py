@@ -74,7 +74,7 @@ def nccl_module():
 class NcclSession(Session):
     def __init__(self, nodes: int, config: BenchConfig):
         self.nccl = nccl_module()
-        self.cupy = ring_gpu._cupy()
+        self.cupy = ring_gpu.import_cupy()
         self.devices = list(range(nodes))
         self.datatype = getattr(self.nccl, NCCL_DTYPES[config.dtype.name])
         self.op = getattr(self.nccl, NCCL_OPS[config.op])

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..mpi import Watchdog
 from . import data
 from .backends import Backend, Session, get_backend
 from .ceilings import DRIFT_LIMIT, host_ceilings_document, measure_cpu_ceilings
@@ -43,6 +42,7 @@ from .results import (
     samples_path,
     write_result_pair,
 )
+from .watchdog import Watchdog
 from .world import LocalWorld, MpiWorld, launched_rank, launched_size, under_mpirun
 
 __all__ = ["DEFAULT_NODES", "Plan", "plan_run", "run"]

@@ -2,8 +2,8 @@
 
 ``python rank_dies.py exit``: rank 1 exits (no MPI_Finalize) inside its first reduction.
 ``python rank_dies.py raise``: rank 1's reduction raises; the backend aborts the job.
-``python rank_dies.py hang SECONDS``: rank 1 never joins; a :class:`ring.mpi.Watchdog` of
-SECONDS on every rank aborts the job with its message.
+``python rank_dies.py hang SECONDS``: rank 1 never joins; a
+:class:`ring.bench.watchdog.Watchdog` of SECONDS on every rank aborts the job with its message.
 Rank 0 prints ``finished`` only if its collective returned, which must not happen.
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 from mpi4py import MPI
 
 import ring.ops
-from ring.mpi import MpiRing, Watchdog
+from ring.bench.watchdog import Watchdog
+from ring.mpi import MpiRing
 
 world = MPI.COMM_WORLD
 rank = world.Get_rank()
