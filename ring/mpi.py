@@ -32,14 +32,11 @@ as device pointers, and the reduction runs as a CuPy ufunc.
 
 from __future__ import annotations
 
-import importlib
-import struct
 import sys
 import threading
 import traceback
 import weakref
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import cast
 
 import numpy as np
@@ -48,8 +45,21 @@ from . import nvtx_ranges
 from ._optional import require
 from .buffers import validate_buffers
 from .communicator import Call, CommunicatorClosedError, RingCommunicator
+from .mpi_agree import (
+    COLLECTIVE_CODE,
+    OP_CODE,
+    ROW,
+    ROW_FORMAT,
+    STATUS,
+    agree_on_segment,
+    check_segment_bytes,
+    dtype_code,
+    mismatch,
+    pack_row,
+    raise_local_errors,
+)
 from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, device_backend, import_mpi, is_device_array
-from .ops import OPS, resolve_op
+from .ops import resolve_op
 from .schedule import COLLECTIVES, Plan, check_collective, plan, ring_schedule
 
 __all__ = [
@@ -66,28 +76,7 @@ __all__ = [
 # segment stays in cache between the receive and the reduction that reads it.
 DEFAULT_SEGMENT_BYTES = 1 << 20
 _COLLECTIVES = COLLECTIVES
-_OP_NAMES = tuple(OPS)
 _OPTIONS = frozenset({"comm", "segment_bytes"})
-# One row per rank in the pre-flight exchange.
-_STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT = range(7)
-_ROW = 7
-_ROW_FORMAT = struct.Struct("<7q")
-_pack_row = _ROW_FORMAT.pack_into
-_COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
-_OP_CODE: dict[str | None, int] = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
-_KINDS = ("NumPy", "CuPy")
-
-
-# -- the communicator -----------------------------------------------------------------------
-
-
-@lru_cache(maxsize=64)
-def _dtype_code(dtype: np.dtype) -> int:
-    return int.from_bytes(dtype.str.encode("ascii").ljust(8, b"\0")[:8], "little", signed=True)
-
-
-def _dtype_name(code: int) -> str:
-    return str(np.dtype(int(code).to_bytes(8, "little", signed=True).rstrip(b"\0").decode()))
 
 
 class MpiRing(RingCommunicator):
@@ -118,7 +107,7 @@ class MpiRing(RingCommunicator):
         self._user_comm = weakref.ref(comm) if _weakrefable(comm) else None
         self._comm = comm.Dup()
         try:
-            self.segment_bytes = _agree_on_segment(self._comm, segment_bytes)
+            self.segment_bytes = agree_on_segment(self._comm, segment_bytes)
         except Exception:
             self._comm.Free()
             raise
@@ -127,8 +116,8 @@ class MpiRing(RingCommunicator):
         self._closed = False
         self._call_lock = threading.Lock()
         self._BYTE = MPI.BYTE
-        self._row = bytearray(_ROW_FORMAT.size)
-        self._table = bytearray(_ROW_FORMAT.size * self.nodes)
+        self._row = bytearray(ROW_FORMAT.size)
+        self._table = bytearray(ROW_FORMAT.size * self.nodes)
         self._scratch: dict = {}
 
         schedule = ring_schedule(self.nodes)
@@ -236,17 +225,17 @@ class MpiRing(RingCommunicator):
             buf, ufunc, device = self._validate_local(name, buffers, op, segment_bytes)
         except Exception as exc:  # noqa: BLE001 - reported to every rank below
             error = exc
-            _pack_row(self._row, 0, 1, _COLLECTIVE_CODE[name], 0, 0, 0, 0, 0)
+            pack_row(self._row, 0, 1, COLLECTIVE_CODE[name], 0, 0, 0, 0, 0)
         else:
             error = None
-            _pack_row(
+            pack_row(
                 self._row,
                 0,
                 0,
-                _COLLECTIVE_CODE[name],
+                COLLECTIVE_CODE[name],
                 buf.shape[0],
-                _dtype_code(buf.dtype),
-                _OP_CODE[op] if name != "all_gather" else -1,
+                dtype_code(buf.dtype),
+                OP_CODE[op] if name != "all_gather" else -1,
                 int(device),
                 int(segment_bytes),
             )
@@ -254,41 +243,10 @@ class MpiRing(RingCommunicator):
         # Byte-wise equality of every row with ours is the fast path of the check.
         if error is None and self._table == self._row * self.nodes:
             return buf, ufunc, device
-        table = np.frombuffer(self._table, dtype=np.int64).reshape(self.nodes, _ROW)
-        if table[:, _STATUS].any():
-            self._raise_local_errors(table, error)
-        raise _mismatch(table)
-
-    def _raise_local_errors(self, table: np.ndarray, error: BaseException | None) -> None:
-        # Only what every rank knows goes into the message, so all ranks raise the same one.
-        # Plain strings travel, not exception objects: one that failed to pickle on a single
-        # rank would leave the others waiting in this allgather.
-        errors = self._comm.allgather(
-            None
-            if error is None
-            else (str(error), type(error).__module__, type(error).__qualname__)
-        )
-        failed = [r for r, e in enumerate(errors) if e is not None]
-        first = failed[0]
-        message, module, qualname = errors[first]
-        name = _COLLECTIVES[table[first, _COLLECTIVE]]
-        if len(failed) == self.nodes:
-            where = "every rank"
-        elif len(failed) > 1:
-            where = f"ranks {', '.join(map(str, failed))} (rank {first} says)"
-        else:
-            where = f"rank {first}"
-        text = f"ring.mpi {name}: bad input on {where}: {message}"
-        cls = _exception_class(module, qualname)
-        try:
-            exc = None if cls is RuntimeError else cls(text)
-        except Exception:  # noqa: BLE001 - an exception class with another signature
-            exc = None
-        if exc is None:
-            if f"{module}.{qualname}" != "builtins.RuntimeError":
-                text = f"{text} ({module}.{qualname})"
-            exc = RuntimeError(text)
-        raise exc from error
+        table = np.frombuffer(self._table, dtype=np.int64).reshape(self.nodes, ROW)
+        if table[:, STATUS].any():
+            raise_local_errors(self._comm, table, error)
+        raise mismatch(table)
 
     def _scratch_for(self, buf, nbytes: int, cupy=None):
         """A preallocated scratch segment of ``nbytes`` on the memory that holds ``buf``."""
@@ -368,80 +326,12 @@ class MpiRing(RingCommunicator):
         self._MPI.COMM_WORLD.Abort(1)
 
 
-def _exception_class(module: str, qualname: str) -> type[Exception]:
-    """The exception class named ``module.qualname`` if it can be found, else RuntimeError."""
-    try:
-        found = importlib.import_module(module)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError):
-        return RuntimeError
-    return found if isinstance(found, type) and issubclass(found, Exception) else RuntimeError
-
-
-def check_segment_bytes(segment_bytes: object) -> int:
-    if isinstance(segment_bytes, bool) or not isinstance(segment_bytes, (int, np.integer)):
-        raise TypeError(f"segment_bytes must be an integer, got {type(segment_bytes).__name__}")
-    if not 0 <= segment_bytes < 2**62:
-        raise ValueError(f"segment_bytes must be >= 0 and < 2**62, got {segment_bytes}")
-    return int(segment_bytes)
-
-
-def _agree_on_segment(comm, segment_bytes: object) -> int:
-    """``segment_bytes`` checked on every rank together: the same error everywhere."""
-    try:
-        value, error = check_segment_bytes(segment_bytes), None
-    except (TypeError, ValueError) as exc:
-        value, error = None, (type(exc).__name__, str(exc))
-    answers = comm.allgather((value, error))
-    for rank, (_, bad) in enumerate(answers):
-        if bad is not None:
-            cls = TypeError if bad[0] == "TypeError" else ValueError
-            raise cls(f"ring.mpi: bad segment_bytes on rank {rank}: {bad[1]}")
-    values = [v for v, _ in answers]
-    if len(set(values)) > 1:
-        shown = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
-        raise ValueError(f"ring.mpi: segment_bytes differs between ranks ({shown})")
-    assert value is not None  # no rank reported an error, this one included
-    return value
-
-
 def _weakrefable(obj) -> bool:
     try:
         weakref.ref(obj)
     except TypeError:
         return False
     return True
-
-
-def _mismatch(table: np.ndarray) -> Exception:
-    """The one error every rank raises when the ranks' calls disagree."""
-    header = "ring.mpi: the ranks' calls do not match, so no data was moved: "
-
-    def per_rank(column: int, show) -> str:
-        return ", ".join(f"rank {r}: {show(v)}" for r, v in enumerate(table[:, column]))
-
-    def differs(column: int) -> bool:
-        return bool((table[:, column] != table[0, column]).any())
-
-    if differs(_COLLECTIVE):
-        shown = per_rank(_COLLECTIVE, lambda v: _COLLECTIVES[v])
-        return ValueError(header + f"every rank must call the same collective ({shown})")
-    header = f"ring.mpi {_COLLECTIVES[table[0, _COLLECTIVE]]}: " + header[len("ring.mpi: ") :]
-    if differs(_DEVICE):
-        shown = per_rank(_DEVICE, lambda v: f"{_KINDS[v]} buffer")
-        return TypeError(header + f"every rank must pass the same kind of buffer ({shown})")
-    if differs(_COUNT):
-        shown = per_rank(_COUNT, lambda v: f"{v} elements")
-        return ValueError(header + f"buffer lengths differ between ranks ({shown})")
-    if differs(_DTYPE):
-        shown = per_rank(_DTYPE, _dtype_name)
-        return TypeError(header + f"buffer dtypes differ between ranks ({shown})")
-    if differs(_OP):
-        shown = per_rank(_OP, lambda v: repr(_OP_NAMES[v]) if v >= 0 else "None")
-        return ValueError(header + f"ops differ between ranks ({shown})")
-    shown = per_rank(_SEGMENT, lambda v: f"{v} bytes")
-    return ValueError(header + f"segment_bytes differs between ranks ({shown})")
 
 
 # -- the entry points ring.api calls ------------------------------------------------------

@@ -166,7 +166,7 @@ _CORE = {"schedule", "ops", "buffers", "communicator", "nvtx_ranges", "_optional
 _ALLOWED = {
     "cpu": _CORE,
     "gpu": _CORE | {"gpu_devices", "gpu_graphs", "gpu_kernels"},
-    "mpi": _CORE | {"mpi_cuda"},
+    "mpi": _CORE | {"mpi_agree", "mpi_cuda"},
     "api": {"communicator"},
 }
 

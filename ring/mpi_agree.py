@@ -1,0 +1,152 @@
+"""What the MPI ranks agree on before any data moves, and the one error they all raise
+when they do not.
+
+Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allgather``):
+status, collective, length, dtype, op, buffer kind, segment size.  Every rank sees the same
+table, so every rank raises the same error, naming each rank's value, instead of some
+ranks waiting forever for a message that never comes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+from functools import lru_cache
+
+import numpy as np
+
+from .ops import OPS
+from .schedule import COLLECTIVES
+
+__all__ = [
+    "COLLECTIVE_CODE",
+    "OP_CODE",
+    "ROW",
+    "ROW_FORMAT",
+    "STATUS",
+    "agree_on_segment",
+    "check_segment_bytes",
+    "dtype_code",
+    "mismatch",
+    "pack_row",
+    "raise_local_errors",
+]
+
+_COLLECTIVES = COLLECTIVES
+_OP_NAMES = tuple(OPS)
+# One row per rank in the pre-flight exchange.
+STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT = range(7)
+ROW = 7
+ROW_FORMAT = struct.Struct("<7q")
+pack_row = ROW_FORMAT.pack_into
+COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
+OP_CODE: dict[str | None, int] = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
+_KINDS = ("NumPy", "CuPy")
+
+
+@lru_cache(maxsize=64)
+def dtype_code(dtype: np.dtype) -> int:
+    return int.from_bytes(dtype.str.encode("ascii").ljust(8, b"\0")[:8], "little", signed=True)
+
+
+def _dtype_name(code: int) -> str:
+    return str(np.dtype(int(code).to_bytes(8, "little", signed=True).rstrip(b"\0").decode()))
+
+
+def raise_local_errors(comm, table: np.ndarray, error: BaseException | None) -> None:
+    """Raise, on every rank, the one error that names the ranks whose input was bad."""
+    # Only what every rank knows goes into the message, so all ranks raise the same one.
+    # Plain strings travel, not exception objects: one that failed to pickle on a single
+    # rank would leave the others waiting in this allgather.
+    errors = comm.allgather(
+        None if error is None else (str(error), type(error).__module__, type(error).__qualname__)
+    )
+    failed = [r for r, e in enumerate(errors) if e is not None]
+    first = failed[0]
+    message, module, qualname = errors[first]
+    name = _COLLECTIVES[table[first, _COLLECTIVE]]
+    if len(failed) == len(table):
+        where = "every rank"
+    elif len(failed) > 1:
+        where = f"ranks {', '.join(map(str, failed))} (rank {first} says)"
+    else:
+        where = f"rank {first}"
+    text = f"ring.mpi {name}: bad input on {where}: {message}"
+    cls = _exception_class(module, qualname)
+    try:
+        exc = None if cls is RuntimeError else cls(text)
+    except Exception:  # noqa: BLE001 - an exception class with another signature
+        exc = None
+    if exc is None:
+        if f"{module}.{qualname}" != "builtins.RuntimeError":
+            text = f"{text} ({module}.{qualname})"
+        exc = RuntimeError(text)
+    raise exc from error
+
+
+def _exception_class(module: str, qualname: str) -> type[Exception]:
+    """The exception class named ``module.qualname`` if it can be found, else RuntimeError."""
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return RuntimeError
+    return found if isinstance(found, type) and issubclass(found, Exception) else RuntimeError
+
+
+def check_segment_bytes(segment_bytes: object) -> int:
+    if isinstance(segment_bytes, bool) or not isinstance(segment_bytes, (int, np.integer)):
+        raise TypeError(f"segment_bytes must be an integer, got {type(segment_bytes).__name__}")
+    if not 0 <= segment_bytes < 2**62:
+        raise ValueError(f"segment_bytes must be >= 0 and < 2**62, got {segment_bytes}")
+    return int(segment_bytes)
+
+
+def agree_on_segment(comm, segment_bytes: object) -> int:
+    """``segment_bytes`` checked on every rank together: the same error everywhere."""
+    try:
+        value, error = check_segment_bytes(segment_bytes), None
+    except (TypeError, ValueError) as exc:
+        value, error = None, (type(exc).__name__, str(exc))
+    answers = comm.allgather((value, error))
+    for rank, (_, bad) in enumerate(answers):
+        if bad is not None:
+            cls = TypeError if bad[0] == "TypeError" else ValueError
+            raise cls(f"ring.mpi: bad segment_bytes on rank {rank}: {bad[1]}")
+    values = [v for v, _ in answers]
+    if len(set(values)) > 1:
+        shown = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+        raise ValueError(f"ring.mpi: segment_bytes differs between ranks ({shown})")
+    assert value is not None  # no rank reported an error, this one included
+    return value
+
+
+def mismatch(table: np.ndarray) -> Exception:
+    """The one error every rank raises when the ranks' calls disagree."""
+    header = "ring.mpi: the ranks' calls do not match, so no data was moved: "
+
+    def per_rank(column: int, show) -> str:
+        return ", ".join(f"rank {r}: {show(v)}" for r, v in enumerate(table[:, column]))
+
+    def differs(column: int) -> bool:
+        return bool((table[:, column] != table[0, column]).any())
+
+    if differs(_COLLECTIVE):
+        shown = per_rank(_COLLECTIVE, lambda v: _COLLECTIVES[v])
+        return ValueError(header + f"every rank must call the same collective ({shown})")
+    header = f"ring.mpi {_COLLECTIVES[table[0, _COLLECTIVE]]}: " + header[len("ring.mpi: ") :]
+    if differs(_DEVICE):
+        shown = per_rank(_DEVICE, lambda v: f"{_KINDS[v]} buffer")
+        return TypeError(header + f"every rank must pass the same kind of buffer ({shown})")
+    if differs(_COUNT):
+        shown = per_rank(_COUNT, lambda v: f"{v} elements")
+        return ValueError(header + f"buffer lengths differ between ranks ({shown})")
+    if differs(_DTYPE):
+        shown = per_rank(_DTYPE, _dtype_name)
+        return TypeError(header + f"buffer dtypes differ between ranks ({shown})")
+    if differs(_OP):
+        shown = per_rank(_OP, lambda v: repr(_OP_NAMES[v]) if v >= 0 else "None")
+        return ValueError(header + f"ops differ between ranks ({shown})")
+    shown = per_rank(_SEGMENT, lambda v: f"{v} bytes")
+    return ValueError(header + f"segment_bytes differs between ranks ({shown})")
