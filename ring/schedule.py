@@ -53,10 +53,13 @@ COLLECTIVE_PHASES: dict[str, tuple[PhaseName, ...]] = {
 COLLECTIVES = tuple(COLLECTIVE_PHASES)
 
 
-def _check_int(name: str, value: object) -> int:
+def _check_int(name: str, value: object, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    return value.__index__()
+    number = value.__index__()
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+    return number
 
 
 def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
@@ -66,13 +69,9 @@ def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
     The first ``total % num_chunks`` chunks hold one extra element; when ``total`` is
     smaller than ``num_chunks`` the trailing chunks are empty.
     """
-    total = _check_int("total", total)
-    num_chunks = _check_int("num_chunks", num_chunks)
+    total = _check_int("total", total, 0)
+    num_chunks = _check_int("num_chunks", num_chunks, 1)
     index = _check_int("index", index)
-    if num_chunks < 1:
-        raise ValueError(f"num_chunks must be >= 1, got {num_chunks}")
-    if total < 0:
-        raise ValueError(f"total must be >= 0, got {total}")
     if not 0 <= index < num_chunks:
         raise ValueError(f"index must be in [0, {num_chunks}), got {index}")
     base, extra = divmod(total, num_chunks)
@@ -83,9 +82,7 @@ def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
 def owned_chunk(node: int, nodes: int) -> int:
     """The chunk that ``node`` holds fully reduced after reduce-scatter."""
     node = _check_int("node", node)
-    nodes = _check_int("nodes", nodes)
-    if nodes < 1:
-        raise ValueError(f"nodes must be >= 1, got {nodes}")
+    nodes = _check_int("nodes", nodes, 1)
     if not 0 <= node < nodes:
         raise ValueError(f"node must be in [0, {nodes}), got {node}")
     return (node + 1) % nodes
@@ -182,9 +179,7 @@ class RingSchedule:
 @lru_cache(maxsize=256)
 def ring_schedule(nodes: int) -> RingSchedule:
     """The complete schedule for ``nodes`` nodes (empty phases when ``nodes == 1``)."""
-    nodes = _check_int("nodes", nodes)
-    if nodes < 1:
-        raise ValueError(f"nodes must be >= 1, got {nodes}")
+    nodes = _check_int("nodes", nodes, 1)
     return RingSchedule(nodes=nodes)
 
 
@@ -299,10 +294,4 @@ def plan(collective: str, nodes: int, length: int) -> Plan:
     """The steps of ``collective`` on ``nodes`` buffers of ``length`` elements (none when
     ``nodes == 1``): what every backend executes."""
     check_collective(collective)
-    nodes = _check_int("nodes", nodes)
-    length = _check_int("length", length)
-    if nodes < 1:
-        raise ValueError(f"nodes must be >= 1, got {nodes}")
-    if length < 0:
-        raise ValueError(f"length must be >= 0, got {length}")
-    return Plan(collective, nodes, length)
+    return Plan(collective, _check_int("nodes", nodes, 1), _check_int("length", length, 0))
