@@ -63,7 +63,8 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
 
 
 def allreduce(buffers: Sequence, op: str = "sum", *, backend: str = "cpu", **options) -> None:
-    """Reduce the N buffers element-wise with ``op``; every buffer ends with the result."""
+    """Reduce the N buffers element-wise with ``op`` (sum, prod, max, min, or avg: the
+    sum divided by N, see :mod:`ring.ops`); every buffer ends with the result."""
     _run("allreduce", buffers, op, backend, options)
 
 

@@ -48,7 +48,7 @@ from .communicator import (
     check_buffer_list,
     check_nodes,
 )
-from .ops import resolve_op
+from .ops import AVERAGING, divide_by_nodes, resolve_op
 from .schedule import COLLECTIVES, Plan, check_collective, plan, ring_schedule
 
 __all__ = [
@@ -93,7 +93,9 @@ def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **optio
     _check_options(options)
     count, dtype = validate_buffers(buffers)
     ufunc = resolve_op(op, dtype) if name != "all_gather" else None
-    return Call("cpu", name, buffers, op, check_buffer_list(buffers), checked=(ufunc, count))
+    average = ufunc is not None and op in AVERAGING
+    nodes = check_buffer_list(buffers)
+    return Call("cpu", name, buffers, op, nodes, checked=(ufunc, count, average))
 
 
 def cache_key(nodes: int, **options) -> tuple:
@@ -196,12 +198,12 @@ class CpuCommunicator(RingCommunicator):
             raise ValueError(
                 f"this communicator has {self.nodes} nodes but {call.nodes} buffers were given"
             )
-        ufunc, count = call.checked
+        ufunc, count, average = call.checked
         name = call.name
         if self.nodes == 1 or count == 0:
             self._check_open()
             return
-        job = (name, list(call.buffers), ufunc, plan(name, self.nodes, count))
+        job = (name, list(call.buffers), ufunc, plan(name, self.nodes, count), average)
         with self._call_lock:
             self._check_open()
             try:
@@ -303,7 +305,7 @@ class _Crew:
                 if next(self.finished) % n == n - 1:
                     self.done.put(None)
 
-    def steps(self, node: int, name: str, buffers: list, ufunc, plan: Plan) -> None:
+    def steps(self, node: int, name: str, buffers: list, ufunc, plan: Plan, average: bool) -> None:
         mine = buffers[node]
         steps = plan.node_steps(node)
         pushers = self.pushers[node][name]
@@ -311,7 +313,7 @@ class _Crew:
         pop = self.pop
         pairwise = self.pairwise
         mine_ready, left_ready = self.ready[node], self.ready[self.left[node]]
-        for t, (_, _, _, peer, (a, b), _, _, accumulate, _) in enumerate(steps):
+        for t, (_, _, _, peer, (a, b), _, _, accumulate, completes) in enumerate(steps):
             pushers[t]()
             try:
                 if t and pairwise:
@@ -321,6 +323,8 @@ class _Crew:
                 if accumulate:
                     dst = mine[a:b]
                     ufunc(dst, buffers[peer][a:b], out=dst)
+                    if completes and average:
+                        divide_by_nodes(dst, self.nodes)
                 else:
                     mine[a:b] = buffers[peer][a:b]
                 if t < last:

@@ -62,6 +62,7 @@ from .gpu_devices import (
 )
 from .gpu_graphs import GraphCache
 from .gpu_kernels import reducer
+from .ops import AVERAGING, divide_by_nodes
 from .schedule import COLLECTIVES, Plan, check_collective, plan
 
 __all__ = [
@@ -286,9 +287,11 @@ class GpuCommunicator(RingCommunicator):
 
     def _run(self, name: str, buffers: list, op, reduce, count: int, dtype: np.dtype) -> None:
         steps = plan(name, self.nodes, count)
+        # avg divides each completed range once; integers need a temporary (scratch) for it.
+        average = reduce is not None and op in AVERAGING
         scratch = [
             self._scratch_for(i, dtype, steps.scratch_elements)
-            if reduce is not None and self._lands_in_scratch(steps, i)
+            if reduce is not None and (average or self._lands_in_scratch(steps, i))
             else None
             for i in range(self.nodes)
         ]
@@ -310,13 +313,15 @@ class GpuCommunicator(RingCommunicator):
                 graph = self.graphs.capture(
                     key,
                     first,
-                    lambda: self._steps(self._fork, name, buffers, reduce, scratch, count, dtype),
+                    lambda: self._steps(
+                        self._fork, name, buffers, reduce, scratch, count, dtype, average
+                    ),
                 )
             runtime.setDevice(self.devices[0])
             if graph is not None:
                 graph.launch(stream=first)
             else:
-                self._steps(self._entry, name, buffers, reduce, scratch, count, dtype)
+                self._steps(self._entry, name, buffers, reduce, scratch, count, dtype, average)
             self._finish()
         except BaseException:
             # Never hand back buffers that queued work may still be writing.
@@ -327,7 +332,9 @@ class GpuCommunicator(RingCommunicator):
         finally:
             runtime.setDevice(caller_device)
 
-    def _steps(self, fork, name, buffers, reduce, scratch, count: int, dtype: np.dtype) -> None:
+    def _steps(
+        self, fork, name, buffers, reduce, scratch, count: int, dtype: np.dtype, average: bool
+    ) -> None:
         """Queue the whole collective: the other nodes' streams fork off node 0's through
         ``fork``, every step of every node, and node 0's stream joins their last steps."""
         runtime = self._runtime
@@ -349,7 +356,7 @@ class GpuCommunicator(RingCommunicator):
         current = devices[0]
         for t in range(steps.steps):
             for i, node_steps in enumerate(per_node):
-                _, _, _, src, (a, b), _, _, accumulate, _ = node_steps[t]
+                _, _, _, src, (a, b), _, _, accumulate, completes = node_steps[t]
                 pushers[i][t]()
                 try:
                     device = devices[i]
@@ -375,6 +382,9 @@ class GpuCommunicator(RingCommunicator):
                         runtime.memcpyAsync(mine, theirs, size, copy_d2d, stream.ptr)
                     else:
                         self._peer_copy(mine, i, theirs, src, size, stream)
+                    if average and completes and size:
+                        with stream:
+                            divide_by_nodes(buffers[i][a:b], self.nodes, self._cp, scratch[i])
                     events[i][t].record(stream)
                 finally:
                     pop()

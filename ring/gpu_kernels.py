@@ -29,12 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from .ops import resolve_op
+from .ops import accumulating_op, resolve_op
 
 __all__ = [
     "BLOCK",
     "BLOCKS_PER_SM",
     "C_TYPES",
+    "KERNEL_OPS",
     "VECTOR_BYTES",
     "Reducer",
     "grid_size",
@@ -73,6 +74,9 @@ _EXPRESSIONS = {
     "max": ("(a > b || a != a) ? a : b", "(a > b) ? a : b"),
     "min": ("(a < b || a != a) ? a : b", "(a < b) ? a : b"),
 }
+
+# The ops the kernel computes; avg accumulates with sum's kernel (see ring.ops).
+KERNEL_OPS = tuple(_EXPRESSIONS)
 
 _TEMPLATE = r"""
 typedef {ctype} T;
@@ -196,13 +200,15 @@ def reducer(cupy, op: object, dtype, *, kernel: str = "ring") -> Reducer:
     """The reduction for (op, dtype): our kernel where it covers them, else CuPy's ufunc.
 
     ``kernel="ufunc"`` asks for CuPy's ufunc (the harness measures both).  Raises what
-    :func:`ring.ops.resolve_op` raises for an op the dtype does not allow.
+    :func:`ring.ops.resolve_op` raises for an op the dtype does not allow.  ``avg`` gets
+    sum's reduction: dividing by the number of nodes is the ring's, once per range.
     """
     if kernel not in ("ring", "ufunc"):
         raise ValueError(f"kernel must be 'ring' or 'ufunc', got {kernel!r}")
     dtype = np.dtype(dtype)
     ufunc = getattr(cupy, resolve_op(op, dtype).__name__)
     assert isinstance(op, str)  # resolve_op accepts nothing else
+    op = accumulating_op(op)
     if kernel == "ufunc" or _kernel_dtype(dtype) is None:
         return Reducer(cupy, dtype, op, "ufunc", _ufunc=ufunc)
     raw = cupy.RawKernel(kernel_source(dtype, op), kernel_name(dtype, op))

@@ -59,7 +59,7 @@ from .mpi_agree import (
     raise_local_errors,
 )
 from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, device_backend, import_mpi, is_device_array
-from .ops import resolve_op
+from .ops import AVERAGING, divide_by_nodes, resolve_op
 from .schedule import COLLECTIVES, Plan, check_collective, plan, ring_schedule
 
 __all__ = [
@@ -182,7 +182,8 @@ class MpiRing(RingCommunicator):
                 # Every rank checked it, and agreed on it, in the preflight.
                 segment = cast(int, segment_bytes)
                 try:
-                    self._run(name, buf, ufunc, device, segment)
+                    average = ufunc is not None and op in AVERAGING
+                    self._run(name, buf, ufunc, device, segment, average)
                 except BaseException:  # noqa: BLE001 - the peers are mid-collective
                     self._abort(name)
             finally:
@@ -257,7 +258,7 @@ class MpiRing(RingCommunicator):
             self._scratch[key] = scratch
         return scratch[:nbytes].view(buf.dtype)
 
-    def _run(self, name: str, buf, ufunc, device: bool, segment_bytes: int) -> None:
+    def _run(self, name: str, buf, ufunc, device: bool, segment_bytes: int, average: bool) -> None:
         count, itemsize = buf.shape[0], buf.dtype.itemsize
         steps = plan(name, self.nodes, count)
         largest = steps.scratch_elements
@@ -269,7 +270,8 @@ class MpiRing(RingCommunicator):
         segments = -(-largest // seg)
         if not device:
             scratch = None if ufunc is None else self._scratch_for(buf, seg * itemsize)
-            self._steps(name, buf, ufunc, scratch, steps, seg, segments, None)
+            finish = self._divider(np) if average else None
+            self._steps(name, buf, ufunc, scratch, steps, (seg, segments), None, finish)
             return
         cupy = require("cupy", "the MPI backend with device buffers")
         with buf.device:
@@ -277,10 +279,17 @@ class MpiRing(RingCommunicator):
             # MPI reads and writes device memory directly, outside CuPy's stream order, so
             # every kernel that touched a range must be finished before MPI moves it.
             synchronize = cupy.cuda.get_current_stream().synchronize
-            self._steps(name, buf, ufunc, scratch, steps, seg, segments, synchronize)
+            finish = self._divider(cupy) if average else None
+            self._steps(name, buf, ufunc, scratch, steps, (seg, segments), synchronize, finish)
             synchronize()
 
-    def _steps(self, name, buf, ufunc, scratch, steps: Plan, seg, segments, synchronize) -> None:
+    def _divider(self, xp):
+        """``avg``'s last touch on the range a rank completes (see :mod:`ring.ops`)."""
+        nodes = self.nodes
+        return lambda values: divide_by_nodes(values, nodes, xp)
+
+    def _steps(self, name, buf, ufunc, scratch, steps: Plan, cuts, synchronize, finish) -> None:
+        seg, segments = cuts
         BYTE = self._BYTE
         sendrecv = self._comm.Sendrecv
         pop = nvtx_ranges.pop
@@ -300,6 +309,8 @@ class MpiRing(RingCommunicator):
                     ufunc(mine, incoming, out=mine)
                 else:
                     self._segmented_step(buf, ufunc, scratch, step, seg, segments, synchronize)
+                if finish is not None and step.completes:
+                    finish(buf[a:b])
             finally:
                 pop()
 

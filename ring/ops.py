@@ -1,10 +1,21 @@
-"""Reduction operators and the dtypes they accept."""
+"""Reduction operators and the dtypes they accept.
+
+``avg`` is NCCL's ``ncclAvg``: the sum divided by the number of nodes N.  Every backend
+accumulates it as ``sum`` and divides once, where it costs least: each node divides the
+range it completes (its owned chunk, at the end of reduce-scatter), so all-gather copies
+the averages exactly.  Floating and complex dtypes divide exactly as NumPy's ``x / N``.
+Integers divide as C and NCCL do: the sum, wrapped to the dtype as ``sum`` wraps it, is
+divided by N and the quotient truncated toward zero (``-7`` averaged over 2 nodes is
+``-3``), so the average of integers is an integer of the same dtype.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["OPS", "check_dtype", "resolve_op"]
+__all__ = ["AVERAGING", "OPS", "accumulating_op", "check_dtype", "divide_by_nodes", "resolve_op"]
 
 # Each op is the NumPy ufunc a backend applies with ``out=`` when a chunk arrives.
 OPS: dict[str, np.ufunc] = {
@@ -12,7 +23,11 @@ OPS: dict[str, np.ufunc] = {
     "prod": np.multiply,
     "max": np.maximum,
     "min": np.minimum,
+    "avg": np.add,
 }
+
+# The ops that end by dividing each completed range by the number of nodes.
+AVERAGING = frozenset({"avg"})
 
 # Integer (signed and unsigned), floating and complex dtypes.
 SUPPORTED_KINDS = "iufc"
@@ -36,3 +51,32 @@ def resolve_op(op: object, dtype: np.dtype | None = None) -> np.ufunc:
         if op in ("max", "min") and dtype.kind == "c":
             raise TypeError(f"op {op!r} is not defined for complex dtype {dtype}")
     return OPS[op]
+
+
+def accumulating_op(op: str) -> str:
+    """The op that accumulates arriving ranges for ``op`` (``avg`` accumulates as ``sum``)."""
+    return "sum" if op in AVERAGING else op
+
+
+def divide_by_nodes(values: Any, nodes: int, xp: Any = np, scratch: Any = None) -> None:
+    """``values /= nodes`` in place, as ``avg`` defines it for the dtype (see above).
+
+    ``xp`` is NumPy or CuPy (whose ufuncs queue on the current stream); integer division
+    needs a temporary as long as ``values``: ``scratch`` if given (so a GPU call allocates
+    nothing), else a new array.
+    """
+    dtype = np.dtype(values.dtype)
+    if dtype.kind not in "iu":
+        xp.divide(values, nodes, out=values)
+        return
+    if nodes > np.iinfo(dtype).max:  # N does not fit the dtype (int8 beyond 127 nodes)
+        wide = values.astype(np.int64)
+        divide_by_nodes(wide, nodes, xp)
+        values[...] = wide
+        return
+    remainder = xp.empty_like(values) if scratch is None else scratch[: values.shape[0]]
+    # x - fmod(x, N) is a multiple of N of x's sign, so floor division of it is exact: the
+    # quotient truncated toward zero, with no intermediate that could overflow.
+    xp.fmod(values, nodes, out=remainder)
+    xp.subtract(values, remainder, out=values)
+    xp.floor_divide(values, nodes, out=values)

@@ -12,11 +12,11 @@ INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uin
 FLOAT_DTYPES = [np.float16, np.float32, np.float64, np.longdouble]
 COMPLEX_DTYPES = [np.complex64, np.complex128, np.clongdouble]
 ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES
-OPS = ["sum", "prod", "max", "min"]
+OPS = ["sum", "prod", "max", "min", "avg"]
 
 
 def ops_for(dtype) -> list[str]:
-    return ["sum", "prod"] if np.dtype(dtype).kind == "c" else OPS
+    return ["sum", "prod", "avg"] if np.dtype(dtype).kind == "c" else OPS
 
 
 def random_inputs(rng: np.random.Generator, nodes: int, count: int, dtype, op: str):
@@ -54,8 +54,23 @@ _INT_REDUCE = {"sum": operator.add, "prod": operator.mul, "max": max, "min": min
 _FLOAT_REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
+def _truncated_average(total: int, nodes: int) -> int:
+    """An integer sum divided by N, the quotient truncated toward zero (C, NCCL)."""
+    quotient = abs(total) // nodes
+    return -quotient if total < 0 else quotient
+
+
 def reference(inputs, op: str) -> np.ndarray:
     dtype = inputs[0].dtype
+    if op == "avg":
+        total = reference(inputs, "sum")
+        if dtype.kind in "iu":
+            # The sum wraps in the dtype as "sum" does; then it is divided.
+            averaged = [_truncated_average(int(v), len(inputs)) for v in total.tolist()]
+            return np.array(averaged, dtype=np.int64 if dtype.kind == "i" else np.uint64).astype(
+                dtype
+            )
+        return total / len(inputs)
     if dtype.kind in "iu":
         bits = dtype.itemsize * 8
         rows = [a.tolist() for a in inputs]
@@ -77,9 +92,11 @@ def check(result: np.ndarray, inputs, op: str) -> None:
     nodes = len(inputs)
     # The reference is float64, so long double results are held to float64 rounding.
     eps = max(float(np.finfo(result.dtype).eps), float(np.finfo(np.float64).eps))
-    if op == "sum":
+    if op in ("sum", "avg"):
         magnitude = np.sum([np.abs(a.astype(np.complex128)) for a in inputs], axis=0)
-        tolerance = 2 * nodes * eps * magnitude
+        if op == "avg":  # the sum's rounding, scaled by 1/N, plus the division's own
+            magnitude = magnitude / nodes
+        tolerance = (2 * nodes + 1) * eps * magnitude
         error = np.abs(result.astype(np.complex128) - expected)
     else:
         tolerance = 4 * nodes * eps

@@ -403,7 +403,7 @@ BAD_INPUT = {
     "unknown backend": (["--backend", "cpu,nccl-magic"], "unknown backend 'nccl-magic'"),
     "unknown dtype": (["-d", "float8"], "unknown dtype"),
     "bool dtype": (["-d", "bool"], "unknown dtype"),
-    "unknown op": (["-o", "avg"], "unknown op"),
+    "unknown op": (["-o", "mean"], "unknown op"),
     "op undefined for dtype": (["-o", "max", "-d", "complex64"], "not defined for complex"),
     "iters 0": (["-n", "0"], "-n/--iters"),
     "warmup negative": (["-w", "-1"], "-w/--warmup"),

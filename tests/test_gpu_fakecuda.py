@@ -331,7 +331,7 @@ class FakeCuda:
         cupy.asnumpy = asnumpy
         cupy.get_default_memory_pool = lambda: pool
         cuda.nccl = self._build_nccl()
-        for name in ("add", "multiply", "maximum", "minimum"):
+        for name in ("add", "multiply", "maximum", "minimum", *_AVG_UFUNCS):
             setattr(cupy, name, FakeUfunc(sim, getattr(np, name)))
         cupy.RawKernel = lambda code, name, options=(), **kw: FakeRawKernel(sim, code, name)
         sim.launches = []  # (kernel name, grid, block) of every RawKernel launch
@@ -695,6 +695,9 @@ class FakeUfunc:
         return out
 
 
+# What ring.ops.divide_by_nodes calls to finish avg on CuPy arrays.
+_AVG_UFUNCS = ("divide", "fmod", "subtract", "floor_divide")
+
 # What each op of ring.gpu_kernels' source computes (a test may break one on purpose).
 RAW_KERNEL_OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
@@ -877,7 +880,7 @@ def test_simulated_calls_match_the_installed_cupy():
     assert "disable_timing" in inspect.signature(real.cuda.Event).parameters
     assert _signature_from_doc(real.cuda.get_current_stream) == ["device_id"]
     assert _signature_from_doc(real.cuda.get_elapsed_time) == ["start_event", "end_event"]
-    for name in ("add", "multiply", "maximum", "minimum"):
+    for name in ("add", "multiply", "maximum", "minimum", *_AVG_UFUNCS):
         assert isinstance(getattr(real, name), real.ufunc), name
     assert _parameters(real.cuda.Stream.begin_capture) == ["mode"]
     assert _parameters(real.cuda.Graph.launch) == ["stream"]

@@ -26,6 +26,7 @@ from ring.gpu_kernels import (
     BLOCK,
     BLOCKS_PER_SM,
     C_TYPES,
+    KERNEL_OPS,
     VECTOR_BYTES,
     grid_size,
     kernel_name,
@@ -33,9 +34,8 @@ from ring.gpu_kernels import (
     reducer,
     vector_plan,
 )
-from ring.ops import OPS
 
-KERNELS = [(dtype, op) for dtype in C_TYPES for op in OPS]
+KERNELS = [(dtype, op) for dtype in C_TYPES for op in KERNEL_OPS]
 
 HARNESS = r"""
 #include <cstdio>

@@ -15,8 +15,7 @@ from reference import reference
 import ring
 from ring._optional import MissingDependencyError
 from ring.gpu import DeviceUnavailableError
-from ring.gpu_kernels import C_TYPES, reducer
-from ring.ops import OPS
+from ring.gpu_kernels import C_TYPES, KERNEL_OPS, reducer
 
 try:
     ring.gpu.device_count()
@@ -37,7 +36,7 @@ def operands(rng, dtype: np.dtype, count: int):
     return values
 
 
-@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("op", list(KERNEL_OPS))
 @pytest.mark.parametrize("dtype", list(C_TYPES))
 def test_kernel_matches_the_reference_at_every_alignment(dtype, op):
     dtype = np.dtype(dtype)

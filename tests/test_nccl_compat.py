@@ -187,7 +187,7 @@ def test_should_check():
         (["-i", "0"], "at least 1 byte"),
         (["-a", "4"], "0, 1, 2 or 3"),
         (["-c", "x"], "not a whole number"),
-        (["-d", "all", "-o", "avg"], "unknown op"),
+        (["-d", "all", "-o", "mean"], "unknown op"),
     ],
 )
 def test_bad_nccl_options(tmp_path, capsys, args, message):

@@ -118,7 +118,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..cpu import SYNC_MODES, CpuCommunicator
-from ..ops import resolve_op
+from ..ops import AVERAGING, divide_by_nodes, resolve_op
 from ..schedule import chunk_range
 from .ceilings import copy_traffic_bytes
 from .cli import BenchInputError
@@ -508,6 +508,7 @@ class NumpyDirectSession(HostSession):
             # mask: threads started later (another session's) inherit it.
             self.pinned = pin_native_threads((w.native_id for w in self.pool._workers), first=1)
         self._block = max(1, NUMPY_DIRECT_BLOCK_BYTES // config.dtype.itemsize)
+        self._average = config.op in AVERAGING
         self._parts = 1
         self._bounds: list[tuple[int, int]] = []
 
@@ -527,6 +528,8 @@ class NumpyDirectSession(HostSession):
             acc = first[a:b]
             for buffer in others:
                 ufunc(acc, buffer[a:b], out=acc)
+            if self._average:
+                divide_by_nodes(acc, self.nodes)
             for buffer in others:
                 buffer[a:b] = acc
 
@@ -558,7 +561,8 @@ class NumpyDirectBackend(Backend):
 
 
 def _mpi_op(MPI, op: str):
-    return {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[op]
+    # MPI has no average: avg is MPI_SUM, divided afterwards (MpiAllreduceSession).
+    return {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN, "avg": MPI.SUM}[op]
 
 
 class MpiAllreduceSession(MpiSession):
@@ -568,10 +572,13 @@ class MpiAllreduceSession(MpiSession):
         self._op = _mpi_op(MPI, config.op)
         self._datatype = mpi_datatype(MPI, config.dtype)
         self._in_place = MPI.IN_PLACE
+        self._average = config.op in AVERAGING
 
     def collective(self) -> None:
         for buffer in self.buffers:
             self.world.comm.Allreduce(self._in_place, [buffer, self._datatype], op=self._op)
+            if self._average:
+                divide_by_nodes(buffer, self.world.comm.Get_size())
 
 
 def mpi_datatype(MPI, dtype: np.dtype):

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..ops import resolve_op
+from ..ops import AVERAGING, resolve_op
 
 __all__ = ["count_wrong", "make_input", "reference", "tolerance"]
 
@@ -76,7 +76,10 @@ def reference(
     """The reduction of all ``nodes`` inputs in the wide type.
 
     ``known`` maps node -> input already in memory; the others are drawn again, one at a
-    time, so an MPI rank holding one input needs memory for two, not for N.
+    time, so an MPI rank holding one input needs memory for two, not for N.  ``avg`` is the
+    sum divided by ``nodes``; for integers the sum wrapped to the dtype, divided with the
+    quotient truncated toward zero (exact in float64 for these inputs, which stay below
+    100 per node).
     """
     dtype = np.dtype(dtype)
     ufunc = resolve_op(op, dtype)
@@ -91,6 +94,11 @@ def reference(
         else:
             with np.errstate(over="ignore"):
                 ufunc(result, values, out=result, casting="unsafe")
+    if op in AVERAGING and result is not None:
+        if dtype.kind in "iu":
+            wrapped = result.astype(dtype).astype(np.float64)
+            return np.trunc(wrapped / nodes).astype(result.dtype)
+        return result / nodes
     return result
 
 

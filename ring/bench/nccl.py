@@ -52,7 +52,13 @@ NCCL_DTYPES = {
     "float32": "NCCL_FLOAT32",
     "float64": "NCCL_FLOAT64",
 }
-NCCL_OPS = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN"}
+NCCL_OPS = {
+    "sum": "NCCL_SUM",
+    "prod": "NCCL_PROD",
+    "max": "NCCL_MAX",
+    "min": "NCCL_MIN",
+    "avg": "NCCL_AVG",
+}
 NCCL_ENVIRONMENT = ("NCCL_ALGO", "NCCL_PROTO")
 
 
@@ -202,8 +208,13 @@ class NcclBackend(Backend):
     def check(self, config: BenchConfig, world) -> None:
         cupy = cupy_or_input_error(self.name)
         available = device_count_or_input_error(self.name)
-        nccl_module()
+        nccl = nccl_module()
         check_cupy_dtype(self.name, config.dtype)
+        if not hasattr(nccl, NCCL_OPS[config.op]):
+            raise BenchInputError(
+                f"backend nccl: this CuPy's NCCL binding has no {NCCL_OPS[config.op]} "
+                f"(op {config.op!r}; ncclAvg needs NCCL >= 2.10 and a CuPy that exposes it)"
+            )
         if config.dtype.name not in NCCL_DTYPES:
             raise BenchInputError(
                 f"backend nccl: NCCL has no {config.dtype.name}; use one of "

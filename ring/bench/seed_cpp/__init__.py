@@ -31,7 +31,7 @@ __all__ = ["DTYPE_CODES", "OP_CODES", "SeedCppBackend", "allreduce", "chunk_rang
 
 # The element types and ops seed_ring.cpp is instantiated for, by their codes in its C ABI.
 DTYPE_CODES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}
-OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3}
+OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 _ERRORS = {
     1: "bad arguments (null buffer, negative count or fewer than one node)",
     2: "dtype or op code not compiled in",

@@ -9,7 +9,7 @@
 //
 // C ABI (loaded with ctypes, which releases the GIL around the call):
 //   int seed_allreduce(void** buffers, int nodes, int64_t count, int dtype, int op)
-//     dtype: 0 float32, 1 float64, 2 int32, 3 int64;  op: 0 sum, 1 prod, 2 max, 3 min
+//     dtype: 0 float32, 1 float64, 2 int32, 3 int64;  op: 0 sum, 1 prod, 2 max, 3 min, 4 avg
 //     returns 0, or SEED_BAD_ARGUMENT / SEED_BAD_DTYPE_OR_OP / SEED_NO_THREADS /
 //     SEED_OUT_OF_RESOURCES.
 //   void seed_chunk_range(int64_t total, int64_t chunks, int64_t index,
@@ -80,6 +80,14 @@ struct Min {
     template <class T>
     static T apply(T a, T b) { return b < a ? b : a; }
 };
+// avg (NCCL's ncclAvg) accumulates as a sum; each node divides the chunk it completes, at
+// the end of reduce-scatter, so all-gather copies averages.  Integers divide as C does,
+// the quotient truncated toward zero, as ring.ops documents.
+struct Avg : Sum {};
+template <class Op>
+inline constexpr bool averages = false;
+template <>
+inline constexpr bool averages<Avg> = true;
 
 template <class T, class Op>
 void run_node(T* const* buffers, int nodes, std::int64_t count, int node,
@@ -89,6 +97,12 @@ void run_node(T* const* buffers, int nodes, std::int64_t count, int node,
     for (int step = 0; step < nodes - 1; ++step) {
         const Range r = chunk_range(count, nodes, ((node - 1 - step) % nodes + nodes) % nodes);
         for (std::int64_t i = r.start; i < r.stop; ++i) mine[i] = Op::apply(mine[i], left[i]);
+        if constexpr (averages<Op>) {
+            if (step == nodes - 2) {
+                const T n = static_cast<T>(nodes);
+                for (std::int64_t i = r.start; i < r.stop; ++i) mine[i] = mine[i] / n;
+            }
+        }
         step_done.arrive_and_wait();
     }
     for (int step = 0; step < nodes - 1; ++step) {
@@ -132,6 +146,7 @@ int with_op(void** buffers, int nodes, std::int64_t count, int op) {
         case 1: return allreduce<T, Prod>(buffers, nodes, count);
         case 2: return allreduce<T, Max>(buffers, nodes, count);
         case 3: return allreduce<T, Min>(buffers, nodes, count);
+        case 4: return allreduce<T, Avg>(buffers, nodes, count);
         default: return SEED_BAD_DTYPE_OR_OP;
     }
 }
