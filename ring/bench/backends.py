@@ -506,7 +506,7 @@ class NumpyDirectSession(HostSession):
         if pin_requested(config):
             # Parts 1.. run on the pool's threads, part 0 on the caller, which keeps its
             # mask: threads started later (another session's) inherit it.
-            self.pinned = pin_native_threads((w.native_id for w in self.pool._workers), first=1)
+            self.pinned = pin_native_threads(self.pool.native_ids, first=1)
         self._block = max(1, NUMPY_DIRECT_BLOCK_BYTES // config.dtype.itemsize)
         self._parts = 1
         self._bounds: list[tuple[int, int]] = []

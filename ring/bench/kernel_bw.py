@@ -33,10 +33,10 @@ from .ceilings import ceiling_bytes
 from .cli import (
     BenchInputError,
     BenchParser,
-    _int_flag,
-    _split_list,
     add_sweep_arguments,
+    int_flag,
     parse_sweep,
+    split_list,
 )
 from .environment import collect_environment, git_commit, utc_now
 from .gpu import (
@@ -96,8 +96,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sweep = parse_sweep(args)
     for name, value in vars(sweep).items():
         setattr(args, name, value)
-    args.device = _int_flag(args.device, "--device", 0)
-    args.kernels = _split_list(args.kernel, "--kernel")
+    args.device = int_flag(args.device, "--device", 0)
+    args.kernels = split_list(args.kernel, "--kernel")
     unknown = [k for k in args.kernels if k not in KERNELS]
     if unknown:
         raise BenchInputError(

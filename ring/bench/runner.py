@@ -20,10 +20,10 @@ from .backends import Backend, Session, get_backend
 from .ceilings import DRIFT_LIMIT, host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
 from .environment import (
-    _memory_bytes,
     collect_environment,
     git_commit,
     launch_command,
+    memory_bytes,
     utc_now,
 )
 from .interleave import Series, measure_interleaved, sample_rows
@@ -109,7 +109,7 @@ def _world_for(backends: list[Backend]) -> LocalWorld | MpiWorld:
 
 def _check_memory(config: BenchConfig, stages: list[Stage], world) -> None:
     """Refuse a sweep whose largest point cannot fit, rather than die half-way."""
-    total = _memory_bytes()
+    total = memory_bytes()
     if not total:
         return
     size = config.sizes[-1]
