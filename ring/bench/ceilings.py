@@ -58,7 +58,7 @@ __all__ = [
     "nontemporal_threshold",
 ]
 
-# GPU ceilings (ring.bench.gpu, kernel_bw) size their buffers from the sweep.
+# GPU ceilings (ring.bench.gpu_ceilings) size their buffers from the sweep.
 CEILING_MIN_BYTES = 64 << 20
 KERNELS = ("copy", "add", "triad")
 # Arrays at least this many times the last-level cache (STREAM's rule).

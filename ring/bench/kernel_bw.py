@@ -39,11 +39,12 @@ from .cli import (
     split_list,
 )
 from .environment import collect_environment, git_commit, utc_now
-from .gpu import (
+from .gpu_ceilings import (
     check_cupy_dtype,
     check_device_memory,
     cupy_or_input_error,
     device_count_or_input_error,
+    event_times_ms,
     measure_gpu_ceilings,
 )
 from .results import SCHEMA, TIME_COLUMNS, columns_of, write_csv_atomic, write_json_atomic
@@ -107,18 +108,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _event_times_us(cupy, launch, stream, iters: int, warmup: int) -> np.ndarray:
-    for _ in range(warmup):
-        launch()
-    events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(iters)]
-    for start, end in events:
-        start.record(stream)
-        launch()
-        end.record(stream)
-    events[-1][1].synchronize()
-    return np.array([cupy.cuda.get_elapsed_time(a, b) * 1e3 for a, b in events])
-
-
 def reducers(cupy, args) -> list:
     """One reduction per kernel asked for; a kernel that falls back to the ufunc joins the
     ufunc's row instead of measuring it twice."""
@@ -142,7 +131,9 @@ def measure_size(cupy, args, count: int, gpu_name: str | None, kernels) -> list[
             copy_dst.data.ptr, src.data.ptr, nbytes, runtime.memcpyDeviceToDevice, stream.ptr
         )
 
-    copy_median = float(np.median(_event_times_us(cupy, copy, stream, args.iters, args.warmup)))
+    copy_median = float(
+        np.median(1e3 * event_times_ms(cupy, copy, stream, args.iters, args.warmup))
+    )
     rows = [_measure_kernel(cupy, args, count, kernel, stream) for kernel in kernels]
     copy_gbps = 2 * nbytes / copy_median / 1e3 if copy_median > 0 else None
     for row in rows:
@@ -174,7 +165,7 @@ def _measure_kernel(cupy, args, count: int, kernel, stream) -> dict:
         stream.synchronize()
         expected = data.reference(args.seed, 2, count, dtype, op, {0: first, 1: second})
         wrong = data.count_wrong(cupy.asnumpy(dst), expected, data.tolerance(dtype, 2))
-    kernel_us = _event_times_us(cupy, reduce, stream, args.iters, args.warmup)
+    kernel_us = 1e3 * event_times_ms(cupy, reduce, stream, args.iters, args.warmup)
     stream.synchronize()
     lo, p25, median, p75, hi = np.percentile(kernel_us, [0, 25, 50, 75, 100])
     return {

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._optional import require
-from ..mpi import _device_backend
-from .cli import BenchInputError
+from ..._optional import require
+from ...mpi import _device_backend
+from ..cli import BenchInputError
+from .base import DeviceSession
 
 __all__ = ["BUFFERS", "DeviceBuffers", "add_buffers_argument", "check_buffers", "device_session"]
 
@@ -50,7 +51,7 @@ def check_buffers(config, backend: str) -> None:
             raise BenchInputError(f"backend {backend} --buffers device: {exc}") from None
 
 
-class DeviceBuffers:
+class DeviceBuffers(DeviceSession):
     """Mixed in before a host MPI session: the same collective on CuPy buffers."""
 
     def __init__(self, nodes: int, sync: str, config, world):
@@ -74,14 +75,6 @@ class DeviceBuffers:
 
     def results(self) -> list[np.ndarray]:
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
-
-    def keep_sample(self, windows: Sequence[tuple[int, int]]) -> None:
-        # Only the windows come back after each call: the GPU backend's way, which reads
-        # the same attributes (cupy, buffers).  Imported here: ring.bench.gpu imports
-        # ring.bench.backends, which imports this module.
-        from .gpu import GpuRingSession
-
-        GpuRingSession.keep_sample(self, windows)
 
 
 def device_session(session_class: type, config) -> type:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..mpi import MpiRing
-from .backends import Backend, MpiSession, Session, register_backend
+from ...mpi import MpiRing
+from ..nccl_compat import RANK_MEAN_COLUMNS
+from .base import Backend, MpiSession, Session, register_backend
 from .mpi_device import add_buffers_argument, check_buffers, device_session
-from .nccl_compat import RANK_MEAN_COLUMNS
 
 if TYPE_CHECKING:
-    from .cli import BenchConfig
+    from ..cli import BenchConfig
 
 __all__ = ["MpiRingBackend"]
 
