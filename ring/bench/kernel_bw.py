@@ -47,6 +47,7 @@ from .gpu_ceilings import (
     event_times_ms,
     measure_gpu_ceilings,
 )
+from .nccl_compat import format_float
 from .results import SCHEMA, TIME_COLUMNS, columns_of, write_csv_atomic, write_json_atomic
 
 __all__ = ["COLUMNS", "kernel_bw_main", "main", "measure_size"]
@@ -185,18 +186,14 @@ def _measure_kernel(cupy, args, count: int, kernel, stream) -> dict:
     }
 
 
-def _num(value, width: int, digits: int = 2) -> str:
-    return "N/A".rjust(width) if value is None else f"{value:{width}.{digits}f}"
-
-
 def table_line(row: dict) -> str:
     wrong = "N/A" if row["wrong"] is None else str(row["wrong"])
     return (
         f"{row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['op']:>7} "
         f"{row['kernel']:>6} "
-        f"{_num(row['time_us'], 9)} {_num(row['kernel_GBps'], 9)} "
-        f"{_num(row['copy_time_us'], 9)} {_num(row['copy_GBps'], 9)} "
-        f"{_num(row['kernel_vs_copy'], 8, 3)} {wrong:>7}"
+        f"{format_float(row['time_us'], 9)} {format_float(row['kernel_GBps'], 9)} "
+        f"{format_float(row['copy_time_us'], 9)} {format_float(row['copy_GBps'], 9)} "
+        f"{format_float(row['kernel_vs_copy'], 8, 3)} {wrong:>7}"
     )
 
 
