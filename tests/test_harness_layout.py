@@ -88,3 +88,30 @@ def test_kernel_bw_table_uses_the_nccl_number_format():
     assert fields[5:10] == ["12.35", "1234567.9", "N/A", "1.50", "0.877"]
     assert nccl_compat.format_float(98765432.1, 9) == " 98765432"
     assert nccl_compat.format_float(0.87654, 8, 3) == "   0.877"
+
+
+def test_cpu_perf_is_a_harness_subcommand(monkeypatch, capsys):
+    import ring.bench.ceilings
+    from ring.bench.__main__ import main
+    from ring.cpu import SYNC_MODES
+
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)
+    argv = ["--nodes", "2,3", "--large-mib", "1", "--large-repeats", "2", "--small-calls", "5"]
+    assert main(["cpu-perf", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ceilings (")
+    rows = [line.split() for line in lines if line[:3].strip() in ("2", "3")]
+    large = [r for r in rows if len(r) == 6]
+    small = [r for r in rows if len(r) == 4]
+    expected = [[str(n), s] for n in (2, 3) for s in SYNC_MODES]
+    assert [r[:2] for r in large] == expected and [r[:2] for r in small] == expected
+    # time, model, measured/model, traffic: measured and positive
+    assert all(float(value) > 0 for r in large for value in (r[2], r[4], r[5]))
+
+
+def test_cpu_perf_bad_input_is_one_line(capsys):
+    from ring.bench.__main__ import main
+
+    assert main(["cpu-perf", "--nodes", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "ring.bench: error: --nodes must be >= 2, got 1"
