@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -205,16 +206,7 @@ def _gpu_name(cupy, device: int) -> str | None:
 def kernel_bw_main(argv: list[str], command: list[str]) -> int:
     """Run the sweep; raise :class:`BenchInputError` (exit 2) on bad input or no GPU."""
     args = parse_args(argv)
-    cupy = cupy_or_input_error("kernel-bw")
-    available = device_count_or_input_error("kernel-bw")
-    if args.device >= available:
-        raise BenchInputError(
-            f"--device {args.device} does not exist: this machine has {available} CUDA "
-            f"device(s), ids 0..{available - 1}"
-        )
-    check_cupy_dtype("kernel-bw", args.dtype)
-    # The copy's source and destination, and the kernel's two operands, at the largest size.
-    check_device_memory("kernel-bw", cupy, {args.device: 4 * args.sizes[-1]})
+    cupy = _checked_cupy(args)
     start_time = utc_now()
     environment = collect_environment(None)
     commit, dirty = git_commit()
@@ -225,6 +217,51 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
         f"{args.warmup}, iters {args.iters}, check {int(args.check)}",
         flush=True,
     )
+    rows, ceilings, kernels = _sweep(cupy, args, name)
+    wrong_total = sum(row["wrong"] or 0 for row in rows)
+    checked = "not checked (-c 0)" if not args.check else str(wrong_total)
+    print(f"# Wrong elements: {checked}", flush=True)
+    if args.out is not None:
+        out = Path(args.out)
+        document = {
+            "schema": SCHEMA,
+            "mode": "kernel-bw",
+            "command": list(command),
+            "start_time": start_time,
+            "end_time": utc_now(),
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "environment": environment,
+            "ceilings": ceilings,
+            "config": _config_document(args, kernels, out),
+            "wrong_total": wrong_total if args.check else None,
+        }
+        write_json_atomic(out.with_suffix(".json"), document)
+        write_csv_atomic(out, rows, columns_of(rows, COLUMNS))
+        print(f"# Wrote {out} and {out.with_suffix('.json')}", flush=True)
+    if wrong_total:
+        print(f"ring.bench kernel-bw: {wrong_total} wrong elements", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _checked_cupy(args: argparse.Namespace):
+    """CuPy, once the device exists and the largest size fits on it."""
+    cupy = cupy_or_input_error("kernel-bw")
+    available = device_count_or_input_error("kernel-bw")
+    if args.device >= available:
+        raise BenchInputError(
+            f"--device {args.device} does not exist: this machine has {available} CUDA "
+            f"device(s), ids 0..{available - 1}"
+        )
+    check_cupy_dtype("kernel-bw", args.dtype)
+    # The copy's source and destination, and the kernel's two operands, at the largest size.
+    check_device_memory("kernel-bw", cupy, {args.device: 4 * args.sizes[-1]})
+    return cupy
+
+
+def _sweep(cupy, args: argparse.Namespace, name: str | None) -> tuple[list[dict], dict, list]:
+    """The device's ceilings, then every size: the rows, the ceilings, the kernels timed."""
     rows = []
     with cupy.cuda.Device(args.device):
         ceilings = measure_gpu_ceilings(
@@ -246,47 +283,25 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
                 rows.append(row)
                 print(table_line(row), flush=True)
             cupy.get_default_memory_pool().free_all_blocks()
-    wrong_total = sum(row["wrong"] or 0 for row in rows)
-    checked = "not checked (-c 0)" if not args.check else str(wrong_total)
-    print(f"# Wrong elements: {checked}", flush=True)
-    if args.out is not None:
-        from pathlib import Path
+    return rows, ceilings, kernels
 
-        out = Path(args.out)
-        document = {
-            "schema": SCHEMA,
-            "mode": "kernel-bw",
-            "command": list(command),
-            "start_time": start_time,
-            "end_time": utc_now(),
-            "git_commit": commit,
-            "git_dirty": dirty,
-            "environment": environment,
-            "ceilings": ceilings,
-            "config": {
-                "min_bytes": args.min_bytes,
-                "max_bytes": args.max_bytes,
-                "step_factor": args.step_factor,
-                "iters": args.iters,
-                "warmup": args.warmup,
-                "check": int(args.check),
-                "dtype": args.dtype.name,
-                "op": args.op,
-                "device": args.device,
-                "kernels": [k.kind for k in kernels],
-                "seed": args.seed,
-                "out": str(out),
-                "sizes": list(args.sizes),
-            },
-            "wrong_total": wrong_total if args.check else None,
-        }
-        write_json_atomic(out.with_suffix(".json"), document)
-        write_csv_atomic(out, rows, columns_of(rows, COLUMNS))
-        print(f"# Wrote {out} and {out.with_suffix('.json')}", flush=True)
-    if wrong_total:
-        print(f"ring.bench kernel-bw: {wrong_total} wrong elements", file=sys.stderr)
-        return 1
-    return 0
+
+def _config_document(args: argparse.Namespace, kernels: list, out: Path) -> dict:
+    return {
+        "min_bytes": args.min_bytes,
+        "max_bytes": args.max_bytes,
+        "step_factor": args.step_factor,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "check": int(args.check),
+        "dtype": args.dtype.name,
+        "op": args.op,
+        "device": args.device,
+        "kernels": [k.kind for k in kernels],
+        "seed": args.seed,
+        "out": str(out),
+        "sizes": list(args.sizes),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
