@@ -91,6 +91,8 @@ def reference(
         else:
             with np.errstate(over="ignore"):
                 ufunc(result, values, out=result, casting="unsafe")
+    if result is None:
+        raise ValueError(f"nothing to reduce: nodes must be at least 1, got {nodes}")
     return result
 
 

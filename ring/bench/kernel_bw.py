@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -114,7 +115,7 @@ def reducers(cupy, args) -> list:
     """One reduction per kernel asked for; a kernel that falls back to the ufunc joins the
     ufunc's row instead of measuring it twice."""
     chosen = [reducer(cupy, args.op, args.dtype, kernel=k) for k in args.kernels]
-    kinds = {}
+    kinds: dict[str, Any] = {}
     for r in chosen:
         kinds.setdefault(r.kind, r)
     return list(kinds.values())

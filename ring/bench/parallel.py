@@ -76,8 +76,10 @@ class WorkerPool:
             start.acquire()
             if self._closed:
                 return
+            task = self._task
+            assert task is not None, "run() sets the task before it releases a worker"
             try:
-                self._task(part)
+                task(part)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of run()
                 self._errors.append(exc)
             finally:

@@ -16,7 +16,7 @@ import os
 import signal
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -178,7 +178,7 @@ _DEFERRED_SIGNALS = tuple(
 
 
 @contextlib.contextmanager
-def signals_deferred():
+def signals_deferred() -> Iterator[list[int]]:
     """Ctrl-C, SIGTERM and SIGHUP wait until the block is done: their handlers only record
     them meanwhile.  Yields the list of the signals that arrived; the caller acts on them
     (see :func:`write_result_pair`).  Outside the main thread nothing can be deferred."""

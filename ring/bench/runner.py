@@ -129,7 +129,7 @@ def plan_run(config: BenchConfig) -> Plan:
                     f"{world.size} ranks mpirun started: backend {backend.name} runs one "
                     "node per rank, so launch mpirun -n N once per node count"
                 )
-            nodes = (world.size,)
+            nodes: tuple[int, ...] = (world.size,)
         else:
             nodes = config.nodes or DEFAULT_NODES
         stages.append(Stage(backend, _syncs(backend, config.sync), nodes))

@@ -17,7 +17,7 @@ import numpy as np
 from ..._optional import require
 from ...mpi import _device_backend
 from ..cli import BenchInputError
-from .base import DeviceSession
+from .base import DeviceSession, MpiSession
 
 __all__ = ["BUFFERS", "DeviceBuffers", "add_buffers_argument", "check_buffers", "device_session"]
 
@@ -51,8 +51,8 @@ def check_buffers(config, backend: str) -> None:
             raise BenchInputError(f"backend {backend} --buffers device: {exc}") from None
 
 
-class DeviceBuffers(DeviceSession):
-    """Mixed in before a host MPI session: the same collective on CuPy buffers."""
+class DeviceBuffers(DeviceSession, MpiSession):
+    """Put before a host MPI session's class: the same collective on CuPy buffers."""
 
     def __init__(self, nodes: int, sync: str, config, world):
         super().__init__(nodes, sync, config, world)
@@ -66,7 +66,7 @@ class DeviceBuffers(DeviceSession):
         self.buffers = []
         self._inputs = [self.cupy.asarray(values) for values in inputs]
         self.buffers = [self.cupy.empty_like(values) for values in self._inputs]
-        self._times = []
+        self._times: list[float] = []
 
     def restore(self) -> None:
         for buffer, values in zip(self.buffers, self._inputs, strict=True):
