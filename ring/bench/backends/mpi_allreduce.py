@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..cli import BenchInputError
-from ..nccl_compat import RANK_MEAN_COLUMNS
-from .base import Backend, MpiSession, Session, register_backend
-from .mpi_device import add_buffers_argument, check_buffers, device_session
+from .base import MpiSession, register_backend
+from .mpi_device import MpiBackend
 
 if TYPE_CHECKING:
     from ..cli import BenchConfig
@@ -62,16 +61,11 @@ def _reduces(world, datatype, config: BenchConfig) -> bool:
 
 
 @register_backend
-class MpiAllreduceBackend(Backend):
+class MpiAllreduceBackend(MpiBackend):
     name = "mpi-allreduce"
     description = "MPI_Allreduce (in place) through mpi4py, one rank per node, under mpirun"
     traffic = None  # the MPI library's algorithm and its shared-memory copies are hidden
-    needs_mpirun = True
-    extra_columns = RANK_MEAN_COLUMNS
-
-    @classmethod
-    def add_arguments(cls, parser) -> None:
-        add_buffers_argument(parser)
+    session_class = MpiAllreduceSession
 
     def check(self, config: BenchConfig, world) -> None:
         MPI = world.MPI
@@ -81,7 +75,4 @@ class MpiAllreduceBackend(Backend):
                 f"backend mpi-allreduce: this MPI library cannot reduce {config.dtype.name} "
                 f"with {config.op!r}; use another -d/--dtype or -o/--op"
             )
-        check_buffers(config, self.name)
-
-    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return device_session(MpiAllreduceSession, config)(nodes, sync, config, world)
+        super().check(config, world)

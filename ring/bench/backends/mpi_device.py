@@ -1,4 +1,5 @@
-"""``--buffers device`` for the MPI backends, like ``osu_allreduce -d cuda``: each rank's
+"""What the MPI backends (``mpi``, ``mpi-allreduce``) share: :class:`MpiBackend`, and
+``--buffers device``, like ``osu_allreduce -d cuda``: each rank's
 working buffers live on a GPU (CuPy) and MPI reads and writes device memory directly,
 which needs a CUDA-aware MPI library (:func:`ring.mpi.cuda_aware`).
 
@@ -11,15 +12,27 @@ Rank r uses device ``local rank mod device count``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ..._optional import require
 from ...mpi import _device_backend
 from ..cli import BenchInputError
-from .base import DeviceSession, MpiSession
+from ..nccl_compat import RANK_MEAN_COLUMNS
+from .base import Backend, DeviceSession, MpiSession, Session
 
-__all__ = ["BUFFERS", "DeviceBuffers", "add_buffers_argument", "check_buffers", "device_session"]
+if TYPE_CHECKING:
+    from ..cli import BenchConfig
+
+__all__ = [
+    "BUFFERS",
+    "DeviceBuffers",
+    "MpiBackend",
+    "add_buffers_argument",
+    "check_buffers",
+    "device_session",
+]
 
 BUFFERS = ("host", "device")
 
@@ -82,3 +95,22 @@ def device_session(session_class: type, config) -> type:
     if _buffers(config) != "device":
         return session_class
     return type(f"Device{session_class.__name__}", (DeviceBuffers, session_class), {})
+
+
+class MpiBackend(Backend):
+    """A backend whose nodes are MPI ranks: launched by ``mpirun``, OSU's per-rank columns,
+    ``--buffers host|device``; a subclass names its host session class."""
+
+    needs_mpirun = True
+    extra_columns = RANK_MEAN_COLUMNS
+    session_class: ClassVar[type[MpiSession]]
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        add_buffers_argument(parser)
+
+    def check(self, config: BenchConfig, world) -> None:
+        check_buffers(config, self.name)
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        return device_session(self.session_class, config)(nodes, sync, config, world)
