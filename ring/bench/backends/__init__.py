@@ -6,8 +6,8 @@ A backend is one way to allreduce N buffers: our ring on threads (``cpu``), on M
 only calls the interface below, which :mod:`.base` implements.  One module per backend
 (:mod:`.cpu`, :mod:`.numpy_direct`, :mod:`.mpi_allreduce`, :mod:`.mpi_ring`, :mod:`.gpu`,
 :mod:`.nccl`; the compiled ``seed-cpp`` peer is the package :mod:`ring.bench.seed_cpp`,
-beside its C++ source and build cache) and :mod:`.mpi_device`, the ``--buffers device``
-option of the two MPI backends.
+beside its C++ source and build cache) and :mod:`.mpi_device`, what the two MPI backends
+share (:class:`~.mpi_device.MpiBackend`, ``--buffers device``).
 
 Adding a backend
 ================
@@ -104,9 +104,10 @@ The session protocol, for each size (one "point")
     traffic, not a link, is the honest ceiling.  ``row_extras()`` returns the values of
     ``extra_columns``.  ``close()`` frees threads, devices and buffers.
 
-:class:`HostSession` implements all of this for host NumPy buffers and
-:class:`MpiSession` adds the barrier and the max over ranks; a new host or MPI backend
-only writes ``collective()``.  Tests inject a wrong reduction by registering a backend
+:class:`HostSession` implements all of this for host NumPy buffers,
+:class:`MpiSession` adds the barrier and the max over ranks, and :class:`DeviceSession`
+copies only the checked windows back from a device; a new host or MPI backend only writes
+``collective()``.  Tests inject a wrong reduction by registering a backend
 whose ``collective()`` is broken (see ``tests/test_bench.py``).
 """
 
