@@ -104,7 +104,7 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 # The harness loads these plugins itself once ring.bench.backends.PLUGIN_MODULES names them.
-export RING_BENCH_PLUGINS=ring.bench.gpu,ring.bench.nccl
+export RING_BENCH_PLUGINS=ring.bench.backends.gpu,ring.bench.backends.nccl
 
 preflight=$("$PY" - 2>&1 <<'EOF'
 import importlib, sys

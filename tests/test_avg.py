@@ -186,7 +186,7 @@ def test_harness_validates_avg_on_the_host_backends(tmp_path, dtype, monkeypatch
 @pytest.mark.usefixtures("small_ceilings")
 def test_the_harness_reference_catches_a_missing_division(tmp_path, monkeypatch):
     """A backend that sums instead of averaging is counted wrong."""
-    monkeypatch.setattr("ring.bench.backends.AVERAGING", frozenset())
+    monkeypatch.setattr("ring.bench.backends.numpy_direct.AVERAGING", frozenset())
     out = tmp_path / "wrong.csv"
     args = ["-b", "64", "-e", "64", "-n", "1", "-w", "0", "--nodes", "3"]
     assert main([*args, "--backend", "numpy-direct", "-o", "avg", "--out", str(out)]) == 1

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ring.bench import backends
+from ring.bench.backends import base as backends
 
 PLUGIN = textwrap.dedent(
     """
@@ -95,8 +95,8 @@ def test_own_backends_load_without_installed_entry_points(monkeypatch):
     monkeypatch.delenv("RING_BENCH_PLUGINS", raising=False)
     backends.available_backends()
     assert imported == [
-        "ring.bench.mpi_ring",
-        "ring.bench.gpu",
-        "ring.bench.nccl",
+        "ring.bench.backends.mpi_ring",
+        "ring.bench.backends.gpu",
+        "ring.bench.backends.nccl",
         "ring.bench.seed_cpp",
     ]

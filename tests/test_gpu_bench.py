@@ -22,12 +22,16 @@ def plugins():
     """The plugin modules, imported (and so registered) only when these tests run."""
     import types
 
-    import ring.bench.gpu
+    import ring.bench.backends.gpu
+    import ring.bench.backends.nccl
+    import ring.bench.gpu_ceilings
     import ring.bench.kernel_bw
-    import ring.bench.nccl
 
     return types.SimpleNamespace(
-        gpu=ring.bench.gpu, kernel_bw=ring.bench.kernel_bw, nccl=ring.bench.nccl
+        gpu=ring.bench.backends.gpu,
+        gpu_ceilings=ring.bench.gpu_ceilings,
+        kernel_bw=ring.bench.kernel_bw,
+        nccl=ring.bench.backends.nccl,
     )
 
 
@@ -35,9 +39,9 @@ def plugins():
 def small_ceilings(monkeypatch, plugins):
     """Ceilings on 64 KiB buffers: the simulator moves bytes with NumPy."""
     monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: SMALL)
-    monkeypatch.setattr(plugins.gpu, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
+    monkeypatch.setattr(plugins.gpu_ceilings, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
     monkeypatch.setattr(plugins.kernel_bw, "ceiling_bytes", lambda max_bytes, itemsize: SMALL)
-    plugins.gpu._ceiling_cache.clear()
+    plugins.gpu_ceilings._ceiling_cache.clear()
 
 
 def _read(out):

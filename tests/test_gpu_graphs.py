@@ -193,7 +193,7 @@ def test_simulator_refuses_an_outside_event_and_sync_during_capture():
 def test_harness_measures_graphs_on_and_off_and_the_report_tells_them_apart(tmp_path, capsys):
     import csv
 
-    import ring.bench.gpu  # noqa: F401 - registers the gpu backend
+    import ring.bench.backends.gpu  # noqa: F401 - registers the gpu backend
     from ring.bench.__main__ import main as bench_main
     from ring.report import build_report
 
@@ -219,7 +219,7 @@ def test_harness_measures_graphs_on_and_off_and_the_report_tells_them_apart(tmp_
 
 
 def test_merge_keeps_rows_that_differ_only_in_graphs(tmp_path):
-    import ring.bench.gpu  # noqa: F401
+    import ring.bench.backends.gpu  # noqa: F401
     from ring.bench.__main__ import main as bench_main
 
     sweep = ["-b", "1K", "-e", "1K", "-n", "2", "-w", "1", "--backend", "gpu", "--nodes", "2"]

@@ -16,8 +16,8 @@ from test_bench_mpi import mpirun, read_rows
 
 from ring.bench.__main__ import _known_syncs
 from ring.bench.backends import CpuSession, MpiSession, available_backends
+from ring.bench.backends.mpi_device import device_session
 from ring.bench.cli import parse_args
-from ring.bench.mpi_device import device_session
 from ring.bench.world import LocalWorld
 
 MPIRUN = shutil.which("mpirun")
@@ -149,8 +149,8 @@ def test_device_buffers_refused_with_one_line(tmp_path, aware, message):
 
 
 def test_unknown_buffers_value_is_refused():
+    from ring.bench.backends.mpi_device import check_buffers
     from ring.bench.cli import BenchInputError
-    from ring.bench.mpi_device import check_buffers
 
     with pytest.raises(BenchInputError, match="expected one of host, device"):
         check_buffers(config_of("--buffers", "gpu"), "mpi")

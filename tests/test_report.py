@@ -737,10 +737,11 @@ def simulated_gpu(results, tmp_path_factory):
     CUDA simulator of ``test_gpu_fakecuda`` (real files, simulated device times)."""
     from test_gpu_fakecuda import FakeCuda, fake_cupy
 
+    import ring.bench.backends.gpu
+    import ring.bench.backends.nccl
     import ring.bench.ceilings
-    import ring.bench.gpu as bench_gpu
+    import ring.bench.gpu_ceilings as bench_gpu
     import ring.bench.kernel_bw as kernel_bw
-    import ring.bench.nccl
     from ring.bench.__main__ import main as bench_main
 
     root = tmp_path_factory.mktemp("with_gpu")

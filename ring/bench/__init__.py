@@ -5,7 +5,7 @@ peers in one loop, next to the machine's memory ceilings measured in the same ru
 writes a tidy CSV with the environment in a JSON beside it.
 
 * :mod:`ring.bench.cli`: flags and their checks (exit 2 on bad input);
-* :mod:`ring.bench.backends`: the backend plugin interface and the CPU-side backends;
+* :mod:`ring.bench.backends`: the backend plugin interface and one module per backend;
 * :mod:`ring.bench.runner`: the loop; :mod:`ring.bench.data`: inputs and validation;
 * :mod:`ring.bench.ceilings`, :mod:`ring.bench.environment`, :mod:`ring.bench.results`;
 * :mod:`ring.bench.merge`: several runs into one file.

@@ -1,4 +1,7 @@
-"""``python -m ring.bench`` / ``ring-bench``: exit 0 ok, 1 wrong results, 2 bad input."""
+"""``python -m ring.bench`` / ``ring-bench``: exit 0 ok, 1 wrong results, 2 bad input.
+
+Subcommands: ``merge``, ``alternate``, ``kernel-bw``, ``cpu-perf``; without one, a sweep.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
             from .alternate import alternate_main
 
             return alternate_main(args[1:], command)
+        if args[:1] == ["cpu-perf"]:
+            from .cpu_perf import cpu_perf_main
+
+            return cpu_perf_main(args[1:])
         if args[:1] == ["kernel-bw"]:
             from .kernel_bw import kernel_bw_main
 

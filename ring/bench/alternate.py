@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import BenchInputError, BenchParser, _int_flag
+from .cli import BenchInputError, BenchParser, int_flag
 from .environment import utc_now
 from .results import SCHEMA, read_csv, write_result_pair
 
@@ -90,8 +90,8 @@ def _times(path: Path) -> dict[tuple, float]:
 
 def alternate_main(argv: list[str], command: list[str]) -> int:
     args = _parser().parse_args(argv)
-    nodes = _int_flag(args.nodes, "--nodes", 2)
-    rounds = _int_flag(args.rounds, "--rounds", 2)
+    nodes = int_flag(args.nodes, "--nodes", 2)
+    rounds = int_flag(args.rounds, "--rounds", 2)
     out = Path(args.out)
     if out.suffix != ".csv":
         raise BenchInputError(f"--out {args.out!r} must name a .csv file (the JSON goes beside it)")

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ..schedule import chunk_range
 from .parallel import WorkerPool
@@ -58,7 +59,7 @@ __all__ = [
     "nontemporal_threshold",
 ]
 
-# GPU ceilings (ring.bench.gpu, kernel_bw) size their buffers from the sweep.
+# GPU ceilings (ring.bench.gpu_ceilings) size their buffers from the sweep.
 CEILING_MIN_BYTES = 64 << 20
 KERNELS = ("copy", "add", "triad")
 # Arrays at least this many times the last-level cache (STREAM's rule).
@@ -220,7 +221,7 @@ def _kernels(a: np.ndarray, b: np.ndarray, c: np.ndarray, bounds, block: int) ->
 
 
 def measure_cpu_ceilings(
-    dtype: np.dtype = np.float32,
+    dtype: DTypeLike = np.float32,
     *,
     array_bytes: int | None = None,
     threads: int | None = None,

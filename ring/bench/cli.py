@@ -18,7 +18,7 @@ from ..communicator import MAX_NODES
 from ..ops import OPS, resolve_op
 from .nccl_compat import ALL_DTYPES, AVERAGE_MODES, linear_sizes
 
-__all__ = ["BenchConfig", "BenchInputError", "format_size", "parse_args", "parse_size"]
+__all__ = ["BenchConfig", "BenchInputError", "int_flag", "parse_args", "parse_size"]
 
 MAX_SIZES = 1000
 _SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -131,15 +131,6 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * _SUFFIXES[match.group(2).upper()]
 
 
-def format_size(nbytes: int) -> str:
-    """The shortest exact binary form: 1024 -> '1K', 1536 -> '1536'."""
-    for suffix in ("T", "G", "M", "K"):
-        unit = _SUFFIXES[suffix]
-        if nbytes >= unit and nbytes % unit == 0:
-            return f"{nbytes // unit}{suffix}"
-    return str(nbytes)
-
-
 def _parse_dtype(text: str) -> np.dtype:
     name = DTYPE_ALIASES.get(text.lower(), text.lower())
     try:
@@ -154,7 +145,8 @@ def _parse_dtype(text: str) -> np.dtype:
     return dtype
 
 
-def _split_list(text: str, flag: str) -> tuple[str, ...]:
+def split_list(text: str, flag: str) -> tuple[str, ...]:
+    """The items of a comma list, in order, each once; an empty item is an error."""
     items = [item.strip() for item in text.split(",")]
     if not all(items):
         raise BenchInputError(f"{flag} {text!r} has an empty item: use a comma list like 2,4")
@@ -163,7 +155,7 @@ def _split_list(text: str, flag: str) -> tuple[str, ...]:
 
 def _parse_nodes(text: str) -> tuple[int, ...]:
     values = []
-    for item in _split_list(text, "--nodes"):
+    for item in split_list(text, "--nodes"):
         try:
             value = int(item)
         except ValueError:
@@ -245,10 +237,10 @@ def parse_sweep(args: argparse.Namespace) -> Sweep:
         raise BenchInputError(f"-f/--step-factor {args.step_factor!r} is not a number") from None
     if not step_factor > 1 or not math.isfinite(step_factor):
         raise BenchInputError(f"-f/--step-factor must be > 1, got {args.step_factor}")
-    iters = _int_flag(args.iters, "-n/--iters", 1)
-    warmup = _int_flag(args.warmup, "-w/--warmup", 0)
-    check = _int_flag(args.check, "-c/--check", 0)
-    seed = _int_flag(args.seed, "--seed", 0)
+    iters = int_flag(args.iters, "-n/--iters", 1)
+    warmup = int_flag(args.warmup, "-w/--warmup", 0)
+    check = int_flag(args.check, "-c/--check", 0)
+    seed = int_flag(args.seed, "--seed", 0)
     dtype = _parse_dtype(args.dtype)
     try:
         resolve_op(args.op, dtype)
@@ -342,7 +334,8 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
     return parser
 
 
-def _int_flag(text: str, flag: str, minimum: int) -> int:
+def int_flag(text: str, flag: str, minimum: int) -> int:
+    """``text`` as a whole number of at least ``minimum``, or a one-line error naming ``flag``."""
     try:
         value = int(text)
     except ValueError:
@@ -377,10 +370,10 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
                 resolve_op(op, _parse_dtype(name))
             except (TypeError, ValueError) as exc:
                 raise BenchInputError(str(exc)) from None
-    average = _int_flag(args.average, "-a/--average", 0)
+    average = int_flag(args.average, "-a/--average", 0)
     if average not in AVERAGE_MODES:
         raise BenchInputError(f"-a/--average must be 0, 1, 2 or 3, got {average}")
-    backends = _split_list(args.backend, "--backend")
+    backends = split_list(args.backend, "--backend")
     for name in backends:
         if name not in known_backends:
             raise BenchInputError(
@@ -388,7 +381,7 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
             )
     sync = None
     if args.sync is not None:
-        sync = _split_list(args.sync, "--sync")
+        sync = split_list(args.sync, "--sync")
         for mode in sync:
             if mode not in known_syncs:
                 raise BenchInputError(

@@ -94,6 +94,8 @@ def reference(
         else:
             with np.errstate(over="ignore"):
                 ufunc(result, values, out=result, casting="unsafe")
+    if result is None:
+        raise ValueError(f"nothing to reduce: nodes must be at least 1, got {nodes}")
     if op in AVERAGING and result is not None:
         if dtype.kind in "iu":
             wrapped = result.astype(dtype).astype(np.float64)

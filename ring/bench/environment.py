@@ -18,7 +18,14 @@ from pathlib import Path
 
 from .parallel import usable_cores
 
-__all__ = ["collect_environment", "git_commit", "launch_command", "mpi_version", "utc_now"]
+__all__ = [
+    "collect_environment",
+    "git_commit",
+    "launch_command",
+    "memory_bytes",
+    "mpi_version",
+    "utc_now",
+]
 
 _PROBE_TIMEOUT_S = 10
 _PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -68,7 +75,8 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def _memory_bytes() -> int | None:
+def memory_bytes() -> int | None:
+    """Physical memory of this machine, or None where the system does not say."""
     try:
         text = Path("/proc/meminfo").read_text()
         match = re.search(r"^MemTotal:\s*(\d+)\s*kB", text, re.MULTILINE)
@@ -200,7 +208,7 @@ def collect_environment(world=None) -> dict:
         "cpu_model": _cpu_model(),
         "cores": os.cpu_count(),
         "usable_cores": usable_cores(),
-        "memory_bytes": _memory_bytes(),
+        "memory_bytes": memory_bytes(),
         "os": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "python_executable": sys.executable,

@@ -83,7 +83,7 @@ def measure_interleaved(plan, measure_point, output) -> list[Series]:
 def sample_rows(series: list[Series]) -> list[dict]:
     """One row per timed call: the point's keys, the call's index and its time."""
     keys = ("backend", "sync", "nodes", "dtype", "op", "bytes")
-    records = []
+    records: list[dict] = []
     for s in series:
         for row, times in zip(s.rows, s.samples, strict=True):
             point = {key: row[key] for key in keys}

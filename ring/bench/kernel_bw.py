@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,19 +35,21 @@ from .ceilings import ceiling_bytes
 from .cli import (
     BenchInputError,
     BenchParser,
-    _int_flag,
-    _split_list,
     add_sweep_arguments,
+    int_flag,
     parse_sweep,
+    split_list,
 )
 from .environment import collect_environment, git_commit, utc_now
-from .gpu import (
+from .gpu_ceilings import (
     check_cupy_dtype,
     check_device_memory,
     cupy_or_input_error,
     device_count_or_input_error,
+    event_times_ms,
     measure_gpu_ceilings,
 )
+from .nccl_compat import format_float
 from .results import SCHEMA, TIME_COLUMNS, columns_of, write_csv_atomic, write_json_atomic
 
 __all__ = ["COLUMNS", "kernel_bw_main", "main", "measure_size"]
@@ -96,8 +100,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sweep = parse_sweep(args)
     for name, value in vars(sweep).items():
         setattr(args, name, value)
-    args.device = _int_flag(args.device, "--device", 0)
-    args.kernels = _split_list(args.kernel, "--kernel")
+    args.device = int_flag(args.device, "--device", 0)
+    args.kernels = split_list(args.kernel, "--kernel")
     unknown = [k for k in args.kernels if k not in KERNELS]
     if unknown:
         raise BenchInputError(
@@ -107,23 +111,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _event_times_us(cupy, launch, stream, iters: int, warmup: int) -> np.ndarray:
-    for _ in range(warmup):
-        launch()
-    events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(iters)]
-    for start, end in events:
-        start.record(stream)
-        launch()
-        end.record(stream)
-    events[-1][1].synchronize()
-    return np.array([cupy.cuda.get_elapsed_time(a, b) * 1e3 for a, b in events])
-
-
 def reducers(cupy, args) -> list:
     """One reduction per kernel asked for; a kernel that falls back to the ufunc joins the
     ufunc's row instead of measuring it twice."""
     chosen = [reducer(cupy, args.op, args.dtype, kernel=k) for k in args.kernels]
-    kinds = {}
+    kinds: dict[str, Any] = {}
     for r in chosen:
         kinds.setdefault(r.kind, r)
     return list(kinds.values())
@@ -142,7 +134,9 @@ def measure_size(cupy, args, count: int, gpu_name: str | None, kernels) -> list[
             copy_dst.data.ptr, src.data.ptr, nbytes, runtime.memcpyDeviceToDevice, stream.ptr
         )
 
-    copy_median = float(np.median(_event_times_us(cupy, copy, stream, args.iters, args.warmup)))
+    copy_median = float(
+        np.median(1e3 * event_times_ms(cupy, copy, stream, args.iters, args.warmup))
+    )
     rows = [_measure_kernel(cupy, args, count, kernel, stream) for kernel in kernels]
     copy_gbps = 2 * nbytes / copy_median / 1e3 if copy_median > 0 else None
     for row in rows:
@@ -174,7 +168,7 @@ def _measure_kernel(cupy, args, count: int, kernel, stream) -> dict:
         stream.synchronize()
         expected = data.reference(args.seed, 2, count, dtype, op, {0: first, 1: second})
         wrong = data.count_wrong(cupy.asnumpy(dst), expected, data.tolerance(dtype, 2))
-    kernel_us = _event_times_us(cupy, reduce, stream, args.iters, args.warmup)
+    kernel_us = 1e3 * event_times_ms(cupy, reduce, stream, args.iters, args.warmup)
     stream.synchronize()
     lo, p25, median, p75, hi = np.percentile(kernel_us, [0, 25, 50, 75, 100])
     return {
@@ -194,18 +188,14 @@ def _measure_kernel(cupy, args, count: int, kernel, stream) -> dict:
     }
 
 
-def _num(value, width: int, digits: int = 2) -> str:
-    return "N/A".rjust(width) if value is None else f"{value:{width}.{digits}f}"
-
-
 def table_line(row: dict) -> str:
     wrong = "N/A" if row["wrong"] is None else str(row["wrong"])
     return (
         f"{row['bytes']:>12} {row['count']:>12} {row['dtype']:>9} {row['op']:>7} "
         f"{row['kernel']:>6} "
-        f"{_num(row['time_us'], 9)} {_num(row['kernel_GBps'], 9)} "
-        f"{_num(row['copy_time_us'], 9)} {_num(row['copy_GBps'], 9)} "
-        f"{_num(row['kernel_vs_copy'], 8, 3)} {wrong:>7}"
+        f"{format_float(row['time_us'], 9)} {format_float(row['kernel_GBps'], 9)} "
+        f"{format_float(row['copy_time_us'], 9)} {format_float(row['copy_GBps'], 9)} "
+        f"{format_float(row['kernel_vs_copy'], 8, 3)} {wrong:>7}"
     )
 
 
@@ -217,16 +207,7 @@ def _gpu_name(cupy, device: int) -> str | None:
 def kernel_bw_main(argv: list[str], command: list[str]) -> int:
     """Run the sweep; raise :class:`BenchInputError` (exit 2) on bad input or no GPU."""
     args = parse_args(argv)
-    cupy = cupy_or_input_error("kernel-bw")
-    available = device_count_or_input_error("kernel-bw")
-    if args.device >= available:
-        raise BenchInputError(
-            f"--device {args.device} does not exist: this machine has {available} CUDA "
-            f"device(s), ids 0..{available - 1}"
-        )
-    check_cupy_dtype("kernel-bw", args.dtype)
-    # The copy's source and destination, and the kernel's two operands, at the largest size.
-    check_device_memory("kernel-bw", cupy, {args.device: 4 * args.sizes[-1]})
+    cupy = _checked_cupy(args)
     start_time = utc_now()
     environment = collect_environment(None)
     commit, dirty = git_commit()
@@ -237,6 +218,51 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
         f"{args.warmup}, iters {args.iters}, check {int(args.check)}",
         flush=True,
     )
+    rows, ceilings, kernels = _sweep(cupy, args, name)
+    wrong_total = sum(row["wrong"] or 0 for row in rows)
+    checked = "not checked (-c 0)" if not args.check else str(wrong_total)
+    print(f"# Wrong elements: {checked}", flush=True)
+    if args.out is not None:
+        out = Path(args.out)
+        document = {
+            "schema": SCHEMA,
+            "mode": "kernel-bw",
+            "command": list(command),
+            "start_time": start_time,
+            "end_time": utc_now(),
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "environment": environment,
+            "ceilings": ceilings,
+            "config": _config_document(args, kernels, out),
+            "wrong_total": wrong_total if args.check else None,
+        }
+        write_json_atomic(out.with_suffix(".json"), document)
+        write_csv_atomic(out, rows, columns_of(rows, COLUMNS))
+        print(f"# Wrote {out} and {out.with_suffix('.json')}", flush=True)
+    if wrong_total:
+        print(f"ring.bench kernel-bw: {wrong_total} wrong elements", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _checked_cupy(args: argparse.Namespace):
+    """CuPy, once the device exists and the largest size fits on it."""
+    cupy = cupy_or_input_error("kernel-bw")
+    available = device_count_or_input_error("kernel-bw")
+    if args.device >= available:
+        raise BenchInputError(
+            f"--device {args.device} does not exist: this machine has {available} CUDA "
+            f"device(s), ids 0..{available - 1}"
+        )
+    check_cupy_dtype("kernel-bw", args.dtype)
+    # The copy's source and destination, and the kernel's two operands, at the largest size.
+    check_device_memory("kernel-bw", cupy, {args.device: 4 * args.sizes[-1]})
+    return cupy
+
+
+def _sweep(cupy, args: argparse.Namespace, name: str | None) -> tuple[list[dict], dict, list]:
+    """The device's ceilings, then every size: the rows, the ceilings, the kernels timed."""
     rows = []
     with cupy.cuda.Device(args.device):
         ceilings = measure_gpu_ceilings(
@@ -258,47 +284,25 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
                 rows.append(row)
                 print(table_line(row), flush=True)
             cupy.get_default_memory_pool().free_all_blocks()
-    wrong_total = sum(row["wrong"] or 0 for row in rows)
-    checked = "not checked (-c 0)" if not args.check else str(wrong_total)
-    print(f"# Wrong elements: {checked}", flush=True)
-    if args.out is not None:
-        from pathlib import Path
+    return rows, ceilings, kernels
 
-        out = Path(args.out)
-        document = {
-            "schema": SCHEMA,
-            "mode": "kernel-bw",
-            "command": list(command),
-            "start_time": start_time,
-            "end_time": utc_now(),
-            "git_commit": commit,
-            "git_dirty": dirty,
-            "environment": environment,
-            "ceilings": ceilings,
-            "config": {
-                "min_bytes": args.min_bytes,
-                "max_bytes": args.max_bytes,
-                "step_factor": args.step_factor,
-                "iters": args.iters,
-                "warmup": args.warmup,
-                "check": int(args.check),
-                "dtype": args.dtype.name,
-                "op": args.op,
-                "device": args.device,
-                "kernels": [k.kind for k in kernels],
-                "seed": args.seed,
-                "out": str(out),
-                "sizes": list(args.sizes),
-            },
-            "wrong_total": wrong_total if args.check else None,
-        }
-        write_json_atomic(out.with_suffix(".json"), document)
-        write_csv_atomic(out, rows, columns_of(rows, COLUMNS))
-        print(f"# Wrote {out} and {out.with_suffix('.json')}", flush=True)
-    if wrong_total:
-        print(f"ring.bench kernel-bw: {wrong_total} wrong elements", file=sys.stderr)
-        return 1
-    return 0
+
+def _config_document(args: argparse.Namespace, kernels: list, out: Path) -> dict:
+    return {
+        "min_bytes": args.min_bytes,
+        "max_bytes": args.max_bytes,
+        "step_factor": args.step_factor,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "check": int(args.check),
+        "dtype": args.dtype.name,
+        "op": args.op,
+        "device": args.device,
+        "kernels": [k.kind for k in kernels],
+        "seed": args.seed,
+        "out": str(out),
+        "sizes": list(args.sizes),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

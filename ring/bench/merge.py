@@ -87,7 +87,7 @@ def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
         "ceilings": runs[0].get("ceilings"),
         "config": {"merged_from": [str(path) for path in inputs]},
         "backends": {k: v for run in runs for k, v in run.get("backends", {}).items()},
-        "wrong_total": None if None in wrong else sum(wrong),
+        "wrong_total": None if None in wrong else sum(int(w) for w in wrong if w is not None),
         "runs": runs,
     }
     try:

@@ -26,6 +26,7 @@ __all__ = [
     "TABLE_HEADER",
     "aggregate_ranks",
     "avg_busbw_line",
+    "format_float",
     "linear_sizes",
     "out_of_bounds_line",
     "rank_mean_stats",
@@ -75,7 +76,9 @@ def aggregate_ranks(times: np.ndarray, average: int) -> np.ndarray:
     """One time per call from a (ranks, calls) array, as ``-a`` says."""
     if average == 0:
         return times[0]
-    return {1: np.mean, 2: np.min, 3: np.max}[average](times, axis=0)
+    if average == 1:
+        return times.mean(axis=0)
+    return times.min(axis=0) if average == 2 else times.max(axis=0)
 
 
 # OSU's -f columns of an MPI backend's rows (microseconds).
@@ -104,11 +107,13 @@ TABLE_HEADER = "\n".join(
 )
 
 
-def _float(value: float | None, width: int) -> str:
-    """nccl-tests' getFloatStr: as many decimals (2, 1, 0) as fit, else exponent form."""
+def format_float(value: float | None, width: int, digits: int = 2) -> str:
+    """nccl-tests' getFloatStr: as many decimals (``digits``, then fewer) as fit in
+    ``width``, else exponent form; ``N/A`` for a value not measured."""
     if value is None:
         return "N/A".rjust(width)
-    for text in (f"{value:{width}.2f}", f"{value:{width}.1f}", f"{value:{width}.0f}"):
+    for decimals in range(digits, -1, -1):
+        text = f"{value:{width}.{decimals}f}"
         if len(text) <= width:
             return text
     return f"{value:{width}.1e}" if width >= 7 else f"{value:{width}.0e}"
@@ -125,9 +130,9 @@ def table_line(row: dict) -> str:
     not_measured = f"  {'N/A':>7}  {'N/A':>6}  {'N/A':>6}  {'N/A':>6}"
     return (
         f"{row['bytes']:>12}  {row['count']:>12}  {row['dtype']:>8}  {row['op']:>6}  "
-        f"{NCCL_ROOT:>6}{not_measured}  {_float(row['time_us'], 7)}  "
-        f"{_float(row['algbw_GBps'], 6)}  {_float(row['busbw_GBps'], 6)}  {wrong:>6}  "
-        f"{_float(row['traffic_GBps'], 7)}  {_float(spread, 6)}"
+        f"{NCCL_ROOT:>6}{not_measured}  {format_float(row['time_us'], 7)}  "
+        f"{format_float(row['algbw_GBps'], 6)}  {format_float(row['busbw_GBps'], 6)}  {wrong:>6}  "
+        f"{format_float(row['traffic_GBps'], 7)}  {format_float(spread, 6)}"
     )
 
 

@@ -2,9 +2,8 @@
 (``numpy-direct`` and the ceilings): NumPy ufuncs release the GIL on large arrays, so
 T threads each working on one part of a buffer use T cores.
 
-It signals with raw locks, as :mod:`ring.cpu` does, because a ``concurrent.futures``
-round trip costs tens of microseconds, which would make the peer look slower than it is
-at small sizes.
+It signals with raw locks because a ``concurrent.futures`` round trip costs tens of
+microseconds, which would make the peer look slower than it is at small sizes.
 """
 
 from __future__ import annotations
@@ -48,6 +47,11 @@ class WorkerPool:
         for worker in self._workers:
             worker.start()
 
+    @property
+    def native_ids(self) -> list[int]:
+        """The OS ids of the pool's own threads (parts 1..; part 0 runs on the caller)."""
+        return [w.native_id for w in self._workers if w.native_id is not None]
+
     def run(self, fn: Callable[[int], None], parts: int) -> None:
         if self._closed:
             raise RuntimeError("the worker pool is closed")
@@ -72,8 +76,10 @@ class WorkerPool:
             start.acquire()
             if self._closed:
                 return
+            task = self._task
+            assert task is not None, "run() sets the task before it releases a worker"
             try:
-                self._task(part)
+                task(part)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller of run()
                 self._errors.append(exc)
             finally:

@@ -14,8 +14,21 @@ import functools
 import os
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-__all__ = ["machine_cores", "pin_native_threads", "rank_is_bound", "threads_per_core"]
+from .cli import BenchInputError
+
+if TYPE_CHECKING:
+    from .cli import BenchConfig
+
+__all__ = [
+    "add_pin_argument",
+    "machine_cores",
+    "pin_native_threads",
+    "pin_requested",
+    "rank_is_bound",
+    "threads_per_core",
+]
 
 
 @functools.cache
@@ -62,3 +75,22 @@ def rank_is_bound() -> bool:
         return len(os.sched_getaffinity(0)) == 1
     except AttributeError:  # pragma: no cover - not Linux
         return False
+
+
+def add_pin_argument(parser) -> None:
+    """The ``--pin`` flag of the threaded backends (cpu and numpy-direct), once."""
+    if "--pin" in parser._option_string_actions:
+        return
+    parser.add_argument(
+        "--pin",
+        default="0",
+        help="1: hold each worker thread of cpu and numpy-direct to one core "
+        "(round robin; the rows say pinned=true where the OS allowed it); default 0",
+    )
+
+
+def pin_requested(config: BenchConfig) -> bool:
+    value = config.options.get("pin", "0")
+    if value not in ("0", "1"):
+        raise BenchInputError(f"--pin must be 0 or 1, got {value!r}")
+    return value == "1"

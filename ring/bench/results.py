@@ -1,6 +1,6 @@
 """Rows, the tidy CSV, the JSON beside it and the nccl-tests-style table on stdout.
 
-Metrics (see DESIGN.md): ``algbw_GBps`` = S / t / 1e9; ``busbw_GBps`` = algbw·2(N-1)/N,
+Metrics (the README, "Measuring"): ``algbw_GBps`` = S / t / 1e9; ``busbw_GBps`` = algbw·2(N-1)/N,
 nccl-tests' allreduce factor, which is 0 for N = 1 (nothing crosses a link);
 ``traffic_GBps`` = the backend's schedule bytes / t / 1e9.  ``t`` is the median.
 """
@@ -16,7 +16,7 @@ import os
 import signal
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +74,8 @@ def samples_path(csv_path: Path) -> Path:
 
 
 def busbw_factor(nodes: int) -> float:
-    """nccl-tests' allreduce bus factor 2(N-1)/N; 0 for one node."""
+    """nccl-tests' allreduce bus factor 2(N-1)/N; 0 for one node.  The one definition: the
+    report (:mod:`ring.report.analysis`) imports it."""
     return 2 * (nodes - 1) / nodes if nodes > 1 else 0.0
 
 
@@ -177,7 +178,7 @@ _DEFERRED_SIGNALS = tuple(
 
 
 @contextlib.contextmanager
-def signals_deferred():
+def signals_deferred() -> Iterator[list[int]]:
     """Ctrl-C, SIGTERM and SIGHUP wait until the block is done: their handlers only record
     them meanwhile.  Yields the list of the signals that arrived; the caller acts on them
     (see :func:`write_result_pair`).  Outside the main thread nothing can be deferred."""

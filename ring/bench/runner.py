@@ -16,31 +16,20 @@ import numpy as np
 
 from . import data
 from .backends import Backend, Session, get_backend
-from .ceilings import DRIFT_LIMIT, host_ceilings_document, measure_cpu_ceilings
+from .ceilings import host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
-from .environment import (
-    _memory_bytes,
-    collect_environment,
-    git_commit,
-    launch_command,
-    utc_now,
-)
-from .interleave import Series, measure_interleaved, sample_rows
-from .nccl_compat import (
-    avg_busbw_line,
-    out_of_bounds_line,
-    should_check,
-    variants,
-)
-from .results import (
-    SAMPLE_COLUMNS,
-    SCHEMA,
-    columns_of,
-    csv_text,
-    make_row,
-    output_problem,
-    samples_path,
-    write_result_pair,
+from .environment import collect_environment, git_commit, launch_command, memory_bytes, utc_now
+from .interleave import Series, measure_interleaved
+from .nccl_compat import should_check, variants
+from .results import SCHEMA, make_row, output_problem
+from .run_output import (
+    Output,
+    ceiling_line,
+    host_line,
+    print_summary,
+    run_header,
+    run_warnings,
+    write_outputs,
 )
 from .watchdog import Watchdog
 from .world import LocalWorld, MpiWorld, launched_rank, launched_size, under_mpirun
@@ -109,7 +98,7 @@ def _world_for(backends: list[Backend]) -> LocalWorld | MpiWorld:
 
 def _check_memory(config: BenchConfig, stages: list[Stage], world) -> None:
     """Refuse a sweep whose largest point cannot fit, rather than die half-way."""
-    total = _memory_bytes()
+    total = memory_bytes()
     if not total:
         return
     size = config.sizes[-1]
@@ -140,7 +129,7 @@ def plan_run(config: BenchConfig) -> Plan:
                     f"{world.size} ranks mpirun started: backend {backend.name} runs one "
                     "node per rank, so launch mpirun -n N once per node count"
                 )
-            nodes = (world.size,)
+            nodes: tuple[int, ...] = (world.size,)
         else:
             nodes = config.nodes or DEFAULT_NODES
         stages.append(Stage(backend, _syncs(backend, config.sync), nodes))
@@ -151,38 +140,6 @@ def plan_run(config: BenchConfig) -> Plan:
         # Only rank 0 writes; every rank learns whether it can, before anything is measured.
         world.root_verdict(output_problem(config.out) if world.is_root else None)
     return Plan(config, world, stages)
-
-
-class _Output:
-    """stdout lines on rank 0; a tqdm bar on stderr only when stderr is a terminal."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.enabled = enabled
-        self.bar = None
-        if enabled and sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                tqdm = None
-            if tqdm is not None:
-                self.bar = tqdm(total=total, file=sys.stderr, unit="size", leave=False)
-
-    def line(self, text: str) -> None:
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.write(text, file=sys.stdout)
-        else:
-            print(text, file=sys.stdout, flush=True)
-
-    def step(self, description: str) -> None:
-        if self.bar is not None:
-            self.bar.set_description(description, refresh=False)
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def measure_point(session: Session, series: Series, count: int, plan: Plan) -> tuple[dict, list]:
@@ -255,51 +212,13 @@ def _count_wrong(session: Session, expected: np.ndarray, windows, config, nodes:
     return wrong
 
 
-def _fmt(value: float | None, unit: str = "GB/s") -> str:
-    return "N/A" if value is None else f"{value:.2f} {unit}"
-
-
-def _block_footer(rows: list[dict], ceilings: dict, backend: Backend) -> list[str]:
-    lines = [avg_busbw_line(rows)]
-    last = rows[-1]
-    name, ceiling = backend.traffic_ceiling(ceilings)
-    if last["traffic_GBps"] is not None and ceiling:
-        lines.append(
-            f"# Traffic at {last['bytes']} B : {_fmt(last['traffic_GBps'])} = "
-            f"{100 * last['traffic_GBps'] / ceiling:.0f}% of the {name} ceiling ({_fmt(ceiling)})"
-        )
-    return lines
-
-
-def _ceiling_line(measured: dict, when: str) -> str:
-    return (
-        f"# Ceilings at the {when} ({measured['threads']} threads, "
-        f"{'pinned, ' if measured['pinned'] else ''}{measured['array_bytes']} B arrays, "
-        f"best of {measured['trials']}, bytes over the memory bus): "
-        f"copy {_fmt(measured['copy_GBps'])}, add {_fmt(measured['add_GBps'])}, "
-        f"triad {_fmt(measured['triad_GBps'])}"
-    )
-
-
-def _host_ceilings(config: BenchConfig, world, output, when: str) -> dict | None:
+def _host_ceilings(config: BenchConfig, world, output: Output, when: str) -> dict | None:
     """Rank 0 measures while the other ranks sleep in a barrier."""
     measured = measure_cpu_ceilings(config.dtype) if world.is_root else None
     world.idle_barrier()
     if measured is not None:
-        output.line(_ceiling_line(measured, when))
+        output.line(ceiling_line(measured, when))
     return measured
-
-
-def _warnings(ceilings: dict) -> list[str]:
-    """What a reader of the JSON must know before trusting its ratios."""
-    host = ceilings.get("host_memory") or {}
-    if host.get("drifted"):
-        return [
-            f"host memory ceilings differ by {100 * host['drift']:.0f} % between the start and "
-            f"the end of the run (limit {100 * host['drift_limit']:.0f} %): the machine's "
-            "conditions changed during the run"
-        ]
-    return []
 
 
 def run(config: BenchConfig, command: list[str]) -> int:
@@ -333,22 +252,52 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
     plan = plans[0]
     world = plan.world
     start_time = utc_now()
-    output = _Output(world.is_root, sum(one.points for one in plans))
+    output = Output(world.is_root, sum(one.points for one in plans))
     environment = collect_environment(world) if world.is_root else {}
     commit, dirty = git_commit() if world.is_root else (None, None)
-    sizes = config.sizes
-    output.line(
-        f"# ring.bench allreduce: {config.dtype.name} {config.op}, sizes {sizes[0]}..{sizes[-1]} B"
-        f" (x{config.step_factor:g}), warmup {config.warmup}, iters {config.iters}, "
-        f"check {int(config.check)}, seed {config.seed}"
-    )
+    output.line(run_header(config))
     if world.is_root:
-        output.line(
-            f"# host {environment['host']}, {environment['cpu_model']}, "
-            f"{environment['usable_cores']} usable cores, {environment['python']}, "
-            f"git {commit or 'N/A'}{' (modified)' if dirty else ''}"
-        )
+        output.line(host_line(environment, commit, dirty))
+    measured, ceilings = _measure_all(config, plans, output)
+    wrong_total = print_summary(output, config, measured, ceilings)
+    write_error = None
+    if world.is_root and config.out is not None:
+        document = {
+            "schema": SCHEMA,
+            "command": list(command),
+            # What was typed, launcher included (under mpirun: its own command line).
+            "launch_command": launch_command(command) if under_mpirun() else list(command),
+            "start_time": start_time,
+            "end_time": utc_now(),
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "environment": environment,
+            "ceilings": ceilings,
+            "config": _config_document(config, plan),
+            "backends": {s.backend.name: s.backend.describe() for s in plan.stages},
+            "wrong_total": wrong_total if config.check else None,
+            "warnings": run_warnings(ceilings),
+        }
+        write_error = write_outputs(config.out, measured, document, output)
+    # Instead of a barrier: every rank learns whether rank 0 could write, and exits alike.
+    world.root_verdict(write_error)
+    if wrong_total:
+        if world.is_root:
+            print(
+                f"ring.bench: {wrong_total} wrong elements: the results are not valid",
+                file=sys.stderr,
+            )
+        return 1
+    return 0
 
+
+def _measure_all(
+    config: BenchConfig, plans: list[Plan], output: Output
+) -> tuple[list[Series], dict]:
+    """Every series of every plan, between the host ceilings at the start and at the end;
+    the ceilings document (rank 0's; empty on the other ranks)."""
+    plan = plans[0]
+    world = plan.world
     start_ceilings = _host_ceilings(config, world, output, "start")
     device_ceilings: dict = {}
     for stage in plan.stages:
@@ -365,77 +314,20 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
         output.close()
     end_ceilings = _host_ceilings(config, world, output, "end")
     ceilings: dict = {}
-    if world.is_root:
+    if start_ceilings is not None:
         ceilings = {**host_ceilings_document(start_ceilings, end_ceilings), **device_ceilings}
-    rows = [row for s in measured for row in s.rows]
-    for s in measured:
-        output.line("#")
-        output.line(f"# series {s.label}")
-        for line in _block_footer(s.rows, ceilings, s.backend):
-            output.line(line)
-    drift = ceilings.get("host_memory", {}).get("drift")
-    if drift is not None:
-        flag = " > the 15 % limit: the run's conditions changed" if drift > DRIFT_LIMIT else ""
-        output.line(f"# Ceiling drift start/end : {100 * drift:.0f} %{flag}")
+    return measured, ceilings
 
-    wrong_total = sum(row["wrong"] for row in rows if row["wrong"] is not None)
-    output.line("#")
-    checked = (
-        "not checked (-c 0)"
-        if not config.check
-        else (f"{wrong_total} {'OK' if wrong_total == 0 else 'FAILED'}")
-    )
-    output.line(f"# Wrong elements       : {checked}")
-    output.line(out_of_bounds_line(wrong_total if config.check else None))
-    end_time = utc_now()
 
-    write_error = None
-    if world.is_root and config.out is not None:
-        document = {
-            "schema": SCHEMA,
-            "command": list(command),
-            # What was typed, launcher included (under mpirun: its own command line).
-            "launch_command": launch_command(command) if under_mpirun() else list(command),
-            "start_time": start_time,
-            "end_time": end_time,
-            "git_commit": commit,
-            "git_dirty": dirty,
-            "environment": environment,
-            "ceilings": ceilings,
-            "config": {
-                **config.to_json(),
-                "stages": [
-                    {"backend": s.backend.name, "sync": list(s.syncs), "nodes": list(s.nodes)}
-                    for s in plan.stages
-                ],
-                "mpi_world_size": world.size,
-            },
-            "backends": {s.backend.name: s.backend.describe() for s in plan.stages},
-            "wrong_total": wrong_total if config.check else None,
-            "warnings": _warnings(ceilings),
-        }
-        try:
-            samples = csv_text(sample_rows(measured), SAMPLE_COLUMNS)
-            write_result_pair(
-                config.out, rows, columns_of(rows), document, [(samples_path(config.out), samples)]
-            )
-            written = (config.out, config.out.with_suffix(".json"), samples_path(config.out))
-            output.line(f"# Wrote {', '.join(map(str, written))}")
-        except OSError as exc:
-            write_error = (
-                f"cannot write {config.out} (nothing written): {exc.strerror or exc}; "
-                "the measurements above are not saved"
-            )
-    # Instead of a barrier: every rank learns whether rank 0 could write, and exits alike.
-    world.root_verdict(write_error)
-    if wrong_total:
-        if world.is_root:
-            print(
-                f"ring.bench: {wrong_total} wrong elements: the results are not valid",
-                file=sys.stderr,
-            )
-        return 1
-    return 0
+def _config_document(config: BenchConfig, plan: Plan) -> dict:
+    return {
+        **config.to_json(),
+        "stages": [
+            {"backend": s.backend.name, "sync": list(s.syncs), "nodes": list(s.nodes)}
+            for s in plan.stages
+        ],
+        "mpi_world_size": plan.world.size,
+    }
 
 
 def env_is_root() -> bool:

@@ -17,6 +17,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+from ..report.fmt import markdown_table
 from .tables import read_tables
 
 __all__ = ["calls_by_nodes", "render_summary", "write_summary"]
@@ -71,12 +72,7 @@ def _mb(nbytes) -> str:
 
 
 def _table(header: list[str], rows: list[list]) -> list[str]:
-    def esc(value) -> str:
-        return str(value).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(esc(cell) for cell in row) + " |" for row in rows]
-    return [*lines, ""]
+    return [*markdown_table(header, rows).split("\n"), ""]
 
 
 def _gpu_sections(steps: list[dict], transfers: list[dict], streams: list[dict], on_gpu) -> list:

@@ -8,14 +8,27 @@ Entry points (used by the workflow's report rule and by ``python -m ring.report`
 * :func:`load_inputs`, :class:`ReportModel`, :func:`build_figures` — the steps one by one;
 * :data:`FIGURES` — every figure's name, question and caption.
 
-Only pandas is imported with this package; matplotlib, seaborn and jinja2 load when a
-figure or the report is built.
+Nothing heavy is imported with this package: pandas loads with the first of these names
+used, matplotlib, seaborn and jinja2 when a figure or the report is built.
 """
 
-from .build import BuildResult, build_figures, build_report, collect_inputs
-from .figures import FIGURES, Figure, FigureSpec
-from .inputs import ReportInputError, discover, load_inputs
-from .model import ReportModel
+import importlib
+
+# Loaded on first use, so that ``ring.report.fmt`` (the Markdown table writer ring.nsys
+# shares) imports without pandas, which the profiling environments do not install.
+_EXPORTS = {
+    "BuildResult": ".build",
+    "build_figures": ".build",
+    "build_report": ".build",
+    "collect_inputs": ".build",
+    "FIGURES": ".figures",
+    "Figure": ".figures",
+    "FigureSpec": ".figures",
+    "ReportInputError": ".inputs",
+    "discover": ".inputs",
+    "load_inputs": ".inputs",
+    "ReportModel": ".model",
+}
 
 __all__ = [
     "FIGURES",
@@ -30,3 +43,10 @@ __all__ = [
     "discover",
     "load_inputs",
 ]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..bench.results import busbw_factor
 from .inputs import Inputs, Run
 
 __all__ = [
@@ -283,11 +284,6 @@ def scaling(rows: pd.DataFrame) -> pd.DataFrame:
         "busbw_factor_ratio",
     ]
     return pd.DataFrame.from_records(records, columns=columns)
-
-
-def busbw_factor(nodes: int) -> float:
-    """nccl-tests' allreduce factor 2(N−1)/N."""
-    return 2 * (nodes - 1) / nodes
 
 
 def busbw_at_largest(rows: pd.DataFrame) -> pd.DataFrame:

@@ -96,6 +96,8 @@ class SeedCppSession(HostSession):
         self._call = _Call(self._library, self.buffers, self.op)
 
     def collective(self) -> None:
+        if self._call is None:
+            raise RuntimeError("seed-cpp: collective() before load()")
         self._call()
 
 

@@ -92,8 +92,10 @@ def library_path() -> Path:
     """Where the library for this source, compiler, flags and CPU lives (built or not)."""
     command = compiler_command()
     digest = hashlib.sha256()
-    for part in (source_text(), shutil.which(command[0]) or "", *command, *FLAGS):
-        digest.update(part if isinstance(part, bytes) else part.encode())
+    digest.update(source_text())
+    digest.update(b"\0")
+    for part in (shutil.which(command[0]) or "", *command, *FLAGS):
+        digest.update(part.encode())
         digest.update(b"\0")
     digest.update(_compiler_version(tuple(command)).encode())
     digest.update(_cpu_flags().encode())

@@ -1,4 +1,5 @@
-"""``--buffers device`` for the MPI backends, like ``osu_allreduce -d cuda``: each rank's
+"""What the MPI backends (``mpi``, ``mpi-allreduce``) share: :class:`MpiBackend`, and
+``--buffers device``, like ``osu_allreduce -d cuda``: each rank's
 working buffers live on a GPU (CuPy) and MPI reads and writes device memory directly,
 which needs a CUDA-aware MPI library (:func:`ring.mpi_cuda.cuda_aware`).
 
@@ -11,14 +12,27 @@ Rank r uses device ``local rank mod device count``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from .._optional import require
-from ..mpi_cuda import device_backend
-from .cli import BenchInputError
+from ..._optional import require
+from ...mpi_cuda import device_backend
+from ..cli import BenchInputError
+from ..nccl_compat import RANK_MEAN_COLUMNS
+from .base import Backend, DeviceSession, MpiSession, Session
 
-__all__ = ["BUFFERS", "DeviceBuffers", "add_buffers_argument", "check_buffers", "device_session"]
+if TYPE_CHECKING:
+    from ..cli import BenchConfig
+
+__all__ = [
+    "BUFFERS",
+    "DeviceBuffers",
+    "MpiBackend",
+    "add_buffers_argument",
+    "check_buffers",
+    "device_session",
+]
 
 BUFFERS = ("host", "device")
 
@@ -50,8 +64,8 @@ def check_buffers(config, backend: str) -> None:
             raise BenchInputError(f"backend {backend} --buffers device: {exc}") from None
 
 
-class DeviceBuffers:
-    """Mixed in before a host MPI session: the same collective on CuPy buffers."""
+class DeviceBuffers(DeviceSession, MpiSession):
+    """Put before a host MPI session's class: the same collective on CuPy buffers."""
 
     def __init__(self, nodes: int, sync: str, config, world):
         super().__init__(nodes, sync, config, world)
@@ -65,7 +79,7 @@ class DeviceBuffers:
         self.buffers = []
         self._inputs = [self.cupy.asarray(values) for values in inputs]
         self.buffers = [self.cupy.empty_like(values) for values in self._inputs]
-        self._times = []
+        self._times: list[float] = []
 
     def restore(self) -> None:
         for buffer, values in zip(self.buffers, self._inputs, strict=True):
@@ -75,17 +89,28 @@ class DeviceBuffers:
     def results(self) -> list[np.ndarray]:
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
 
-    def keep_sample(self, windows: Sequence[tuple[int, int]]) -> None:
-        # Only the windows come back after each call: the GPU backend's way, which reads
-        # the same attributes (cupy, buffers).  Imported here: ring.bench.gpu imports
-        # ring.bench.backends, which imports this module.
-        from .gpu import GpuRingSession
-
-        GpuRingSession.keep_sample(self, windows)
-
 
 def device_session(session_class: type, config) -> type:
     """``session_class``, or its device-buffer form under ``--buffers device``."""
     if _buffers(config) != "device":
         return session_class
     return type(f"Device{session_class.__name__}", (DeviceBuffers, session_class), {})
+
+
+class MpiBackend(Backend):
+    """A backend whose nodes are MPI ranks: launched by ``mpirun``, OSU's per-rank columns,
+    ``--buffers host|device``; a subclass names its host session class."""
+
+    needs_mpirun = True
+    extra_columns = RANK_MEAN_COLUMNS
+    session_class: ClassVar[type[MpiSession]]
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        add_buffers_argument(parser)
+
+    def check(self, config: BenchConfig, world) -> None:
+        check_buffers(config, self.name)
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        return device_session(self.session_class, config)(nodes, sync, config, world)

@@ -1,4 +1,4 @@
-"""How close the CPU backend gets to this machine's limits: ``python -m ring.cpu_perf``.
+"""``python -m ring.bench cpu-perf``: how close the CPU backend gets to this machine's limits.
 
 * Large buffers: one allreduce of S bytes per node does 3(N-1)·S bytes of in-place adds in
   reduce-scatter and (N-1)·S bytes of copies in all-gather, which move 3 bytes per byte (2 at
@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import threading
 import time
 
 import numpy as np
 
-from .bench.backends import ring_traffic_bytes
-from .bench.ceilings import measure_cpu_ceilings
-from .cpu import SYNC_MODES, CpuCommunicator
+from ..cpu import SYNC_MODES, CpuCommunicator
+from .backends.cpu import ring_traffic_bytes
+from .ceilings import measure_cpu_ceilings
+from .cli import BenchParser, int_flag, split_list
+
+__all__ = ["cpu_perf_main", "large", "lock_round_trip", "small"]
 
 
 def _median_time(fn, repeats: int, before=None) -> float:
@@ -90,31 +94,31 @@ def small(nodes: int, sync: str, nbytes: int, calls: int) -> dict:
     return {"time_s": t, "per_step_s": t / (2 * (nodes - 1))}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ring.cpu_perf",
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = BenchParser(
+        prog="python -m ring.bench cpu-perf",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--nodes", default="2,4")
-    parser.add_argument("--large-mib", type=int, default=256)
-    parser.add_argument("--large-repeats", type=int, default=7)
-    parser.add_argument("--small-bytes", type=int, default=1024)
-    parser.add_argument("--small-calls", type=int, default=2000)
+    parser.add_argument("--nodes", default="2,4", help="comma list of node counts (default 2,4)")
+    parser.add_argument("--large-mib", default="256", help="MiB per node of the large calls")
+    parser.add_argument("--large-repeats", default="7", help="large calls timed (median)")
+    parser.add_argument("--small-bytes", default="1024", help="bytes per node of the small calls")
+    parser.add_argument("--small-calls", default="2000", help="small calls timed (median)")
     args = parser.parse_args(argv)
-    node_counts = [int(n) for n in args.nodes.split(",")]
-    nbytes = args.large_mib << 20
+    args.node_counts = [int_flag(n, "--nodes", 2) for n in split_list(args.nodes, "--nodes")]
+    args.large_mib = int_flag(args.large_mib, "--large-mib", 1)
+    args.large_repeats = int_flag(args.large_repeats, "--large-repeats", 1)
+    args.small_bytes = int_flag(args.small_bytes, "--small-bytes", 4)
+    args.small_calls = int_flag(args.small_calls, "--small-calls", 1)
+    return args
 
-    ceilings = measure_cpu_ceilings(np.float32)
-    print(
-        f"ceilings ({ceilings['threads']} threads, {ceilings['array_bytes'] >> 20} MiB arrays, "
-        f"best of {ceilings['trials']}, bytes over the memory bus): "
-        f"copy {ceilings['copy_GBps']:.2f}, add {ceilings['add_GBps']:.2f}, "
-        f"triad {ceilings['triad_GBps']:.2f} GB/s"
-    )
+
+def _print_large(args: argparse.Namespace, ceilings: dict) -> None:
+    nbytes = args.large_mib << 20
     print(f"\nallreduce of {args.large_mib} MiB float32 per node (median of {args.large_repeats}):")
     print(f"{'N':>3} {'sync':>9} {'time ms':>9} {'model ms':>9} {'ratio':>6} {'traffic GB/s':>13}")
-    for nodes in node_counts:
+    for nodes in args.node_counts:
         for sync in SYNC_MODES:
             r = large(nodes, sync, nbytes, args.large_repeats, ceilings)
             print(
@@ -122,18 +126,31 @@ def main(argv=None) -> int:
                 f"{r['ratio']:>6.2f} {r['traffic_GBps']:>13.2f}"
             )
 
+
+def _print_small(args: argparse.Namespace) -> None:
     trip = lock_round_trip()
     print(
         f"\nallreduce of {args.small_bytes} B per node (median of {args.small_calls} calls); "
         f"lock round trip between two threads: {trip * 1e6:.1f} us"
     )
     print(f"{'N':>3} {'sync':>9} {'call us':>9} {'per step us':>12}")
-    for nodes in node_counts:
+    for nodes in args.node_counts:
         for sync in SYNC_MODES:
             r = small(nodes, sync, args.small_bytes, args.small_calls)
             print(f"{nodes:>3} {sync:>9} {r['time_s'] * 1e6:>9.1f} {r['per_step_s'] * 1e6:>12.1f}")
+
+
+def cpu_perf_main(argv: list[str]) -> int:
+    """Measure and print; raise :class:`~ring.bench.cli.BenchInputError` on bad flags."""
+    args = _parse_args(argv)
+    ceilings = measure_cpu_ceilings(np.dtype(np.float32))
+    print(
+        f"ceilings ({ceilings['threads']} threads, {ceilings['array_bytes'] >> 20} MiB arrays, "
+        f"best of {ceilings['trials']}, bytes over the memory bus): "
+        f"copy {ceilings['copy_GBps']:.2f}, add {ceilings['add_GBps']:.2f}, "
+        f"triad {ceilings['triad_GBps']:.2f} GB/s"
+    )
+    _print_large(args, ceilings)
+    _print_small(args)
+    sys.stdout.flush()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import gpu as ring_gpu
-from .backends import Backend, Session, register_backend
-from .cli import BenchInputError
-from .gpu import (
+from ... import gpu as ring_gpu
+from ..cli import BenchInputError
+from ..gpu_ceilings import (
     check_cupy_dtype,
     check_device_memory,
     cupy_or_input_error,
@@ -34,9 +33,10 @@ from .gpu import (
     gpu_ceilings_for,
     requested_nodes,
 )
+from .base import Backend, DeviceSession, Session, register_backend
 
 if TYPE_CHECKING:
-    from .cli import BenchConfig
+    from ..cli import BenchConfig
 
 __all__ = ["NcclBackend"]
 
@@ -77,7 +77,7 @@ def nccl_module():
     return nccl
 
 
-class NcclSession(Session):
+class NcclSession(DeviceSession):
     def __init__(self, nodes: int, config: BenchConfig):
         self.nccl = nccl_module()
         self.cupy = ring_gpu.import_cupy()
@@ -171,15 +171,6 @@ class NcclSession(Session):
     def results(self) -> list[np.ndarray]:
         self.synchronize()
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
-
-    def keep_sample(self, windows: Sequence[tuple[int, int]]) -> None:
-        # Only the windows come back: a whole-buffer copy per call would dwarf the call.
-        self.synchronize()
-        kept = self.__dict__.setdefault("_samples", [])
-        asnumpy = self.cupy.asnumpy
-        kept.append(
-            [np.concatenate([asnumpy(b[lo:hi]) for lo, hi in windows]) for b in self.buffers]
-        )
 
     def row_extras(self) -> dict[str, Any]:
         return {"devices": " ".join(map(str, self.devices))}

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..mpi import MpiRing
-from .backends import Backend, MpiSession, Session, register_backend
-from .mpi_device import add_buffers_argument, check_buffers, device_session
-from .nccl_compat import RANK_MEAN_COLUMNS
+from ...mpi import MpiRing
+from .base import MpiSession, register_backend
+from .mpi_device import MpiBackend
 
 if TYPE_CHECKING:
-    from .cli import BenchConfig
+    from ..cli import BenchConfig
 
 __all__ = ["MpiRingBackend"]
 
@@ -33,7 +32,7 @@ class MpiRingSession(MpiSession):
 
 
 @register_backend
-class MpiRingBackend(Backend):
+class MpiRingBackend(MpiBackend):
     name = "mpi"
     description = (
         "our ring over MPI ranks (ring.mpi.MpiRing): one Sendrecv per step and segment, "
@@ -44,18 +43,7 @@ class MpiRingBackend(Backend):
     # reduce-scatter; all-gather receives in place.  A transport that copies twice
     # through a shared-memory queue moves more than this.
     traffic = "7(N-1)·S (one copy per message)"
-    needs_mpirun = True
-    extra_columns = RANK_MEAN_COLUMNS
-
-    @classmethod
-    def add_arguments(cls, parser) -> None:
-        add_buffers_argument(parser)
-
-    def check(self, config: BenchConfig, world) -> None:
-        check_buffers(config, self.name)
+    session_class = MpiRingSession
 
     def traffic_bytes(self, nbytes: int, nodes: int) -> int:
         return 7 * (nodes - 1) * nbytes
-
-    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return device_session(MpiRingSession, config)(nodes, sync, config, world)
