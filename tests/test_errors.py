@@ -76,7 +76,7 @@ def test_errors_through_an_open_communicator_leave_it_usable():
         with pytest.raises(ValueError):
             comm.allreduce([good[0], good[1], np.ones(7)])
         with pytest.raises(ValueError):
-            comm.reduce_scatter(good, "avg")
+            comm.reduce_scatter(good, "mean")
         comm.allreduce(good)
         np.testing.assert_array_equal(good[2], np.full(6, 6.0))
 
