@@ -235,19 +235,17 @@ def _kernel_rows(profile: str, got: dict[str, Report]) -> list[dict]:
 
 def _osrt_rows(profile: str, got: dict[str, Report]) -> list[dict]:
     return [
-        {
-            "profile": profile,
-            "function": row["name"],
-            "sync_wait": is_sync_wait(row["name"]),
-            "count": row["count"],
-            "total_ns": row["total_ns"],
-            **_stats(row),
-        }
-        for row in _rows(got, "osrt_sum")
+        {**row, "sync_wait": is_sync_wait(row["function"])}
+        for row in _function_rows(profile, got, "osrt_sum")
     ]
 
 
 def _cuda_api_rows(profile: str, got: dict[str, Report]) -> list[dict]:
+    return _function_rows(profile, got, "cuda_api_sum")
+
+
+def _function_rows(profile: str, got: dict[str, Report], logical: str) -> list[dict]:
+    """One row per function of a function summary (CUDA API calls, OS runtime calls)."""
     return [
         {
             "profile": profile,
@@ -256,7 +254,7 @@ def _cuda_api_rows(profile: str, got: dict[str, Report]) -> list[dict]:
             "total_ns": row["total_ns"],
             **_stats(row),
         }
-        for row in _rows(got, "cuda_api_sum")
+        for row in _rows(got, logical)
     ]
 
 
