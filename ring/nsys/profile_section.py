@@ -56,29 +56,27 @@ class ProfileRows:
         return sorted({n for f in found if f is not None for n in f})
 
 
-def _ranges_table(p: ProfileRows, rows: list[dict], name: tuple[str, str, str]) -> list[str]:
+def _ranges_section(
+    p: ProfileRows, title: str, rows: list[dict], name: tuple[str, str, str]
+) -> list[str]:
     """NVTX ranges with their times; ``name`` is (first header, its column, count header)."""
-    header, column, count = name
-    return table(
-        [header, count, "total (µs)", "median (µs)", "min (µs)", "max (µs)"]
-        + (["wait share"] if p.has_waits else []),
-        [
-            [row[column], row["count"], us(row["total_ns"]), us(row["median_ns"]),
-             us(row["min_ns"]), us(row["max_ns"])]
-            + ([pct(row["wait_share"])] if p.has_waits else [])
-            for row in rows
-        ],
-    )  # fmt: skip
+    if not rows:
+        return []
+    first, column, count = name
+    wait = ["wait share"] if p.has_waits else []
+    header = [first, count, "total (µs)", "median (µs)", "min (µs)", "max (µs)", *wait]
+    cells = [
+        [row[column], row["count"], us(row["total_ns"]), us(row["median_ns"]),
+         us(row["min_ns"]), us(row["max_ns"])]
+        + ([pct(row["wait_share"])] if p.has_waits else [])
+        for row in rows
+    ]  # fmt: skip
+    return [title, "", *table(header, cells)]
 
 
 def _calls(p: ProfileRows) -> list[str]:
-    if not p.calls:
-        return []
-    return [
-        "### Collective calls (outer NVTX ranges)",
-        "",
-        *_ranges_table(p, p.calls, ("collective", "phase", "calls")),
-    ]
+    title = "### Collective calls (outer NVTX ranges)"
+    return _ranges_section(p, title, p.calls, ("collective", "phase", "calls"))
 
 
 def _node_counts(p: ProfileRows) -> list[str]:
@@ -168,13 +166,7 @@ def _step_waits(p: ProfileRows) -> list[str]:
 
 
 def _step_ranges(p: ProfileRows) -> list[str]:
-    if not p.steps:
-        return []
-    return [
-        "### Step ranges by node",
-        "",
-        *_ranges_table(p, p.steps, ("range", "range", "count")),
-    ]
+    return _ranges_section(p, "### Step ranges by node", p.steps, ("range", "range", "count"))
 
 
 def _gpu(p: ProfileRows) -> list[str]:
