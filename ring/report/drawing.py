@@ -25,6 +25,7 @@ __all__ = [
     "log_y",
     "save",
     "seaborn_pyplot",
+    "size_line",
 ]
 
 _DPI = 110
@@ -137,9 +138,17 @@ def grid(plt, rows: int, cols: int, *, sharey="row", sharex=True):
     return fig, axes
 
 
-def line_with_band(ax, data: pd.DataFrame, y: str, low: str, high: str, colour, label, style):
+def size_line(ax, data: pd.DataFrame, y: str, colour, label, style=None) -> pd.DataFrame:
+    """``y`` against the buffer size, one marker per measured size; returns ``data`` sorted."""
     data = data.sort_values("bytes")
-    ax.plot(data["bytes"], data[y], color=colour, label=label, marker="o", markersize=3, **style)
+    ax.plot(
+        data["bytes"], data[y], color=colour, label=label, marker="o", markersize=3, **(style or {})
+    )
+    return data
+
+
+def line_with_band(ax, data: pd.DataFrame, y: str, low: str, high: str, colour, label, style):
+    data = size_line(ax, data, y, colour, label, style)
     ax.fill_between(data["bytes"], data[low], data[high], color=colour, alpha=0.2, linewidth=0)
 
 

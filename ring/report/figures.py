@@ -24,6 +24,7 @@ from .drawing import (
     log_y,
     save,
     seaborn_pyplot,
+    size_line,
 )
 from .figure_specs import FIGURES, SPECS, Figure, FigureSpec
 from .fmt import format_bytes, format_ratio
@@ -75,15 +76,7 @@ def _bandwidth_vs_size(model, out_dir: Path):
         for ax, nodes in zip(axes[row], counts, strict=True):
             data = bandwidth[(bandwidth["nodes"] == nodes) & (bandwidth[metric] > 0)]
             for series, part in data.groupby("series", sort=True):
-                part = part.sort_values("bytes")
-                ax.plot(
-                    part["bytes"],
-                    part[metric],
-                    color=palette[series],
-                    label=series,
-                    marker="o",
-                    markersize=3,
-                )
+                size_line(ax, part, metric, palette[series], series)
             # Only the ceilings of the hardware the panel's series ran on.
             shown = set(zip(data["run"], data["backend"].isin(DEVICE_BACKENDS), strict=True))
             relevant = [
@@ -192,19 +185,10 @@ def _scaling(model, out_dir: Path):
     fig, axes = grid(plt, 1, 2, sharey=False)
     pairs = sorted(set(zip(table["nodes_a"], table["nodes_b"], strict=True)))
     for (series, n_a, n_b), part in table.groupby(["series", "nodes_a", "nodes_b"], sort=True):
-        part = part.sort_values("bytes")
         dash = DASHES[pairs.index((n_a, n_b)) % len(DASHES)]
         label = f"{series} (N={n_b} / N={n_a})"
         for ax, column in zip(axes[0], ("time_ratio", "busbw_ratio"), strict=True):
-            ax.plot(
-                part["bytes"],
-                part[column],
-                color=palette[series],
-                label=label,
-                marker="o",
-                markersize=3,
-                **dash,
-            )
+            size_line(ax, part, column, palette[series], label, dash)
     for n_a, n_b in pairs:
         reference = busbw_factor(n_b) / busbw_factor(n_a)
         axes[0][0].axhline(
@@ -296,8 +280,7 @@ def _kernel_bandwidth(model, out_dir: Path):
             lines.append((f"copy [{where}]", "copy_GBps", copies))
     colours = sns.color_palette("tab10", max(len(lines), 1))
     for colour, (label, column, part) in zip(colours, lines, strict=False):
-        part = part[part[column].notna()].sort_values("bytes")
-        ax.plot(part["bytes"], part[column], marker="o", markersize=3, color=colour, label=label)
+        size_line(ax, part[part[column].notna()], column, colour, label)
     draw_ceilings(ax, model.kernel_ceilings, ceiling_styles(model.kernel_ceilings))
     bytes_axis(ax, sizes)
     log_y(ax)
