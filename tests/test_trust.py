@@ -268,10 +268,10 @@ def test_size_axis_is_labelled_at_both_ends_of_the_sweep(low, high):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ring.report.figures import _bytes_axis
+    from ring.report.drawing import bytes_axis
 
     fig, ax = plt.subplots()
-    _bytes_axis(ax, [2**k for k in range(low, high + 1, 3)] + [2**high])
+    bytes_axis(ax, [2**k for k in range(low, high + 1, 3)] + [2**high])
     ticks = [round(t) for t in ax.xaxis.get_major_locator()()]
     plt.close(fig)
     assert ticks[0] == 2**low and ticks[-1] == 2**high
@@ -284,13 +284,13 @@ def test_ceiling_lines_name_their_run(run_files, tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ring.report.figures import _ceiling_styles, _draw_ceilings
+    from ring.report.drawing import ceiling_styles, draw_ceilings
     from ring.report.inputs import load_inputs
     from ring.report.model import ReportModel
 
     model = ReportModel(load_inputs([run_files]))
     fig, ax = plt.subplots()
-    _draw_ceilings(ax, model.ceilings, _ceiling_styles(model.ceilings))
+    draw_ceilings(ax, model.ceilings, ceiling_styles(model.ceilings))
     labels = ax.get_legend_handles_labels()[1]
     plt.close(fig)
     assert labels and all(label.endswith(f"({run_files.stem})") for label in labels)

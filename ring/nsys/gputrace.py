@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["GPU_COLUMNS", "TRACE_REPORTS", "build_gpu_tables", "read_projection", "read_trace"]
@@ -92,7 +93,7 @@ def _read(path: Path, wanted: dict[str, str]) -> list[dict]:
         raise GpuTraceError(f"{path}: no column {missing} (found {header})")
     rows = []
     for cells in reader:
-        row = {}
+        row: dict[str, float | str | None] = {}
         for out, index in where.items():
             value = cells[index].strip() if index < len(cells) else ""
             value = "" if value == "None" else value  # 2022.4 writes SQL NULL as None
@@ -128,11 +129,16 @@ def _median(values: list[float]):
     return round(statistics.median(values)) if values else None
 
 
-def _steps(profile: str, ranges: list[dict]) -> tuple[list[dict], list[dict]]:
-    """The gpu_steps rows, and the calls as (start, end, nodes) windows."""
-    from .tables import split_range
+# A call's time on the host as (start, end, nodes); device work inside it belongs to it.
+Window = tuple[float, float, int]
 
-    calls, steps = {}, defaultdict(list)
+
+def _steps(profile: str, ranges: list[dict]) -> tuple[list[dict], list[Window]]:
+    """The gpu_steps rows, and the calls as (start, end, nodes) windows."""
+    from .stats_tables import split_range
+
+    calls: dict[float, dict] = {}
+    steps: dict[float, list[dict]] = defaultdict(list)
     for r in ranges:
         if r["start"] is None or r["duration"] is None:
             continue
@@ -141,15 +147,17 @@ def _steps(profile: str, ranges: list[dict]) -> tuple[list[dict], list[dict]]:
             calls[r["range_id"]] = r
         elif part["kind"] == "step":
             steps[r["parent_id"]].append({**r, **part})
-    per_step = defaultdict(lambda: {"device": [], "gap": [], "ops": []})
-    windows = []
+    per_step: dict[tuple[str, int, int], dict[str, list[float]]] = defaultdict(
+        lambda: {"device": [], "gap": [], "ops": []}
+    )
+    windows: list[Window] = []
     order = {"reduce_scatter": 0, "all_gather": 1}
     for call_id, mine in steps.items():
         call = calls.get(call_id)
         nodes = max(int(s["node"]) for s in mine) + 1
         if call is not None:
             windows.append((call["start"], call["start"] + call["duration"], nodes))
-        by_node = defaultdict(list)
+        by_node: dict[int, list[dict]] = defaultdict(list)
         for s in mine:
             by_node[s["node"]].append(s)
         for node_steps in by_node.values():
@@ -179,24 +187,37 @@ def _steps(profile: str, ranges: list[dict]) -> tuple[list[dict], list[dict]]:
     return rows, windows
 
 
-def _inside(op: dict, windows) -> tuple | None:
+def _inside(op: dict, windows: list[Window]) -> Window | None:
     for window in windows:
         if window[0] <= op["start"] < window[1]:
             return window
     return None
 
 
+@dataclass
+class _Stream:
+    """One device stream's operations inside the calls; ``spans`` per call window
+    (first start, last end)."""
+
+    ops: int = 0
+    kernels: int = 0
+    copies: int = 0
+    busy: float = 0.0
+    spans: dict[Window, list[float]] = field(
+        default_factory=lambda: defaultdict(lambda: [float("inf"), 0.0])
+    )
+
+
 def build_gpu_tables(profile: str, ops: list[dict], ranges: list[dict]) -> dict[str, list]:
     """The three tables of :data:`GPU_COLUMNS` for one profile (empty without data)."""
-    from .tables import memop_kind
+    from .stats_tables import memop_kind
 
     steps, windows = _steps(profile, ranges)
-    transfers = defaultdict(int)
-    calls_by_n = defaultdict(int)
+    transfers: dict[tuple[int, str], int] = defaultdict(int)
+    calls_by_n: dict[int, int] = defaultdict(int)
     for _, _, nodes in windows:
         calls_by_n[nodes] += 1
-    streams = defaultdict(lambda: {"ops": 0, "kernels": 0, "copies": 0, "busy": 0.0,
-                                   "spans": defaultdict(lambda: [float("inf"), 0.0])})  # fmt: skip
+    streams: dict[tuple[str, str], _Stream] = defaultdict(_Stream)
     for op in ops:
         if op["start"] is None or op["duration"] is None:
             continue
@@ -207,25 +228,34 @@ def build_gpu_tables(profile: str, ops: list[dict], ranges: list[dict]) -> dict[
         if is_copy:
             transfers[(window[2], memop_kind(op["name"]))] += 1
         stream = streams[(op["device"], op["stream"])]
-        stream["ops"] += 1
+        stream.ops += 1
         if is_copy:
-            stream["copies"] += 1
+            stream.copies += 1
         elif not op["name"].startswith("[CUDA mem"):  # a memset is neither
-            stream["kernels"] += 1
-        stream["busy"] += op["duration"]
-        span = stream["spans"][window]
+            stream.kernels += 1
+        stream.busy += op["duration"]
+        span = stream.spans[window]
         span[0], span[1] = min(span[0], op["start"]), max(span[1], op["start"] + op["duration"])
     transfer_rows = [
         {"profile": profile, "nodes": nodes, "kind": kind, "calls": calls_by_n[nodes],
          "transfers": count, "per_call": count / calls_by_n[nodes]}
         for (nodes, kind), count in sorted(transfers.items())
     ]  # fmt: skip
-    stream_rows = []
+    return {
+        "gpu_steps": steps,
+        "gpu_transfers": transfer_rows,
+        "gpu_streams": _stream_rows(profile, streams),
+    }
+
+
+def _stream_rows(profile: str, streams: dict[tuple[str, str], _Stream]) -> list[dict]:
+    """Per stream: busy time, and idle time inside the calls' spans of it."""
+    rows = []
     for (device, stream), got in sorted(streams.items()):
-        span = sum(end - start for start, end in got["spans"].values())
-        stream_rows.append(
-            {"profile": profile, "device": device, "stream": stream, "ops": got["ops"],
-             "kernels": got["kernels"], "copies": got["copies"], "busy_ns": round(got["busy"]),
-             "idle_ns": round(max(0.0, span - got["busy"]))}
+        span = sum(end - start for start, end in got.spans.values())
+        rows.append(
+            {"profile": profile, "device": device, "stream": stream, "ops": got.ops,
+             "kernels": got.kernels, "copies": got.copies, "busy_ns": round(got.busy),
+             "idle_ns": round(max(0.0, span - got.busy))}
         )  # fmt: skip
-    return {"gpu_steps": steps, "gpu_transfers": transfer_rows, "gpu_streams": stream_rows}
+    return rows

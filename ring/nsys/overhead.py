@@ -60,7 +60,10 @@ def measure_overhead(
     work = Path(workdir or tempfile.mkdtemp(prefix="nsys_overhead_"))
     work.mkdir(parents=True, exist_ok=True)
     extra = list(extra or [])
-    plain, profiled, report_bytes, wall = [], [], [], {"plain": [], "profiled": []}
+    plain: list[float] = []
+    profiled: list[float] = []
+    report_bytes: list[int] = []
+    wall: dict[str, list[float]] = {"plain": [], "profiled": []}
     for repeat in range(repeats):
         out = work / f"plain{repeat}.csv"
         start = time.perf_counter()

@@ -83,63 +83,16 @@ def range_waits(sqlite: str | Path) -> list[tuple[str, str, int, int]]:
         raise FileNotFoundError(f"no SQLite export at {path}")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        needed = {"NVTX_EVENTS", "OSRT_API", "StringIds"}
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-        if not needed <= tables:
+        columns = _trace_columns(db, path)
+        if columns is None:
             return []
-        nvtx_cols = _columns(db, "NVTX_EVENTS")
-        osrt_cols = _columns(db, "OSRT_API")
-        for table, cols, want in (
-            ("NVTX_EVENTS", nvtx_cols, {"start", "end", "eventType", "globalTid", "text"}),
-            ("OSRT_API", osrt_cols, {"start", "end", "globalTid", "nameId"}),
-        ):
-            if not want <= cols:
-                raise ValueError(
-                    f"{path}: table {table} lacks column(s) {sorted(want - cols)}; "
-                    f"columns found: {sorted(cols)}"
-                )
-        text_id = "sid.value" if "textId" in nvtx_cols else "NULL"
-        domain_join = (
-            f"""LEFT JOIN domains AS d ON ne.domainId = d.id
-                AND (ne.globalTid & {_PID_MASK}) = d.pid"""
-            if "domainId" in nvtx_cols
-            else "LEFT JOIN domains AS d ON 0"
-        )
-        nesting = "AND coalesce(o.nestingLevel, 0) = 0" if "nestingLevel" in osrt_cols else ""
-        wait_names = sorted(
-            {value for (value,) in db.execute("SELECT value FROM StringIds") if is_sync_wait(value)}
-        )
-        if not wait_names:
+        nvtx_cols, osrt_cols = columns
+        longest = _wait_table(db, osrt_cols)
+        if longest is None:
             return []
-        marks = ",".join("?" * len(wait_names))
-        db.execute("PRAGMA temp_store = MEMORY")
-        db.execute(
-            f"""CREATE TEMP TABLE waits AS
-                SELECT o.globalTid AS tid, o.start AS start, o.end AS end, s.value AS fn
-                FROM OSRT_API AS o JOIN StringIds AS s ON s.id = o.nameId
-                WHERE s.value IN ({marks}) {nesting}""",
-            wait_names,
-        )
-        db.execute("CREATE INDEX temp.waits_by_thread ON waits (tid, start)")
-        (longest,) = db.execute("SELECT coalesce(max(end - start), 0) FROM waits").fetchone()
-        domains = (
-            f"""SELECT domainId AS id, globalTid & {_PID_MASK} AS pid, min(text) AS name
-                FROM NVTX_EVENTS WHERE eventType = {_DOMAIN_CREATE} GROUP BY 1, 2"""
-            if "domainId" in nvtx_cols
-            else "SELECT NULL AS id, NULL AS pid, NULL AS name WHERE 0"
-        )
-        text_join = "LEFT JOIN StringIds AS sid ON ne.textId = sid.id" if text_id != "NULL" else ""
         rows = db.execute(
             f"""
-            WITH domains AS ({domains}),
-            ranges AS (
-                SELECT ne.start AS start, ne.end AS end, ne.globalTid AS tid,
-                    CASE WHEN d.name IS NOT NULL
-                         THEN d.name || ':' || coalesce({text_id}, ne.text)
-                         ELSE coalesce({text_id}, ne.text) END AS name
-                FROM NVTX_EVENTS AS ne {domain_join} {text_join}
-                WHERE ne.eventType IN ({",".join(map(str, _PUSHPOP))}) AND ne.end IS NOT NULL
-            )
+            WITH {_ranges_sql(nvtx_cols)}
             SELECT r.name, w.fn, count(*),
                    sum(min(w.end, r.end) - max(w.start, r.start))
             FROM ranges AS r JOIN waits AS w
@@ -153,6 +106,77 @@ def range_waits(sqlite: str | Path) -> list[tuple[str, str, int, int]]:
     finally:
         db.close()
     return [(name, fn, int(calls), int(wait)) for name, fn, calls, wait in rows if name]
+
+
+def _trace_columns(db: sqlite3.Connection, path: Path) -> tuple[set[str], set[str]] | None:
+    """The columns of NVTX_EVENTS and OSRT_API; None when the export has no such trace."""
+    needed = {"NVTX_EVENTS", "OSRT_API", "StringIds"}
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    if not needed <= tables:
+        return None
+    nvtx_cols = _columns(db, "NVTX_EVENTS")
+    osrt_cols = _columns(db, "OSRT_API")
+    for table, cols, want in (
+        ("NVTX_EVENTS", nvtx_cols, {"start", "end", "eventType", "globalTid", "text"}),
+        ("OSRT_API", osrt_cols, {"start", "end", "globalTid", "nameId"}),
+    ):
+        if not want <= cols:
+            raise ValueError(
+                f"{path}: table {table} lacks column(s) {sorted(want - cols)}; "
+                f"columns found: {sorted(cols)}"
+            )
+    return nvtx_cols, osrt_cols
+
+
+def _wait_table(db: sqlite3.Connection, osrt_cols: set[str]) -> int | None:
+    """Fill temp table ``waits`` with the outermost blocking calls; the longest one's ns,
+    or None when no blocking primitive was traced."""
+    nesting = "AND coalesce(o.nestingLevel, 0) = 0" if "nestingLevel" in osrt_cols else ""
+    wait_names = sorted(
+        {value for (value,) in db.execute("SELECT value FROM StringIds") if is_sync_wait(value)}
+    )
+    if not wait_names:
+        return None
+    marks = ",".join("?" * len(wait_names))
+    db.execute("PRAGMA temp_store = MEMORY")
+    db.execute(
+        f"""CREATE TEMP TABLE waits AS
+            SELECT o.globalTid AS tid, o.start AS start, o.end AS end, s.value AS fn
+            FROM OSRT_API AS o JOIN StringIds AS s ON s.id = o.nameId
+            WHERE s.value IN ({marks}) {nesting}""",
+        wait_names,
+    )
+    db.execute("CREATE INDEX temp.waits_by_thread ON waits (tid, start)")
+    (longest,) = db.execute("SELECT coalesce(max(end - start), 0) FROM waits").fetchone()
+    return longest
+
+
+def _ranges_sql(nvtx_cols: set[str]) -> str:
+    """The ``domains`` and ``ranges`` tables of the query: push/pop ranges named as
+    ``nvtx_sum`` names them, whichever columns this nsys version exports."""
+    text_id = "sid.value" if "textId" in nvtx_cols else "NULL"
+    domain_join = (
+        f"""LEFT JOIN domains AS d ON ne.domainId = d.id
+            AND (ne.globalTid & {_PID_MASK}) = d.pid"""
+        if "domainId" in nvtx_cols
+        else "LEFT JOIN domains AS d ON 0"
+    )
+    domains = (
+        f"""SELECT domainId AS id, globalTid & {_PID_MASK} AS pid, min(text) AS name
+            FROM NVTX_EVENTS WHERE eventType = {_DOMAIN_CREATE} GROUP BY 1, 2"""
+        if "domainId" in nvtx_cols
+        else "SELECT NULL AS id, NULL AS pid, NULL AS name WHERE 0"
+    )
+    text_join = "LEFT JOIN StringIds AS sid ON ne.textId = sid.id" if text_id != "NULL" else ""
+    return f"""domains AS ({domains}),
+        ranges AS (
+            SELECT ne.start AS start, ne.end AS end, ne.globalTid AS tid,
+                CASE WHEN d.name IS NOT NULL
+                     THEN d.name || ':' || coalesce({text_id}, ne.text)
+                     ELSE coalesce({text_id}, ne.text) END AS name
+            FROM NVTX_EVENTS AS ne {domain_join} {text_join}
+            WHERE ne.eventType IN ({",".join(map(str, _PUSHPOP))}) AND ne.end IS NOT NULL
+        )"""
 
 
 def write_range_waits(sqlite: str | Path, out: str | Path) -> Path:

@@ -12,6 +12,7 @@ import pandas as pd
 from ..bench.alternate import COLUMNS
 from .fmt import format_bytes, format_ratio
 from .inputs import ReportInputError
+from .intervals import sides_of_one
 
 __all__ = ["Alternated", "load_alternated", "sentences", "table_rows"]
 
@@ -76,24 +77,20 @@ def sentences(results: list[Alternated]) -> list[str]:
         if rows.empty:
             continue
         first = rows.iloc[0]
-        wins = rows[rows["ratio_min"] > 1]
-        losses = rows[rows["ratio_max"] < 1]
-        parts = []
-        if not wins.empty:
-            best = wins.loc[wins["ratio"].idxmax()]
-            parts.append(
-                f"faster at {len(wins)} of {len(rows)} sizes (up to {format_ratio(best.ratio)} at "
+        parts = sides_of_one(
+            rows,
+            ("ratio", "ratio_min", "ratio_max"),
+            lambda wins, best, of: (
+                f"faster at {len(wins)} of {of} sizes (up to {format_ratio(best.ratio)} at "
                 f"{format_bytes(int(best.bytes))}, rounds {format_ratio(best.ratio_min)}–"
                 f"{format_ratio(best.ratio_max)})"
-            )
-        if not losses.empty:
-            worst = losses.loc[losses["ratio"].idxmin()]
-            parts.append(
+            ),
+            lambda losses, worst, _: (
                 f"slower at {len(losses)} (down to {format_ratio(worst.ratio)} at "
                 f"{format_bytes(int(worst.bytes))})"
-            )
-        if not parts:
-            parts.append("not consistently faster or slower at any size")
+            ),
+            "not consistently faster or slower at any size",
+        )
         found.append(f"at N = {first.nodes} {first.ours} is {' and '.join(parts)} ({result.name})")
     if not found:
         return []

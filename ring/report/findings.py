@@ -9,6 +9,7 @@ import pandas as pd
 from . import alternation, profile_notes, trust
 from .analysis import LLC_MULTIPLE
 from .fmt import format_bytes, format_number, format_ratio
+from .intervals import sides_of_one
 
 __all__ = ["MAX_FINDINGS", "findings"]
 
@@ -51,29 +52,23 @@ def _ring_against_peers(model) -> list[str]:
             continue  # pairwise is the default; the barrier variant has its own table
         if pair["ci_low"].isna().all():
             continue  # no per-call times (a reference run): its table row says so
-        wins = pair[pair["ci_low"] > 1]
-        losses = pair[pair["ci_high"] < 1]
-        parts = []
-        if not wins.empty:
-            best = wins.loc[wins["speedup"].idxmax()]
-            parts.append(
-                f"faster at {_span(wins['bytes'])} ({len(wins)} of {len(pair)} sizes; up to "
+        largest = pair.loc[pair["bytes"].idxmax()]
+        parts = sides_of_one(
+            pair,
+            ("speedup", "ci_low", "ci_high"),
+            lambda wins, best, of: (
+                f"faster at {_span(wins['bytes'])} ({len(wins)} of {of} sizes; up to "
                 f"{format_ratio(best.speedup)} at {format_bytes(int(best.bytes))}, "
                 f"{_interval(best)})"
-            )
-        if not losses.empty:
-            worst = losses.loc[losses["speedup"].idxmin()]
-            parts.append(
+            ),
+            lambda losses, worst, _: (
                 f"slower at {_span(losses['bytes'])} ({len(losses)} sizes; down to "
                 f"{format_ratio(worst.speedup)} at {format_bytes(int(worst.bytes))}, "
                 f"{_interval(worst)})"
-            )
-        if not parts:
-            largest = pair.loc[pair["bytes"].idxmax()]
-            parts.append(
-                f"not clearly faster or slower at any size (at {format_bytes(int(largest.bytes))}: "
-                f"{format_ratio(largest.speedup)}, {_interval(largest)})"
-            )
+            ),
+            f"not clearly faster or slower at any size (at {format_bytes(int(largest.bytes))}: "
+            f"{format_ratio(largest.speedup)}, {_interval(largest)})",
+        )
         sentences.append(
             f"Against {peer} at N = {nodes}, {ours} is {' and '.join(parts)} "
             f"(time ratio {peer}/{ours}; run {run})."

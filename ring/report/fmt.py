@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ..nsys.markdown import markdown_table
+
 __all__ = ["format_bytes", "format_fraction", "format_number", "format_ratio", "markdown_table"]
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -41,17 +43,3 @@ def format_bytes(size: int) -> str:
         value //= 1024
         unit += 1
     return f"{value:,} {_UNITS[unit]}"
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-flavoured Markdown table; ``|`` inside cells is escaped."""
-
-    def cell(text) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    lines = [
-        "| " + " | ".join(cell(h) for h in header) + " |",
-        "| " + " | ".join("---" for _ in header) + " |",
-    ]
-    lines.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
-    return "\n".join(lines)

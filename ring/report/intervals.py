@@ -11,6 +11,7 @@ by more than their calls' spread says.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 
 from ..bench.results import samples_path
 
-__all__ = ["DRAWS", "bootstrap_ratio", "one_run_ratios", "samples_of"]
+__all__ = ["DRAWS", "bootstrap_ratio", "one_run_ratios", "samples_of", "sides_of_one"]
 
 DRAWS = 2000
 LEVEL = 0.95
@@ -110,3 +111,26 @@ def verdict(low: float, high: float, ours: str, peer: str) -> str:
     if high < 1:
         return f"{peer} faster"
     return "no clear difference"
+
+
+def sides_of_one(
+    rows: pd.DataFrame,
+    columns: tuple[str, str, str],
+    faster: Callable[[pd.DataFrame, pd.Series, int], str],
+    slower: Callable[[pd.DataFrame, pd.Series, int], str],
+    neither: str,
+) -> list[str]:
+    """Phrases for the sizes whose interval lies wholly above 1, and wholly below it.
+
+    ``columns`` names the ratio and its interval's low and high ends; ``faster`` gets the
+    rows above 1, the highest of them and the number of rows, ``slower`` the rows below 1,
+    the lowest and the number of rows; ``neither`` stands alone when no interval clears 1.
+    """
+    ratio, low, high = columns
+    above, below = rows[rows[low] > 1], rows[rows[high] < 1]
+    parts = []
+    if not above.empty:
+        parts.append(faster(above, above.loc[above[ratio].idxmax()], len(rows)))
+    if not below.empty:
+        parts.append(slower(below, below.loc[below[ratio].idxmin()], len(rows)))
+    return parts or [neither]

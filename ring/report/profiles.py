@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..nsys.node_counts import PHASES
 from .inputs import Profile
 
 __all__ = ["profile_kind", "step_and_wait_tables"]
 
 STEP_COLUMNS = ("kind", "phase", "step", "node", "count", "total_ns", "median_ns", "wait_ns")
-PHASES = ("reduce_scatter", "all_gather")
 
 
 def profile_kind(name: str) -> str:

@@ -1,0 +1,92 @@
+"""Every figure of the report: its name, the question it answers and its caption."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["FIGURES", "SPECS", "Figure", "FigureSpec"]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """What a figure answers, and the caption every output of it carries."""
+
+    name: str
+    question: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Figure:
+    spec: FigureSpec
+    png: Path | None = None
+    svg: Path | None = None
+    missing: str | None = None  # why it was not drawn
+
+    @property
+    def drawn(self) -> bool:
+        return self.png is not None
+
+
+FIGURES = (
+    FigureSpec(
+        "time_vs_size",
+        "How long does one allreduce take at each buffer size?",
+        "Median time per allreduce against the size of one node's buffer (log–log), one "
+        "line per backend, one panel per node count N; the band spans the 25th to 75th "
+        "percentile of the timed calls.",
+    ),
+    FigureSpec(
+        "bandwidth_vs_size",
+        "How close does each backend come to the machine's ceilings?",
+        "Top: bus bandwidth (algbw · 2(N−1)/N, as nccl-tests) with link ceilings between "
+        "devices where the run measured them. Bottom: memory traffic of the schedule per "
+        "second with the copy and add ceilings measured in the same runs (a line, or a shaded "
+        "band from the lowest to the highest value where runs, devices or pairs measured one "
+        "ceiling differently).",
+    ),
+    FigureSpec(
+        "ring_vs_peers",
+        "Is our ring faster than what a user would pick instead, at the same N?",
+        "Speedup of each ring backend over its peers at the same node count and size "
+        "(peer time / ring time; above 1 the ring is faster). Peers are compared within the "
+        "same run where the run measured them. The band combines both interquartile ranges.",
+    ),
+    FigureSpec(
+        "gpu_vs_cpu_speedup",
+        "How much faster is the GPU ring than the CPU ring, and at which size?",
+        "Wall-clock speedup of the GPU ring over the CPU ring (CPU time / GPU time) against "
+        "buffer size; the marker shows the largest speedup of each pair. Series at "
+        "different N are compared by time, not bandwidth.",
+    ),
+    FigureSpec(
+        "scaling_nodes",
+        "What does going from N = 2 to N = 4 nodes cost?",
+        "Left: time at the larger N over time at the smaller N; the dotted line is the ratio "
+        "of the busbw factors 2(N−1)/N, where a ring limited by its links would sit. Right: "
+        "busbw at the larger N over busbw at the smaller N (1 = busbw held).",
+    ),
+    FigureSpec(
+        "profile_steps",
+        "Where does a ring step spend its time, and how much of it is waiting?",
+        "Per-step time by phase from the Nsight Systems NVTX ranges of each profile (median "
+        "over nodes and calls), and the share of the profiled ring time spent blocked in "
+        "synchronisation calls (OS runtime) where the profile recorded them.",
+    ),
+    FigureSpec(
+        "sync_barrier_vs_pairwise",
+        "Does pairwise synchronisation beat a barrier after every step on the CPU?",
+        "Speedup of the CPU ring with pairwise synchronisation over the same ring with a "
+        "barrier after every step (barrier time / pairwise time), per node count; the band "
+        "combines both interquartile ranges.",
+    ),
+    FigureSpec(
+        "kernel_bandwidth",
+        "Does the GPU reduction kernel run at memory speed?",
+        "Throughput of the single-GPU reduction kernel (two reads and one write per element) "
+        "against buffer size, with the device-to-device copy ceiling of the same run. Not a "
+        "ring measurement.",
+    ),
+)
+SPECS = {spec.name: spec for spec in FIGURES}
