@@ -24,8 +24,8 @@ rule cpu_bench:
     resources:
         bench=1,
     params:
-        backends=",".join(cpu_backends_here()),
-        sweep=sweep_args("cpu"),
+        backends=",".join(STUDY.cpu_backends_here()),
+        sweep=STUDY.sweep_args("cpu"),
     shell:
         "python -m ring.bench --backend {params.backends} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
@@ -47,10 +47,10 @@ rule mpi_bench:
         tasks=lambda wildcards: int(wildcards.nodes),
         mpi=config["mpi"]["launcher"],
         # SLURM machines: as many as ranks (one each) when the config asks for it.
-        nodes=mpi_machines,
+        nodes=lambda wildcards: STUDY.mpi_machines(nodes_of(wildcards)),
     params:
         backends=",".join(config["mpi"]["backends"]),
-        sweep=sweep_args("mpi"),
+        sweep=STUDY.sweep_args("mpi"),
     shell:
         # Under mpi4py's runner an exception on one rank aborts the job, not just that rank.
         "{resources.mpi} -n {resources.tasks} python -m mpi4py -m ring.bench"
@@ -75,7 +75,7 @@ rule compare_bench:
     params:
         rounds=lambda wildcards: config["compare"]["rounds"],
         launcher=config["mpi"]["launcher"],
-        sweep=sweep_args("compare"),
+        sweep=STUDY.sweep_args("compare"),
     shell:
         "python -m ring.bench alternate --nodes {wildcards.nodes} --rounds {params.rounds}"
         " --launcher {params.launcher:q} --out {output.csv}"
@@ -94,10 +94,10 @@ rule gpu_bench:
         "../../envs/gpu.yaml"
     resources:
         bench=1,
-        gpu=lambda wildcards: devices_for(int(wildcards.nodes)),
+        gpu=lambda wildcards: STUDY.devices_for(nodes_of(wildcards)),
     params:
-        sweep=sweep_args("gpu"),
-        shared=lambda wildcards: shared_flag(int(wildcards.nodes)),
+        sweep=STUDY.sweep_args("gpu"),
+        shared=lambda wildcards: STUDY.shared_flag(nodes_of(wildcards)),
     shell:
         "python -m ring.bench --backend {wildcards.backend} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} {params.shared} --out {output.csv} > {log} 2>&1"
@@ -115,7 +115,7 @@ rule kernel_bw_sweep:
         bench=1,
         gpu=1,
     params:
-        sweep=sweep_args("kernel_bw"),
+        sweep=STUDY.sweep_args("kernel_bw"),
     shell:
         "python -m ring.bench kernel-bw -d {wildcards.dtype} {params.sweep}"
         " --out {output.csv} > {log} 2>&1"

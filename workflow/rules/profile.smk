@@ -20,7 +20,7 @@ rule nsys_profile_cpu:
         bench=1,
     params:
         nsys=config["nsys"]["executable"],
-        run=profile_args("cpu"),
+        run=STUDY.profile_args("cpu"),
     shell:
         "python -m ring.nsys profile --name cpu --root results/profiles --nsys {params.nsys}"
         " -- python -m ring.bench {params.run} --out {output.csv} > {log} 2>&1"
@@ -42,11 +42,11 @@ rule nsys_profile_gpu:
         "../../envs/gpu.yaml"
     resources:
         bench=1,
-        gpu=lambda wildcards: devices_for(int(wildcards.nodes)),
+        gpu=lambda wildcards: STUDY.devices_for(nodes_of(wildcards)),
     params:
         nsys=config["nsys"]["executable"],
-        run=lambda wildcards: profile_args(f"{wildcards.nodes}gpu"),
-        devices=lambda wildcards: devices_for(int(wildcards.nodes)),
+        run=lambda wildcards: STUDY.profile_args(f"{wildcards.nodes}gpu"),
+        devices=lambda wildcards: STUDY.devices_for(nodes_of(wildcards)),
     shell:
         "python -m ring.nsys profile --name {wildcards.nodes}gpu --root results/profiles"
         " --gpus {params.devices} --nsys {params.nsys}"

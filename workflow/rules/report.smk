@@ -11,21 +11,23 @@ rule not_measured:
     conda:
         "../../envs/analysis.yaml"
     params:
-        entries=not_measured(),
+        entries=not_measured_records(),
     script:
         "../scripts/write_not_measured.py"
 
 
 rule build_report:
     input:
-        sweeps=sweeps_here(),
-        kernel_bw=kernel_bw_here(),
-        alternated=compare_here(),
-        tables=[f"results/profiles/{name}/tables" for name in profiles_here()],
-        summaries=[f"results/profiles/{name}/summary.md" for name in profiles_here()],
+        sweeps=STUDY.sweeps_here(),
+        kernel_bw=STUDY.kernel_bw_here(),
+        alternated=STUDY.compare_here(),
+        tables=[f"{STUDY.profile_dir(name)}/tables" for name in STUDY.profiles_here()],
+        summaries=[
+            f"{STUDY.profile_dir(name)}/summary.md" for name in STUDY.profiles_here()
+        ],
         overheads=[
-            f"results/profiles/{name}/overhead.json"
-            for name in profiles_here()
+            f"{STUDY.profile_dir(name)}/overhead.json"
+            for name in STUDY.profiles_here()
             if name == "cpu"
         ],
         not_measured="results/report/not_measured.json",
