@@ -57,7 +57,8 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     on_device = rows["backend"].isin(DEVICE_BACKENDS)
     on_mpi = rows["backend"].isin(MPI_BACKENDS)
     base = base.where(~(rows["shared_devices"] & on_device), base + " (shared devices)")
-    base = base.where(~(rows["shared_devices"] & on_mpi), base + " (one host)")
+    rows["one_host"] = on_mpi & _one_host(rows)
+    base = base.where(~rows["one_host"], base + " (one host)")
     if "graphs" in rows:
         # Replayed CUDA graphs (ring.gpu_graphs); rows without the column enqueued eagerly.
         graphs = pd.to_numeric(rows["graphs"], errors="coerce").fillna(0) == 1
@@ -77,6 +78,13 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     repeated = rows["base"].isin(repeated_bases)
     rows["series"] = rows["base"].where(~repeated, rows["base"] + " [" + rows["run"] + "]")
     return rows
+
+
+def _one_host(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row's MPI ranks shared one machine: the run's recorded host count; runs
+    written before it was recorded said so in their shared_devices column."""
+    hosts = rows["mpi_hosts"] if "mpi_hosts" in rows else pd.Series(math.nan, index=rows.index)
+    return (hosts == 1) | (hosts.isna() & rows["shared_devices"])
 
 
 @dataclass(frozen=True)

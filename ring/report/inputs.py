@@ -118,13 +118,22 @@ class Inputs:
 
     def sweep_rows(self) -> pd.DataFrame:
         """All sweep rows, each tagged with the run (file stem) it came from."""
-        frames = [run.rows.assign(run=run.name, machine=run.machine) for run in self.runs]
+        frames = [
+            run.rows.assign(run=run.name, machine=run.machine, mpi_hosts=_mpi_hosts(run))
+            for run in self.runs
+        ]
         return pd.concat(frames, ignore_index=True)
 
     def local_runs(self) -> list[Run]:
         """The runs this report's own machine measured (all runs when every one is a
         reference): what "not measured" is about."""
         return [run for run in self.runs if not run.machine] or self.runs
+
+
+def _mpi_hosts(run: Run) -> float:
+    """Machines the run's MPI ranks ran on, NaN where its JSON does not say (older runs)."""
+    hosts = run.environment.get("mpi_hosts")
+    return float(hosts) if isinstance(hosts, int) and not isinstance(hosts, bool) else math.nan
 
 
 def _read_json(path: Path, required_keys: tuple[str, ...]) -> dict:
@@ -165,8 +174,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _as_bool(path: Path, column: str, values: pd.Series) -> pd.Series:
-    mapping = {"true": True, "false": False, "1": True, "0": False}
-    text = values.astype(str).str.strip().str.lower()
+    """true/false; an empty cell (a column that does not apply to the row) reads false."""
+    mapping = {"true": True, "false": False, "1": True, "0": False, "": False}
+    text = values.map(lambda v: "" if pd.isna(v) else str(v)).str.strip().str.lower()
     bad = sorted(set(text[~text.isin(mapping)]))
     if bad:
         raise ReportInputError(f"{path}: column {column!r} holds {bad}, expected true/false")

@@ -3,9 +3,11 @@ harness flags of every sweep and profile.  Nothing here measures anything."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 
-from ..study_config import sweep_settings
+from ..study_config import results_dir, sweep_settings
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 
@@ -18,7 +20,10 @@ class Study:
     def __init__(self, config: Mapping, machine: Machine):
         self.config = config
         self.machine = machine
-        self.results = "results"
+        # `--config shared_devices=true` gives the string "true" (Snakemake turns only True
+        # into a bool); the schema allows both spellings.
+        self.shared_devices = config["shared_devices"] in (True, "true")
+        self.results = results_dir(config)  # results/<name>/ of a named configuration
 
     def path(self, relative: str) -> str:
         """Where a result file of this configuration goes."""
@@ -29,7 +34,7 @@ class Study:
     def gpu_shortfall(self, nodes: int) -> str | None:
         """Why a GPU job over `nodes` nodes cannot run here, or None when it can."""
         gpus = self.machine.gpus
-        if gpus >= nodes or (gpus >= 1 and self.config["shared_devices"]):
+        if gpus >= nodes or (gpus >= 1 and self.shared_devices):
             return None
         needed = f"needs {nodes} GPU{'s' if nodes > 1 else ''}, {self.machine.gpus_how}"
         if gpus >= 1:
@@ -163,6 +168,19 @@ class Study:
     def profiles_here(self) -> list[str]:
         names = self.config["nsys"]["profiles"]
         return [name for name in names if self.profile_possible(name) is None]
+
+    def references_here(self) -> list[str]:
+        """The configured reference folders that exist here (a copy of the workflow without
+        results/reference/ builds its report without them, and says so once)."""
+        wanted = self.config.get("references", [])
+        present = [path for path in wanted if os.path.isdir(path)]
+        absent = [path for path in wanted if path not in present]
+        if absent:
+            print(
+                f"ring: reference folder(s) {', '.join(absent)} absent: the report leaves them out",
+                file=sys.stderr,
+            )
+        return present
 
     def report_files(self) -> list[str]:
         return [self.path(f"report/{name}") for name in ("index.html", "report.md")]

@@ -13,11 +13,11 @@
 
 rule cpu_bench:
     output:
-        csv="results/cpu/sweep_n{nodes}_{dtype}.csv",
-        json="results/cpu/sweep_n{nodes}_{dtype}.json",
-        samples="results/cpu/sweep_n{nodes}_{dtype}.samples.csv",
+        csv=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.json",
+        samples=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.samples.csv",
     log:
-        "results/logs/cpu/sweep_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/cpu/sweep_n{{nodes}}_{{dtype}}.log",
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -33,11 +33,11 @@ rule cpu_bench:
 
 rule mpi_bench:
     output:
-        csv="results/mpi/sweep_n{nodes}_{dtype}.csv",
-        json="results/mpi/sweep_n{nodes}_{dtype}.json",
-        samples="results/mpi/sweep_n{nodes}_{dtype}.samples.csv",
+        csv=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.json",
+        samples=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.samples.csv",
     log:
-        "results/logs/mpi/sweep_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/mpi/sweep_n{{nodes}}_{{dtype}}.log",
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -63,10 +63,10 @@ rule mpi_bench:
 
 rule compare_bench:
     output:
-        csv="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv",
-        json="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.json",
+        csv=f"{RESULTS}/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.json",
     log:
-        "results/logs/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.log",
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -84,10 +84,10 @@ rule compare_bench:
 
 rule gpu_bench:
     output:
-        csv="results/gpu/{backend}_n{nodes}_{dtype}.csv",
-        json="results/gpu/{backend}_n{nodes}_{dtype}.json",
+        csv=f"{RESULTS}/gpu/{{backend}}_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/gpu/{{backend}}_n{{nodes}}_{{dtype}}.json",
     log:
-        "results/logs/gpu/{backend}_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/gpu/{{backend}}_n{{nodes}}_{{dtype}}.log",
     wildcard_constraints:
         backend="|".join(config["gpu"]["backends"]),
     conda:
@@ -105,10 +105,10 @@ rule gpu_bench:
 
 rule kernel_bw_sweep:
     output:
-        csv="results/gpu/kernel_bw_{dtype}.csv",
-        json="results/gpu/kernel_bw_{dtype}.json",
+        csv=f"{RESULTS}/gpu/kernel_bw_{{dtype}}.csv",
+        json=f"{RESULTS}/gpu/kernel_bw_{{dtype}}.json",
     log:
-        "results/logs/gpu/kernel_bw_{dtype}.log",
+        f"{RESULTS}/logs/gpu/kernel_bw_{{dtype}}.log",
     conda:
         "../../envs/gpu.yaml"
     resources:

@@ -8,12 +8,10 @@ import sys
 from ring.study import Study, job_environment, left_out, probe_machine
 from ring.study.targets import MPI_HINT
 
-# `--config shared_devices=true` gives the string "true" (Snakemake turns only True into a
-# bool); the schema allows both spellings, the rules read a bool.
-config["shared_devices"] = config["shared_devices"] in (True, "true")
-
 STUDY = Study(config, probe_machine(config))
 MACHINE = STUDY.machine
+# results/, or results/<name>/ for a named configuration (variants keep their own files).
+RESULTS = STUDY.results
 job_environment()
 
 
@@ -83,19 +81,6 @@ def nsys_target(name):
 
 def not_measured_records():
     return [entry.record() for entry in left_out(STUDY)]
-
-
-def references_here():
-    """The configured reference folders that exist here (a copy of the workflow without
-    results/reference/ builds its report without them, and says so once)."""
-    present = [path for path in config.get("references", []) if os.path.isdir(path)]
-    absent = [path for path in config.get("references", []) if path not in present]
-    if absent:
-        print(
-            f"ring: reference folder(s) {', '.join(absent)} absent: the report leaves them out",
-            file=sys.stderr,
-        )
-    return present
 
 
 def report_args(wildcards, input):

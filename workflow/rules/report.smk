@@ -4,9 +4,9 @@
 
 rule not_measured:
     output:
-        "results/report/not_measured.json",
+        f"{RESULTS}/report/not_measured.json",
     log:
-        "results/logs/report/not_measured.log",
+        f"{RESULTS}/logs/report/not_measured.log",
     localrule: True
     conda:
         "../../envs/analysis.yaml"
@@ -30,23 +30,23 @@ rule build_report:
             for name in STUDY.profiles_here()
             if name == "cpu"
         ],
-        not_measured="results/report/not_measured.json",
-        references=references_here(),
+        not_measured=f"{RESULTS}/report/not_measured.json",
+        references=STUDY.references_here(),
     output:
         figures=report(
-            directory("results/figures"),
+            directory(f"{RESULTS}/figures"),
             patterns=["{figure}.png"],
             caption="../report/figure.rst",
             category="Figures",
         ),
         html=report(
-            "results/report/index.html",
+            f"{RESULTS}/report/index.html",
             caption="../report/index.rst",
             category="Report",
         ),
-        markdown="results/report/report.md",
+        markdown=f"{RESULTS}/report/report.md",
     log:
-        "results/logs/report/report.log",
+        f"{RESULTS}/logs/report/report.log",
     conda:
         "../../envs/analysis.yaml"
     params:
