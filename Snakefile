@@ -75,5 +75,5 @@ rule nsys_4gpu:
 
 rule report:
     input:
-        "results/report/index.html",
-        "results/report/report.md",
+        f"{RESULTS}/report/index.html",
+        f"{RESULTS}/report/report.md",

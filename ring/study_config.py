@@ -22,6 +22,7 @@ __all__ = [
     "MAX_BUFFER_BYTES",
     "ConfigError",
     "check_config",
+    "results_dir",
     "size_bytes",
     "sweep_settings",
 ]
@@ -36,6 +37,10 @@ SWEEP_KEYS = (
 # node, so a typo (100G for 100M) is stopped before the DAG is built, not mid-run.
 MAX_BUFFER_BYTES = 64 << 30
 PROFILE_GPUS = {"2gpu": 2, "4gpu": 4}
+# The folders of results/ itself: a configuration's name (its results/<name>/) cannot be one.
+RESULT_FOLDERS = frozenset(
+    {"cpu", "mpi", "gpu", "compare", "profiles", "report", "figures", "logs", "reference"}
+)
 
 
 class ConfigError(ValueError):
@@ -58,6 +63,20 @@ def sweep_settings(config: Mapping, kind: str) -> dict:
     """The `bench` settings with the overrides of `kind` (cpu, mpi, gpu, kernel_bw)."""
     own = config[kind]
     return {key: own.get(key, config["bench"][key]) for key in SWEEP_KEYS}
+
+
+def results_dir(config: Mapping) -> str:
+    """Where a configuration's results go: results/<name>/, or results/ without a name."""
+    name = config.get("name")
+    return f"results/{name}" if name else "results"
+
+
+def _check_name(config: Mapping) -> None:
+    if config.get("name") in RESULT_FOLDERS:
+        raise ConfigError(
+            f"config: name {config['name']!r} is a folder of results/ itself; "
+            f"choose another than {', '.join(sorted(RESULT_FOLDERS))}"
+        )
 
 
 def _where(path) -> str:
@@ -155,6 +174,7 @@ def check_config(config: dict, schema_path: str | Path) -> None:
 
     schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
     _apply_schema(config, schema)
+    _check_name(config)
     # `compare` (alternated launches of the threaded ring and MPI_Allreduce) is optional.
     for kind in (*KINDS, *(("compare",) if "compare" in config else ())):
         _check_sweep(config, kind)

@@ -85,8 +85,10 @@ def test_mpi_allreduce_two_ranks(tmp_path):
         assert (row["backend"], row["sync"], row["nodes"]) == ("mpi-allreduce", "none", "2")
         assert row["wrong"] == "0"
         assert row["traffic_GBps"] == ""  # MPI's own algorithm: unknown, not invented
-        assert row["shared_devices"] == "true"  # both ranks on this host
+        assert row["shared_devices"] == ""  # host rows: no device to share
         assert float(row["time_us_min"]) <= float(row["time_us"]) <= float(row["time_us_max"])
+    # Both ranks on this machine: the JSON says so (the report's "one host" label).
+    assert json.loads(out.with_suffix(".json").read_text())["environment"]["mpi_hosts"] == 1
     # Only rank 0 prints: one table line per size.
     table = [line for line in done.stdout.splitlines() if line and not line.startswith("#")]
     assert len(table) == len(rows)

@@ -446,6 +446,8 @@ def test_wrong_rows_repeated_runs_and_workflow_record(results, tmp_path):
                 {
                     "what": "MPI sweeps (mpi, mpi-allreduce)",
                     "why": "mpirun not found on PATH",
+                    "where": "apt-get install openmpi-bin, then",
+                    "target": "mpi",
                     "how": "apt-get install openmpi-bin, then: snakemake --cores 8 mpi",
                 }
             ]

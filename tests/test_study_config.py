@@ -61,6 +61,8 @@ BAD = {
         "cpu.backends seed-cpp is compiled for float32, float64, int32, int64 only, not float16",
     ),
     "gpu profile nodes": ({"nsys": {"profiles": {"4gpu": {"nodes": 2}}}}, "profiles 4 nodes"),
+    "name of a results folder": ({"name": "cpu"}, "name 'cpu' is a folder of results/ itself"),
+    "name with a slash": ({"name": "a/b"}, "name: 'a/b' does not match"),
 }
 
 

@@ -533,3 +533,35 @@ def test_snakefmt_check_passes():
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_named_configs_plan_disjoint_results_and_the_default_keeps_its_paths(
+    workdir, stubs, tmp_path
+):
+    pinned = pinned_config(tmp_path, stubs, mpi=False)
+
+    def outputs(*config_args):
+        jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=0", *config_args])
+        return {path for job in jobs for path in job.output}, jobs
+
+    default, _ = outputs()
+    assert {
+        "results/cpu/sweep_n2_float32.csv",
+        "results/profiles/cpu/overhead.json",
+        "results/report/not_measured.json",
+        "results/report/index.html",
+        "results/figures",
+    } <= default
+    assert all(path.startswith("results/") for path in default)
+    small, small_jobs = outputs("name=small")
+    big, _ = outputs("name=big")
+    assert all(path.startswith("results/small/") for path in small)
+    assert not small & big and not small & default
+    # The same files, each under its configuration's folder.
+    assert {p.removeprefix("results/small/") for p in small} == {
+        p.removeprefix("results/") for p in default
+    }
+    report = next(job for job in small_jobs if job.rule == "build_report")
+    assert "--sweep results/small/cpu/sweep_n2_float32.csv" in report.shell
+    profile = next(job for job in small_jobs if job.rule == "nsys_profile_cpu")
+    assert "--root results/small/profiles " in profile.shell

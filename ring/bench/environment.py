@@ -216,4 +216,5 @@ def collect_environment(world=None) -> dict:
         **_gpu_info(),
         "mpi_library": _mpi_library(world),
         "mpi_world_size": getattr(world, "size", 1),
+        "mpi_hosts": getattr(world, "hosts", 1),
     }

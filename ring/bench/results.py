@@ -91,7 +91,7 @@ def make_row(
     times_s: Sequence[float],
     traffic_bytes: int | None,
     wrong: int | None,
-    shared_devices: bool,
+    shared_devices: bool | None,
     extras: dict | None = None,
 ) -> dict:
     times_us = np.asarray(times_s, dtype=np.float64) * 1e6
@@ -118,7 +118,8 @@ def make_row(
             traffic_bytes / seconds / 1e9 if traffic_bytes is not None and seconds > 0 else None
         ),
         "wrong": wrong,
-        "shared_devices": bool(shared_devices),
+        # Empty on host rows: only GPU nodes can share a device.
+        "shared_devices": None if shared_devices is None else bool(shared_devices),
     }
     row.update(extras or {})
     return row

@@ -54,6 +54,7 @@ class LocalWorld:
     size = 1
     local_size = 1
     local_rank = 0
+    hosts = 1
     comm = None
     is_root = True
 
@@ -98,6 +99,8 @@ class MpiWorld:
         self.local_size = local.Get_size()
         self.local_rank = local.Get_rank()
         local.Free()
+        # machines the ranks run on (one local rank 0 each): the rows' "one host" label
+        self.hosts = self.comm.allreduce(int(self.local_rank == 0))
         _abort_on_uncaught_exception(self.MPI)
 
     def barrier(self) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..gpu_count import count_gpus
+
 __all__ = [
     "INSTALL_HINT",
     "REPORTS",
@@ -247,21 +249,6 @@ def report_names(generation: str) -> dict[str, str]:
         raise ValueError(f"unknown nsys generation {generation!r}: expected 2022 or 2023")
     index = GENERATIONS.index(generation)
     return {logical: names[index] for logical, names in REPORTS.items()}
-
-
-def count_gpus() -> tuple[int, str]:
-    """How many CUDA GPUs this machine shows, and how that was found out."""
-    smi = shutil.which("nvidia-smi")
-    if smi is not None:
-        try:
-            listing = _run([smi, "-L"], timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return 0, f"nvidia-smi -L failed ({exc})"
-        if listing.returncode == 0:
-            gpus = [line for line in listing.stdout.splitlines() if line.startswith("GPU ")]
-            return len(gpus), "nvidia-smi -L"
-        return 0, f"nvidia-smi -L exited {listing.returncode}"
-    return 0, "nvidia-smi not found"
 
 
 def require_gpus(count: int, what: str = "this GPU profile") -> int:

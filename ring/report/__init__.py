@@ -25,7 +25,7 @@ _EXPORTS = {
     "Figure": ".figures",
     "FigureSpec": ".figures",
     "ReportInputError": ".inputs",
-    "discover": ".inputs",
+    "discover": ".build",
     "load_inputs": ".inputs",
     "ReportModel": ".model",
 }

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ..bench.results import busbw_factor
-from .inputs import Inputs, Run
 
 __all__ = [
     "DEVICE_BACKENDS",
@@ -24,9 +22,7 @@ __all__ = [
     "RING_BACKENDS",
     "Comparison",
     "busbw_at_largest",
-    "ceiling_fractions",
     "compare",
-    "flatten_ceilings",
     "label_series",
     "scaling",
     "summarise_comparison",
@@ -42,11 +38,6 @@ PEERS = {
 }
 DEVICE_BACKENDS = ("gpu", "nccl")
 MPI_BACKENDS = ("mpi", "mpi-allreduce")
-# Ceiling names that describe a GPU (device memory or a link between devices).
-_DEVICE_CEILING = re.compile(r"d2d|peer|p2p|device|gpu|nvlink", re.IGNORECASE)
-# Ceilings of a link between devices are compared with busbw (as nccl-tests and
-# nvbandwidth do); ceilings of one memory with the schedule's memory traffic.
-_LINK_CEILING = re.compile(r"peer|p2p|nvlink|link", re.IGNORECASE)
 
 
 def label_series(rows: pd.DataFrame) -> pd.DataFrame:
@@ -66,7 +57,8 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     on_device = rows["backend"].isin(DEVICE_BACKENDS)
     on_mpi = rows["backend"].isin(MPI_BACKENDS)
     base = base.where(~(rows["shared_devices"] & on_device), base + " (shared devices)")
-    base = base.where(~(rows["shared_devices"] & on_mpi), base + " (one host)")
+    rows["one_host"] = on_mpi & _one_host(rows)
+    base = base.where(~rows["one_host"], base + " (one host)")
     if "graphs" in rows:
         # Replayed CUDA graphs (ring.gpu_graphs); rows without the column enqueued eagerly.
         graphs = pd.to_numeric(rows["graphs"], errors="coerce").fillna(0) == 1
@@ -86,6 +78,13 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     repeated = rows["base"].isin(repeated_bases)
     rows["series"] = rows["base"].where(~repeated, rows["base"] + " [" + rows["run"] + "]")
     return rows
+
+
+def _one_host(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row's MPI ranks shared one machine: the run's recorded host count; runs
+    written before it was recorded said so in their shared_devices column."""
+    hosts = rows["mpi_hosts"] if "mpi_hosts" in rows else pd.Series(math.nan, index=rows.index)
+    return (hosts == 1) | (hosts.isna() & rows["shared_devices"])
 
 
 @dataclass(frozen=True)
@@ -304,124 +303,3 @@ def busbw_at_largest(rows: pd.DataFrame) -> pd.DataFrame:
             "shared_devices",
         ]
     ].reset_index(drop=True)
-
-
-# Keys of a run's ``ceilings`` that describe how the top-level values were taken (both
-# host measurements, the cache size, the drift); the top-level values are the ceilings.
-DETAIL_KEYS = ("host_memory",)
-# STREAM's rule: arrays of at least this many times the last-level cache leave every cache.
-LLC_MULTIPLE = 4
-
-
-def flatten_ceilings(ceilings: dict, prefix: str = "") -> list[tuple[str, float | None]]:
-    """Every bandwidth leaf (a key path containing ``GBps``) of a run's ``ceilings``.
-
-    Nested objects (per device, per pair, per direction) become ``key[sub][sub]``; a null
-    stays ``None`` (not measured), never a number.
-    """
-    leaves: list[tuple[str, float | None]] = []
-    for key, value in ceilings.items():
-        if not prefix and key in DETAIL_KEYS:
-            continue
-        path = f"{prefix}[{key}]" if prefix else str(key)
-        if isinstance(value, dict):
-            leaves.extend(flatten_ceilings(value, path))
-        elif isinstance(value, list):
-            leaves.extend(flatten_ceilings(dict(enumerate(value)), path))
-        elif "GBps" in path and (value is None or isinstance(value, int | float)):
-            if isinstance(value, bool):
-                continue
-            leaves.append((path, None if value is None else float(value)))
-    return leaves
-
-
-def ceilings_of(run: Run) -> pd.DataFrame:
-    """A run's ceilings as rows: ceiling, GBps (NaN where the JSON holds null), device, link."""
-    leaves = flatten_ceilings(run.ceilings)
-    return pd.DataFrame(
-        {
-            "run": run.name,
-            "ceiling": [name for name, _ in leaves],
-            "GBps": [math.nan if v is None else v for _, v in leaves],
-            "device": [bool(_DEVICE_CEILING.search(name)) for name, _ in leaves],
-            "link": [bool(_LINK_CEILING.search(name)) for name, _ in leaves],
-        },
-        columns=["run", "ceiling", "GBps", "device", "link"],
-    )
-
-
-def all_ceilings(inputs: Inputs) -> pd.DataFrame:
-    frames = [ceilings_of(run) for run in inputs.runs]
-    return pd.concat(frames, ignore_index=True)
-
-
-def ceiling_fractions(
-    rows: pd.DataFrame, ceilings: pd.DataFrame, llc: dict[str, int | None] | None = None
-) -> pd.DataFrame:
-    """Each series against the ceilings of its own run that apply to its hardware.
-
-    GPU backends meet device ceilings (a link ceiling compared with busbw, a memory ceiling
-    with the schedule's memory traffic).  Host backends meet one ceiling: the fastest host
-    memory kernel of their run (copy, add or triad, whichever moved the most bytes per
-    second), since the kernels count bytes alike and memory can go no faster than its best.
-    Reported at the largest size, at the size where the fraction is highest, and at the
-    highest among sizes of at least 4x the run's last-level cache (``llc``: run -> bytes),
-    where no cache can serve the buffers.
-    """
-    llc = llc or {}
-    records = []
-    measured = ceilings[ceilings["GBps"].notna() & (ceilings["GBps"] > 0)]
-    for (series, nodes, run, backend), group in rows.groupby(
-        ["series", "nodes", "run", "backend"], sort=True
-    ):
-        on_device = backend in DEVICE_BACKENDS
-        mine = measured[(measured["run"] == run) & (measured["device"] == on_device)]
-        if not on_device and not mine.empty:
-            mine = mine.loc[[mine["GBps"].idxmax()]]
-        for ceiling in mine.itertuples():
-            metric = "busbw_GBps" if ceiling.link else "traffic_GBps"
-            known = group[group[metric].notna()]
-            if known.empty:
-                continue  # e.g. NCCL's memory traffic, which the harness cannot see
-            records.append(_fraction_record(series, nodes, ceiling, metric, known, llc.get(run)))
-    return pd.DataFrame.from_records(records, columns=_FRACTION_COLUMNS)
-
-
-_FRACTION_COLUMNS = [
-    "series",
-    "nodes",
-    "ceiling",
-    "ceiling_GBps",
-    "metric",
-    "largest_bytes",
-    "value_at_largest",
-    "fraction_at_largest",
-    "max_fraction",
-    "max_at_bytes",
-    "llc_bytes",
-    "max_fraction_beyond_llc",
-    "beyond_llc_at_bytes",
-]
-
-
-def _fraction_record(series, nodes, ceiling, metric, known, llc_bytes) -> dict:
-    fraction = known[metric] / ceiling.GBps
-    last = known.loc[known["bytes"].idxmax()]
-    best = fraction.idxmax()
-    beyond = fraction[known["bytes"] >= LLC_MULTIPLE * llc_bytes] if llc_bytes else fraction[[]]
-    far = beyond.idxmax() if not beyond.empty else None
-    return {
-        "series": series,
-        "nodes": int(nodes),
-        "ceiling": ceiling.ceiling,
-        "ceiling_GBps": float(ceiling.GBps),
-        "metric": metric,
-        "largest_bytes": int(last["bytes"]),
-        "value_at_largest": float(last[metric]),
-        "fraction_at_largest": float(last[metric] / ceiling.GBps),
-        "max_fraction": float(fraction[best]),
-        "max_at_bytes": int(known.at[best, "bytes"]),
-        "llc_bytes": llc_bytes,
-        "max_fraction_beyond_llc": None if far is None else float(beyond[far]),
-        "beyond_llc_at_bytes": None if far is None else int(known.at[far, "bytes"]),
-    }

@@ -10,11 +10,18 @@ from pathlib import Path
 
 from .alternation import load_alternated
 from .figures import Figure, draw_figures
-from .inputs import ReportInputError, discover, load_inputs
+from .inputs import ReportInputError, load_inputs
 from .model import ReportModel
 from .render import render
 
-__all__ = ["BuildResult", "ReportInputError", "build_figures", "build_report", "collect_inputs"]
+__all__ = [
+    "BuildResult",
+    "ReportInputError",
+    "build_figures",
+    "build_report",
+    "collect_inputs",
+    "discover",
+]
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,38 @@ class BuildResult:
     @property
     def not_drawn(self) -> list[str]:
         return [f.spec.name for f in self.figures if not f.drawn]
+
+
+def discover(results: str | Path) -> dict[str, list[Path]]:
+    """The result files under a workflow's ``results/`` folder, by kind.
+
+    ``results/{cpu,mpi,gpu}/*.csv`` are sweeps, except CSVs whose name says ``kernel``
+    (the kernel-bandwidth sweep); ``results/profiles/*/`` with a ``tables/`` folder are
+    profiles; ``results/report/not_measured.json`` is the workflow's record of what it left
+    out.  Committed reference runs (``results/reference/``) are not picked up: they come from
+    other machines, and join a report only when named
+    (:func:`~ring.report.inputs.discover_reference`).
+    """
+    results = Path(results)
+    if not results.is_dir():
+        raise ReportInputError(f"{results}: no such results folder")
+    sweeps: list[Path] = []
+    kernel: list[Path] = []
+    for kind in ("cpu", "mpi", "gpu"):
+        for csv_path in sorted((results / kind).glob("*.csv")):
+            if csv_path.name.endswith(".samples.csv"):
+                continue  # the timed calls of the sweep beside it
+            (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
+    profiles = sorted(p for p in (results / "profiles").glob("*") if (p / "tables").is_dir())
+    record = results / "report" / "not_measured.json"
+    alternated = sorted((results / "compare").glob("*.csv"))
+    return {
+        "alternated": alternated,
+        "sweeps": sweeps,
+        "kernel_bandwidth": kernel,
+        "profiles": profiles,
+        "not_measured": [record] if record.is_file() else [],
+    }
 
 
 def collect_inputs(
@@ -74,7 +113,7 @@ def build_figures(model: ReportModel, figures_dir: str | Path) -> list[Figure]:
         for figure in drawn:
             for suffix in (".png", ".svg"):
                 (figures_dir / f"{figure.spec.name}{suffix}").unlink(missing_ok=True)
-            if figure.drawn:
+            if figure.png is not None and figure.svg is not None:  # drawn
                 png = figures_dir / figure.png.name
                 svg = figures_dir / figure.svg.name
                 shutil.move(figure.png, png)

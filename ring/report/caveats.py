@@ -119,8 +119,7 @@ def _shared_hardware(model) -> list[str]:
             "device-local copies, not peer-to-peer links, so their busbw is not a link "
             "bandwidth; read them against the device copy ceiling."
         )
-    one_host = rows[rows["shared_devices"] & rows["backend"].isin(analysis.MPI_BACKENDS)]
-    if not one_host.empty:
+    if rows["one_host"].any():
         notes.append(
             "Series labelled *(one host)* ran all MPI ranks on one machine: their messages "
             "went through shared memory, not a network."

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from . import alternation, profile_notes, trust
-from .analysis import LLC_MULTIPLE
+from .ceilings import LLC_MULTIPLE
 from .fmt import format_bytes, format_number, format_ratio
 from .intervals import sides_of_one
 
@@ -165,8 +165,8 @@ def _oversubscribed(model) -> list[str]:
 
 def _drift(model) -> str:
     """A clause on how far the ceilings moved between the start and the end of each run."""
-    measured = [(run.name, trust.drift(run)) for run in model.inputs.runs]
-    measured = [(name, value) for name, value in measured if value is not None]
+    drifts = [(run.name, trust.drift(run)) for run in model.inputs.runs]
+    measured = [(name, value) for name, value in drifts if value is not None]
     if not measured:
         return ""
     worst_name, worst = max(measured, key=lambda item: item[1])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import pandas as pd
 
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import COLUMNS
+from ..study import RECORD_KEYS, LeftOut
 
 __all__ = [
     "SWEEP_COLUMNS",
@@ -34,7 +36,6 @@ __all__ = [
     "Profile",
     "ReportInputError",
     "Run",
-    "discover",
     "discover_reference",
     "load_inputs",
     "load_kernel_bandwidth",
@@ -108,15 +109,6 @@ class Profile:
     machine: str = ""
 
 
-@dataclass(frozen=True)
-class LeftOut:
-    """One entry of the workflow's ``not_measured.json``: decided when the DAG was built."""
-
-    what: str
-    why: str
-    how: str
-
-
 @dataclass
 class Inputs:
     runs: list[Run]
@@ -126,13 +118,22 @@ class Inputs:
 
     def sweep_rows(self) -> pd.DataFrame:
         """All sweep rows, each tagged with the run (file stem) it came from."""
-        frames = [run.rows.assign(run=run.name, machine=run.machine) for run in self.runs]
+        frames = [
+            run.rows.assign(run=run.name, machine=run.machine, mpi_hosts=_mpi_hosts(run))
+            for run in self.runs
+        ]
         return pd.concat(frames, ignore_index=True)
 
     def local_runs(self) -> list[Run]:
         """The runs this report's own machine measured (all runs when every one is a
         reference): what "not measured" is about."""
         return [run for run in self.runs if not run.machine] or self.runs
+
+
+def _mpi_hosts(run: Run) -> float:
+    """Machines the run's MPI ranks ran on, NaN where its JSON does not say (older runs)."""
+    hosts = run.environment.get("mpi_hosts")
+    return float(hosts) if isinstance(hosts, int) and not isinstance(hosts, bool) else math.nan
 
 
 def _read_json(path: Path, required_keys: tuple[str, ...]) -> dict:
@@ -173,8 +174,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _as_bool(path: Path, column: str, values: pd.Series) -> pd.Series:
-    mapping = {"true": True, "false": False, "1": True, "0": False}
-    text = values.astype(str).str.strip().str.lower()
+    """true/false; an empty cell (a column that does not apply to the row) reads false."""
+    mapping = {"true": True, "false": False, "1": True, "0": False, "": False}
+    text = values.map(lambda v: "" if pd.isna(v) else str(v)).str.strip().str.lower()
     bad = sorted(set(text[~text.isin(mapping)]))
     if bad:
         raise ReportInputError(f"{path}: column {column!r} holds {bad}, expected true/false")
@@ -287,7 +289,8 @@ def load_profile(path: str | Path) -> Profile:
 
 
 def load_not_measured(path: str | Path) -> list[LeftOut]:
-    """Read the workflow's record of what this machine could not measure."""
+    """Read the workflow's record of what this machine could not measure
+    (:class:`ring.study.LeftOut`, field by field)."""
     path = Path(path)
     if not path.is_file():
         raise ReportInputError(f"{path}: missing")
@@ -295,43 +298,13 @@ def load_not_measured(path: str | Path) -> list[LeftOut]:
         entries = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportInputError(f"{path}: not valid JSON ({exc})") from exc
-    keys = ("what", "why", "how")
     if not isinstance(entries, list) or not all(
-        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in keys) for e in entries
+        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in RECORD_KEYS) for e in entries
     ):
-        raise ReportInputError(f"{path}: expected a list of objects with string keys {list(keys)}")
-    return [LeftOut(e["what"], e["why"], e["how"]) for e in entries]
-
-
-def discover(results: str | Path) -> dict[str, list[Path]]:
-    """The result files under a workflow's ``results/`` folder, by kind.
-
-    ``results/{cpu,mpi,gpu}/*.csv`` are sweeps, except CSVs whose name says ``kernel``
-    (the kernel-bandwidth sweep); ``results/profiles/*/`` with a ``tables/`` folder are
-    profiles; ``results/report/not_measured.json`` is the workflow's record of what it left
-    out.  Committed reference runs (``results/reference/``) are not picked up: they come from
-    other machines, and join a report only when named (:func:`discover_reference`).
-    """
-    results = Path(results)
-    if not results.is_dir():
-        raise ReportInputError(f"{results}: no such results folder")
-    sweeps: list[Path] = []
-    kernel: list[Path] = []
-    for kind in ("cpu", "mpi", "gpu"):
-        for csv_path in sorted((results / kind).glob("*.csv")):
-            if csv_path.name.endswith(".samples.csv"):
-                continue  # the timed calls of the sweep beside it
-            (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
-    profiles = sorted(p for p in (results / "profiles").glob("*") if (p / "tables").is_dir())
-    record = results / "report" / "not_measured.json"
-    alternated = sorted((results / "compare").glob("*.csv"))
-    return {
-        "alternated": alternated,
-        "sweeps": sweeps,
-        "kernel_bandwidth": kernel,
-        "profiles": profiles,
-        "not_measured": [record] if record.is_file() else [],
-    }
+        raise ReportInputError(
+            f"{path}: expected a list of objects with string keys {list(RECORD_KEYS)}"
+        )
+    return [LeftOut.from_record(entry) for entry in entries]
 
 
 def discover_reference(folder: str | Path) -> dict[str, list[Path]]:
@@ -372,11 +345,11 @@ def _load_reference(folder: str | Path) -> tuple[list[Run], list[KernelBandwidth
 
 
 def load_inputs(
-    sweeps: list[str | Path],
-    kernel_bandwidth: list[str | Path] = (),
-    profiles: list[str | Path] = (),
+    sweeps: Sequence[str | Path],
+    kernel_bandwidth: Sequence[str | Path] = (),
+    profiles: Sequence[str | Path] = (),
     not_measured: str | Path | None = None,
-    references: list[str | Path] = (),
+    references: Sequence[str | Path] = (),
 ) -> Inputs:
     """Load every named input; the first bad one raises :class:`ReportInputError`.
 

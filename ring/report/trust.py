@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .analysis import LLC_MULTIPLE
+from .ceilings import LLC_MULTIPLE
 from .fmt import format_bytes, format_number
 
 __all__ = [
@@ -59,10 +59,11 @@ def ceiling_notes(model) -> list[str]:
     read as cache effects below 4x the last-level cache and as disturbed measurements
     beyond it."""
     notes = []
+    drifts = [(run, drift(run)) for run in model.inputs.runs]
     moved = [
-        f"{run.name} ({format_number(100 * drift(run))} %)"
-        for run in model.inputs.runs
-        if drift(run) is not None and drift(run) > drift_limit(run)
+        f"{run.name} ({format_number(100 * value)} %)"
+        for run, value in drifts
+        if value is not None and value > drift_limit(run)
     ]
     if moved:
         notes.append(

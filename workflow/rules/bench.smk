@@ -13,19 +13,19 @@
 
 rule cpu_bench:
     output:
-        csv="results/cpu/sweep_n{nodes}_{dtype}.csv",
-        json="results/cpu/sweep_n{nodes}_{dtype}.json",
-        samples="results/cpu/sweep_n{nodes}_{dtype}.samples.csv",
+        csv=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.json",
+        samples=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.samples.csv",
     log:
-        "results/logs/cpu/sweep_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/cpu/sweep_n{{nodes}}_{{dtype}}.log",
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
     resources:
         bench=1,
     params:
-        backends=",".join(cpu_backends_here()),
-        sweep=sweep_args("cpu"),
+        backends=",".join(STUDY.cpu_backends_here()),
+        sweep=STUDY.sweep_args("cpu"),
     shell:
         "python -m ring.bench --backend {params.backends} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
@@ -33,11 +33,11 @@ rule cpu_bench:
 
 rule mpi_bench:
     output:
-        csv="results/mpi/sweep_n{nodes}_{dtype}.csv",
-        json="results/mpi/sweep_n{nodes}_{dtype}.json",
-        samples="results/mpi/sweep_n{nodes}_{dtype}.samples.csv",
+        csv=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.json",
+        samples=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.samples.csv",
     log:
-        "results/logs/mpi/sweep_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/mpi/sweep_n{{nodes}}_{{dtype}}.log",
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -47,10 +47,10 @@ rule mpi_bench:
         tasks=lambda wildcards: int(wildcards.nodes),
         mpi=config["mpi"]["launcher"],
         # SLURM machines: as many as ranks (one each) when the config asks for it.
-        nodes=mpi_machines,
+        nodes=lambda wildcards: STUDY.mpi_machines(nodes_of(wildcards)),
     params:
         backends=",".join(config["mpi"]["backends"]),
-        sweep=sweep_args("mpi"),
+        sweep=STUDY.sweep_args("mpi"),
     shell:
         # Under mpi4py's runner an exception on one rank aborts the job, not just that rank.
         "{resources.mpi} -n {resources.tasks} python -m mpi4py -m ring.bench"
@@ -63,10 +63,10 @@ rule mpi_bench:
 
 rule compare_bench:
     output:
-        csv="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv",
-        json="results/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.json",
+        csv=f"{RESULTS}/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.json",
     log:
-        "results/logs/compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.log",
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -75,7 +75,7 @@ rule compare_bench:
     params:
         rounds=lambda wildcards: config["compare"]["rounds"],
         launcher=config["mpi"]["launcher"],
-        sweep=sweep_args("compare"),
+        sweep=STUDY.sweep_args("compare"),
     shell:
         "python -m ring.bench alternate --nodes {wildcards.nodes} --rounds {params.rounds}"
         " --launcher {params.launcher:q} --out {output.csv}"
@@ -84,20 +84,20 @@ rule compare_bench:
 
 rule gpu_bench:
     output:
-        csv="results/gpu/{backend}_n{nodes}_{dtype}.csv",
-        json="results/gpu/{backend}_n{nodes}_{dtype}.json",
+        csv=f"{RESULTS}/gpu/{{backend}}_n{{nodes}}_{{dtype}}.csv",
+        json=f"{RESULTS}/gpu/{{backend}}_n{{nodes}}_{{dtype}}.json",
     log:
-        "results/logs/gpu/{backend}_n{nodes}_{dtype}.log",
+        f"{RESULTS}/logs/gpu/{{backend}}_n{{nodes}}_{{dtype}}.log",
     wildcard_constraints:
         backend="|".join(config["gpu"]["backends"]),
     conda:
         "../../envs/gpu.yaml"
     resources:
         bench=1,
-        gpu=lambda wildcards: devices_for(int(wildcards.nodes)),
+        gpu=lambda wildcards: STUDY.devices_for(nodes_of(wildcards)),
     params:
-        sweep=sweep_args("gpu"),
-        shared=lambda wildcards: shared_flag(int(wildcards.nodes)),
+        sweep=STUDY.sweep_args("gpu"),
+        shared=lambda wildcards: STUDY.shared_flag(nodes_of(wildcards)),
     shell:
         "python -m ring.bench --backend {wildcards.backend} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} {params.shared} --out {output.csv} > {log} 2>&1"
@@ -105,17 +105,17 @@ rule gpu_bench:
 
 rule kernel_bw_sweep:
     output:
-        csv="results/gpu/kernel_bw_{dtype}.csv",
-        json="results/gpu/kernel_bw_{dtype}.json",
+        csv=f"{RESULTS}/gpu/kernel_bw_{{dtype}}.csv",
+        json=f"{RESULTS}/gpu/kernel_bw_{{dtype}}.json",
     log:
-        "results/logs/gpu/kernel_bw_{dtype}.log",
+        f"{RESULTS}/logs/gpu/kernel_bw_{{dtype}}.log",
     conda:
         "../../envs/gpu.yaml"
     resources:
         bench=1,
         gpu=1,
     params:
-        sweep=sweep_args("kernel_bw"),
+        sweep=STUDY.sweep_args("kernel_bw"),
     shell:
         "python -m ring.bench kernel-bw -d {wildcards.dtype} {params.sweep}"
         " --out {output.csv} > {log} 2>&1"

@@ -5,14 +5,14 @@
 
 rule nsys_profile_cpu:
     output:
-        report="results/profiles/cpu/cpu.nsys-rep",
-        stats=directory("results/profiles/cpu/stats"),
-        tables=directory("results/profiles/cpu/tables"),
-        summary="results/profiles/cpu/summary.md",
-        csv="results/profiles/cpu/bench.csv",
-        json="results/profiles/cpu/bench.json",
+        report=f"{RESULTS}/profiles/cpu/cpu.nsys-rep",
+        stats=directory(f"{RESULTS}/profiles/cpu/stats"),
+        tables=directory(f"{RESULTS}/profiles/cpu/tables"),
+        summary=f"{RESULTS}/profiles/cpu/summary.md",
+        csv=f"{RESULTS}/profiles/cpu/bench.csv",
+        json=f"{RESULTS}/profiles/cpu/bench.json",
     log:
-        "results/logs/profiles/cpu.log",
+        f"{RESULTS}/logs/profiles/cpu.log",
     conda:
         "../../envs/cpu.yaml"
     threads: config["nsys"]["profiles"]["cpu"]["nodes"]
@@ -20,35 +20,39 @@ rule nsys_profile_cpu:
         bench=1,
     params:
         nsys=config["nsys"]["executable"],
-        run=profile_args("cpu"),
+        run=STUDY.profile_args("cpu"),
+        # results/profiles (or results/<name>/profiles): the folder above this profile's
+        root=lambda wildcards, output: os.path.dirname(os.path.dirname(output.report)),
     shell:
-        "python -m ring.nsys profile --name cpu --root results/profiles --nsys {params.nsys}"
+        "python -m ring.nsys profile --name cpu --root {params.root} --nsys {params.nsys}"
         " -- python -m ring.bench {params.run} --out {output.csv} > {log} 2>&1"
 
 
 rule nsys_profile_gpu:
     output:
-        report="results/profiles/{nodes}gpu/{nodes}gpu.nsys-rep",
-        stats=directory("results/profiles/{nodes}gpu/stats"),
-        tables=directory("results/profiles/{nodes}gpu/tables"),
-        summary="results/profiles/{nodes}gpu/summary.md",
-        csv="results/profiles/{nodes}gpu/bench.csv",
-        json="results/profiles/{nodes}gpu/bench.json",
+        report=f"{RESULTS}/profiles/{{nodes}}gpu/{{nodes}}gpu.nsys-rep",
+        stats=directory(f"{RESULTS}/profiles/{{nodes}}gpu/stats"),
+        tables=directory(f"{RESULTS}/profiles/{{nodes}}gpu/tables"),
+        summary=f"{RESULTS}/profiles/{{nodes}}gpu/summary.md",
+        csv=f"{RESULTS}/profiles/{{nodes}}gpu/bench.csv",
+        json=f"{RESULTS}/profiles/{{nodes}}gpu/bench.json",
     log:
-        "results/logs/profiles/{nodes}gpu.log",
+        f"{RESULTS}/logs/profiles/{{nodes}}gpu.log",
     wildcard_constraints:
         nodes="2|4",
     conda:
         "../../envs/gpu.yaml"
     resources:
         bench=1,
-        gpu=lambda wildcards: devices_for(int(wildcards.nodes)),
+        gpu=lambda wildcards: STUDY.devices_for(nodes_of(wildcards)),
     params:
         nsys=config["nsys"]["executable"],
-        run=lambda wildcards: profile_args(f"{wildcards.nodes}gpu"),
-        devices=lambda wildcards: devices_for(int(wildcards.nodes)),
+        run=lambda wildcards: STUDY.profile_args(f"{wildcards.nodes}gpu"),
+        devices=lambda wildcards: STUDY.devices_for(nodes_of(wildcards)),
+        # results/profiles (or results/<name>/profiles): the folder above this profile's
+        root=lambda wildcards, output: os.path.dirname(os.path.dirname(output.report)),
     shell:
-        "python -m ring.nsys profile --name {wildcards.nodes}gpu --root results/profiles"
+        "python -m ring.nsys profile --name {wildcards.nodes}gpu --root {params.root}"
         " --gpus {params.devices} --nsys {params.nsys}"
         " -- python -m ring.bench {params.run} --out {output.csv} > {log} 2>&1"
 
@@ -59,9 +63,9 @@ rule nsys_profile_gpu:
 
 rule nsys_overhead_cpu:
     output:
-        "results/profiles/cpu/overhead.json",
+        f"{RESULTS}/profiles/cpu/overhead.json",
     log:
-        "results/logs/profiles/cpu_overhead.log",
+        f"{RESULTS}/logs/profiles/cpu_overhead.log",
     conda:
         "../../envs/cpu.yaml"
     threads: config["nsys"]["profiles"]["cpu"]["nodes"]
@@ -70,7 +74,10 @@ rule nsys_overhead_cpu:
     params:
         p=config["nsys"]["profiles"]["cpu"],
         repeats=3,
+        workdir=lambda wildcards, output: os.path.join(
+            os.path.dirname(output[0]), "overhead"
+        ),
     shell:
         "python -m ring.nsys.overhead --size {params.p[bytes]} --nodes {params.p[nodes]}"
         " --iters {params.p[iters]} --warmup {params.p[warmup]} --repeats {params.repeats}"
-        " --workdir results/profiles/cpu/overhead --json {output} > {log} 2>&1"
+        " --workdir {params.workdir} --json {output} > {log} 2>&1"

@@ -4,47 +4,49 @@
 
 rule not_measured:
     output:
-        "results/report/not_measured.json",
+        f"{RESULTS}/report/not_measured.json",
     log:
-        "results/logs/report/not_measured.log",
+        f"{RESULTS}/logs/report/not_measured.log",
     localrule: True
     conda:
         "../../envs/analysis.yaml"
     params:
-        entries=not_measured(),
+        entries=not_measured_records(),
     script:
         "../scripts/write_not_measured.py"
 
 
 rule build_report:
     input:
-        sweeps=sweeps_here(),
-        kernel_bw=kernel_bw_here(),
-        alternated=compare_here(),
-        tables=[f"results/profiles/{name}/tables" for name in profiles_here()],
-        summaries=[f"results/profiles/{name}/summary.md" for name in profiles_here()],
+        sweeps=STUDY.sweeps_here(),
+        kernel_bw=STUDY.kernel_bw_here(),
+        alternated=STUDY.compare_here(),
+        tables=[f"{STUDY.profile_dir(name)}/tables" for name in STUDY.profiles_here()],
+        summaries=[
+            f"{STUDY.profile_dir(name)}/summary.md" for name in STUDY.profiles_here()
+        ],
         overheads=[
-            f"results/profiles/{name}/overhead.json"
-            for name in profiles_here()
+            f"{STUDY.profile_dir(name)}/overhead.json"
+            for name in STUDY.profiles_here()
             if name == "cpu"
         ],
-        not_measured="results/report/not_measured.json",
-        references=references_here(),
+        not_measured=f"{RESULTS}/report/not_measured.json",
+        references=STUDY.references_here(),
     output:
         figures=report(
-            directory("results/figures"),
+            directory(f"{RESULTS}/figures"),
             patterns=["{figure}.png"],
             caption="../report/figure.rst",
             category="Figures",
         ),
         html=report(
-            "results/report/index.html",
+            f"{RESULTS}/report/index.html",
             caption="../report/index.rst",
             category="Report",
         ),
-        markdown="results/report/report.md",
+        markdown=f"{RESULTS}/report/report.md",
     log:
-        "results/logs/report/report.log",
+        f"{RESULTS}/logs/report/report.log",
     conda:
         "../../envs/analysis.yaml"
     params:

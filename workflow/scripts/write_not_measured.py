@@ -1,7 +1,9 @@
 """Write what this machine could not measure (decided when the DAG was built) as JSON.
 
-Each entry: ``what`` (the results), ``why`` (the missing piece, as found), ``how`` (the
-command that would produce them).  An empty list means nothing was left out.
+Each entry is a :class:`ring.study.LeftOut` record: ``what`` (the results), ``why`` (the
+missing piece, as found), ``where`` (what to get first), ``target`` (the workflow target
+that produces them) and ``how`` (the two in one sentence, for a person reading the file; the
+report reads the fields).  An empty list means nothing was left out.
 Run by Snakemake (rule not_measured), which provides the ``snakemake`` object.
 """
 

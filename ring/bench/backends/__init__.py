@@ -99,9 +99,10 @@ The session protocol, for each size (one "point")
        (:mod:`ring.bench.data`) and sums the wrong elements over ranks.  With ``-c`` it
        also calls ``keep_sample(windows)`` after every timed call (untimed) and checks
        each call's kept elements (``take_samples()``), so a wrong call among many is seen.
-    ``shared_devices`` (attribute): True when several nodes share one memory or device
-    (threads in one process, logical nodes on one GPU, ranks on one host), where memory
-    traffic, not a link, is the honest ceiling.  ``row_extras()`` returns the values of
+    ``shared_devices`` (attribute): on device sessions, True when several nodes share one
+    GPU (device-local copies, not a link, move their data); None on host sessions, whose
+    rows leave the column empty (``mpi_hosts`` in the JSON says whether MPI ranks shared one
+    machine).  ``row_extras()`` returns the values of
     ``extra_columns``.  ``close()`` frees threads, devices and buffers.
 
 :class:`HostSession` implements all of this for host NumPy buffers,

@@ -133,7 +133,7 @@ def get_backend(name: str) -> Backend:
 class Session:
     """One backend at one (nodes, sync), reused for every size of the sweep."""
 
-    shared_devices: bool = False
+    shared_devices: bool | None = False
 
     def load(self, inputs: Sequence[np.ndarray]) -> None:
         raise NotImplementedError
@@ -184,7 +184,7 @@ class Session:
 class HostSession(Session):
     """Working buffers are host NumPy copies of the inputs; time is ``perf_counter``."""
 
-    shared_devices = True
+    shared_devices = None  # no device: the rows leave the column empty
 
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
         self.nodes = nodes
@@ -246,7 +246,6 @@ class MpiSession(HostSession):
 
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
         super().__init__(nodes, sync, config, world)
-        self.shared_devices = world.local_size > 1
         self.average = config.average
         self._rank_times = np.empty((0, 0))
         self.workers = world.local_size

@@ -1,0 +1,193 @@
+"""The study on this machine: which result files `all` and each target ask for, and the
+harness flags of every sweep and profile.  Nothing here measures anything."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from ..study_config import results_dir, sweep_settings
+from .machine import Machine
+from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
+
+__all__ = ["Study"]
+
+
+class Study:
+    """A checked configuration and the machine it runs on."""
+
+    def __init__(self, config: Mapping, machine: Machine):
+        self.config = config
+        self.machine = machine
+        # `--config shared_devices=true` gives the string "true" (Snakemake turns only True
+        # into a bool); the schema allows both spellings.
+        self.shared_devices = config["shared_devices"] in (True, "true")
+        self.results = results_dir(config)  # results/<name>/ of a named configuration
+
+    def path(self, relative: str) -> str:
+        """Where a result file of this configuration goes."""
+        return f"{self.results}/{relative}"
+
+    # -- devices ------------------------------------------------------------------------
+
+    def gpu_shortfall(self, nodes: int) -> str | None:
+        """Why a GPU job over `nodes` nodes cannot run here, or None when it can."""
+        gpus = self.machine.gpus
+        if gpus >= nodes or (gpus >= 1 and self.shared_devices):
+            return None
+        needed = f"needs {nodes} GPU{'s' if nodes > 1 else ''}, {self.machine.gpus_how}"
+        if gpus >= 1:
+            return f"{needed}; set shared_devices: true to place several nodes on one device"
+        return needed
+
+    def devices_for(self, nodes: int) -> int:
+        """GPUs a job over `nodes` nodes occupies (fewer than nodes only with shared_devices)."""
+        return max(1, min(nodes, self.machine.gpus))
+
+    def shares_devices(self, nodes: int) -> bool:
+        return self.devices_for(nodes) < nodes
+
+    # -- harness flags ------------------------------------------------------------------
+
+    def sweep_args(self, kind: str) -> str:
+        """The harness flags of a `kind` sweep, in nccl-tests' vocabulary."""
+        s = sweep_settings(self.config, kind)
+        args = [
+            *(f"-b {s['min_bytes']}", f"-e {s['max_bytes']}", f"-f {s['step_factor']}"),
+            *(f"-n {s['iters']}", f"-w {s['warmup']}", f"-c {s['check']}"),
+            *(f"-o {s['op']}", f"--seed {s['seed']}"),
+        ]
+        if kind != "kernel_bw":  # one process on one GPU: no peer to leave waiting
+            args.append(f"--timeout {s['timeout']}")
+        if "sync" in self.config[kind]:
+            args.append(f"--sync {','.join(self.config[kind]['sync'])}")
+        return " ".join(args)
+
+    def profile_args(self, name: str) -> str:
+        """The harness flags of the fixed bench run that profile `name` wraps."""
+        p = self.config["nsys"]["profiles"][name]
+        bench = self.config["bench"]
+        args = [
+            *(f"--backend {p['backend']}", f"--nodes {p['nodes']}"),
+            *(f"-b {p['bytes']}", f"-e {p['bytes']}", f"-n {p['iters']}", f"-w {p['warmup']}"),
+            *(f"-d {p.get('dtype', bench['dtypes'][0])}", f"-o {bench['op']}"),
+            f"--seed {bench['seed']}",
+        ]
+        if "sync" in p:
+            args.append(f"--sync {p['sync']}")
+        if p["backend"] == "gpu":
+            args.append(self.shared_flag(p["nodes"]))
+            # The profile explains the steps through their NVTX ranges, which only an eager
+            # call has: a replayed CUDA graph enqueues no step from the host.
+            args.append("--graphs 0")
+        return " ".join(arg for arg in args if arg)
+
+    def shared_flag(self, nodes: int) -> str:
+        """The harness flag that lets `nodes` nodes share fewer GPUs."""
+        return "--shared-devices 1" if self.shares_devices(nodes) else ""
+
+    def mpi_machines(self, nodes: int) -> int | None:
+        """SLURM's `nodes` (machines) of an MPI sweep: one per rank when the config asks for
+        it, else None, leaving the placement of the ranks to the cluster."""
+        return nodes if self.config["mpi"].get("one_rank_per_machine", False) else None
+
+    # -- result files -------------------------------------------------------------------
+
+    def _dtypes(self, kind: str) -> list[str]:
+        return sweep_settings(self.config, kind)["dtypes"]
+
+    def joint_sweep_files(self, kind: str) -> list[str]:
+        """CPU and MPI: one file per node count holding every backend of the kind."""
+        return [
+            self.path(f"{kind}/sweep_n{nodes}_{dtype}.csv")
+            for nodes in self.config[kind]["nodes"]
+            for dtype in self._dtypes(kind)
+        ]
+
+    def cpu_backends_here(self) -> list[str]:
+        """The cpu backends of the config that can run here (seed-cpp needs a compiler)."""
+        backends = self.config["cpu"]["backends"]
+        return [b for b in backends if self.machine.cxx.ok or b not in COMPILED_BACKENDS]
+
+    def compare_here(self) -> list[str]:
+        """The alternated launches of the threaded ring and MPI_Allreduce (needs MPI)."""
+        if not self.machine.mpi.ok or "compare" not in self.config:
+            return []
+        return [
+            self.path(f"compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv")
+            for nodes in self.config["mpi"]["nodes"]
+            for dtype in self._dtypes("compare")
+        ]
+
+    def gpu_files_here(self) -> list[str]:
+        """GPU sweep results this machine can produce; with shared devices, only backends
+        that can place several nodes on one device."""
+        return [
+            self.path(f"gpu/{backend}_n{nodes}_{dtype}.csv")
+            for nodes in self.config["gpu"]["nodes"]
+            if self.gpu_shortfall(nodes) is None
+            for backend in self.config["gpu"]["backends"]
+            if not (self.shares_devices(nodes) and backend in DEVICE_PER_NODE)
+            for dtype in self._dtypes("gpu")
+        ]
+
+    def sweeps_here(self) -> list[str]:
+        """Every sweep result this machine can produce, in the order the report lists them."""
+        files = self.joint_sweep_files("cpu")
+        if self.machine.mpi.ok:
+            files += self.joint_sweep_files("mpi")
+        return files + self.gpu_files_here()
+
+    def kernel_bw_files(self) -> list[str]:
+        return [self.path(f"gpu/kernel_bw_{dtype}.csv") for dtype in self._dtypes("kernel_bw")]
+
+    def kernel_bw_here(self) -> list[str]:
+        return self.kernel_bw_files() if self.gpu_shortfall(1) is None else []
+
+    def profile_dir(self, name: str) -> str:
+        return self.path(f"profiles/{name}")
+
+    def profile_files(self, name: str) -> list[str]:
+        folder = self.profile_dir(name)
+        files = [f"{folder}/{name}.nsys-rep", f"{folder}/summary.md", f"{folder}/tables"]
+        # The CPU profile comes with the profiler's measured overhead.
+        return files + ([f"{folder}/overhead.json"] if name == "cpu" else [])
+
+    def profile_possible(self, name: str) -> str | None:
+        """Why profile `name` cannot be taken here, or None when it can."""
+        missing = []
+        if name in PROFILE_GPUS:
+            shortfall = self.gpu_shortfall(PROFILE_GPUS[name])
+            if shortfall:
+                missing.append(shortfall)
+        if not self.machine.nsys.ok:
+            missing.append(f"{self.machine.nsys.why}; {NSYS_HINT}")
+        return "; ".join(missing) or None
+
+    def profiles_here(self) -> list[str]:
+        names = self.config["nsys"]["profiles"]
+        return [name for name in names if self.profile_possible(name) is None]
+
+    def references_here(self) -> list[str]:
+        """The configured reference folders that exist here (a copy of the workflow without
+        results/reference/ builds its report without them, and says so once)."""
+        wanted = self.config.get("references", [])
+        present = [path for path in wanted if os.path.isdir(path)]
+        absent = [path for path in wanted if path not in present]
+        if absent:
+            print(
+                f"ring: reference folder(s) {', '.join(absent)} absent: the report leaves them out",
+                file=sys.stderr,
+            )
+        return present
+
+    def report_files(self) -> list[str]:
+        return [self.path(f"report/{name}") for name in ("index.html", "report.md")]
+
+    def all_files(self) -> list[str]:
+        """Everything that does not need a piece this machine lacks, and the report."""
+        files = self.sweeps_here() + self.kernel_bw_here() + self.compare_here()
+        for name in self.profiles_here():
+            files += self.profile_files(name)
+        return [*files, self.path("report/not_measured.json"), *self.report_files()]

@@ -1,0 +1,105 @@
+"""The study module (ring.study): one list of targets for the workflow and the report, one
+GPU counter, and a record of what was left out that the report reads field by field."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ring.gpu_count import count_gpus
+from ring.nsys import GpuNotFoundError, require_gpus
+from ring.report.inputs import load_not_measured
+from ring.study import EXPECTED, TARGETS, LeftOut, command
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def four_gpus(tmp_path, monkeypatch):
+    """An nvidia-smi that lists four devices, first on PATH."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        '#!/bin/sh\n[ "$1" = -L ] || exit 2\n'
+        + "".join(f"echo 'GPU {i}: NVIDIA H200 (UUID: GPU-000{i})'\n" for i in range(4))
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_gpu_counter_honours_cuda_visible_devices(four_gpus, monkeypatch):
+    assert count_gpus() == (4, "nvidia-smi -L")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,2")
+    count, how = count_gpus()
+    assert count == 2 and "CUDA_VISIBLE_DEVICES='0,2'" in how
+    # The profiler's check counts the same way: three nodes do not fit on two visible GPUs.
+    with pytest.raises(GpuNotFoundError, match=r"needs 3 CUDA GPU\(s\), found 2"):
+        require_gpus(3, "profile")
+    assert require_gpus(2, "profile") == 2
+
+
+def test_every_expected_target_is_a_workflow_rule():
+    rules = set(re.findall(r"^rule (\w+):", (ROOT / "Snakefile").read_text(), re.MULTILINE))
+    assert set(TARGETS) <= rules
+    assert {expected.target for expected in EXPECTED} == set(TARGETS)
+
+
+def test_common_smk_holds_input_functions_only():
+    lines = (ROOT / "workflow/rules/common.smk").read_text().splitlines()
+    assert len(lines) <= 120
+    # The GPU count, the probes and the not-measured logic live in ring.study.
+    assert not any("nvidia-smi" in line or "def not_measured(" in line for line in lines)
+
+
+def test_left_out_record_is_read_back_field_by_field(tmp_path):
+    entry = LeftOut("GPU sweeps at N = 4 (gpu)", "needs 4 GPUs", "on a machine with 4 GPUs", "gpu")
+    record = entry.record()
+    assert record["how"] == "on a machine with 4 GPUs: snakemake --cores 8 gpu"
+    # The report takes the target from its field, not from the sentence.
+    record["how"] = "anything a person wrote"
+    path = tmp_path / "not_measured.json"
+    path.write_text(json.dumps([record]))
+    (back,) = load_not_measured(path)
+    assert back == entry and back.command == command("gpu")
+
+
+def test_old_record_without_fields_is_refused_in_one_line(tmp_path):
+    from ring.report import ReportInputError
+
+    path = tmp_path / "not_measured.json"
+    path.write_text(json.dumps([{"what": "x", "why": "y", "how": "snakemake --cores 8 mpi"}]))
+    with pytest.raises(ReportInputError, match=r"where.*target") as error:
+        load_not_measured(path)
+    assert "\n" not in str(error.value)
+
+
+def test_one_host_label_comes_from_the_mpi_host_count():
+    import math
+
+    import pandas as pd
+
+    from ring.report.analysis import label_series
+
+    def row(backend, run, hosts, shared):
+        return {
+            **{"backend": backend, "sync": "none", "nodes": 2, "dtype": "float32", "op": "sum"},
+            **{"run": run, "machine": "", "mpi_hosts": hosts, "shared_devices": shared},
+        }
+
+    rows = pd.DataFrame(
+        [
+            row("mpi", "one", 1.0, False),  # new rows leave shared_devices empty (false)
+            row("mpi-allreduce", "two", 2.0, False),
+            row("mpi", "old", math.nan, True),  # written before mpi_hosts: its column said so
+            row("cpu", "threads", math.nan, False),
+        ]
+    )
+    labelled = label_series(rows).set_index("run")
+    assert labelled.loc["one", "base"] == "mpi (one host)"
+    assert labelled.loc["two", "base"] == "mpi-allreduce"
+    assert labelled.loc["old", "base"] == "mpi (one host)"
+    assert labelled.loc["threads", "base"] == "cpu"
+    assert list(labelled["one_host"]) == [True, False, True, False]
