@@ -69,18 +69,24 @@ class Fit:
     @classmethod
     def from_json(cls, document: dict) -> Fit:
         try:
-            params = Params(*(float(document["params"][p]) for p in PARAMETERS))
-            held = [
-                HeldOut(**{k: v for k, v in h.items() if k != "error"})
-                for h in document.get("held_out", [])
-            ]
-            interval = {k: (float(v[0]), float(v[1])) for k, v in document["interval"].items()}
-            rest = {k: document[k] for k in ("key", "shared", "gamma_source", "algorithms")}
-            lists = {k: list(document[k]) for k in ("nodes", "sizes")}
-            extra = {k: list(document.get(k, [])) for k in ("sources", "notes")}
-        except (KeyError, TypeError, ValueError) as exc:
+            return cls(
+                key={str(k): str(v) for k, v in document["key"].items()},
+                shared=bool(document["shared"]),
+                params=Params(*(float(document["params"][p]) for p in PARAMETERS)),
+                interval={k: (float(v[0]), float(v[1])) for k, v in document["interval"].items()},
+                gamma_source=str(document["gamma_source"]),
+                algorithms=[str(a) for a in document["algorithms"]],
+                nodes=[int(n) for n in document["nodes"]],
+                sizes=[int(s) for s in document["sizes"]],
+                held_out=[
+                    HeldOut(**{k: v for k, v in h.items() if k != "error"})
+                    for h in document.get("held_out", [])
+                ],
+                sources=list(document.get("sources", [])),
+                notes=list(document.get("notes", [])),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelInputError(f"not a ring.model fit entry ({exc!r})") from None
-        return cls(params=params, interval=interval, held_out=held, **rest, **lists, **extra)
 
 
 def _design(points: list[Point], shared: bool) -> tuple[np.ndarray, np.ndarray]:
