@@ -10,11 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from ring.model import ALGORITHMS, ModelInputError, Params, coefficients, predict_seconds
 from ring.model.__main__ import main
 from ring.model.data import Group, Point, load_groups
 from ring.model.fit import fit_group, fit_points, held_out
+from ring.model.paper import busbw_GBps, load_links
 from ring.model.table import decision_table, load_fits, save_fits
 
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference" / "amd-epyc-2core"
@@ -194,3 +196,49 @@ def test_cli_predict_and_table_read_the_fit(tmp_path, capsys):
     assert "recursive-doubling" in table and "rabenseifner" not in table
     assert main(["table", "--fit", str(path), "--backend", "nope"]) == 2
     assert set(ALGORITHMS) >= {"ring", "hierarchical", "direct"}
+
+
+LINKS = Path(__file__).resolve().parents[1] / "config" / "links.yaml"
+
+
+def test_paper_busbw_is_the_ring_formula_on_published_links(capsys):
+    links, published = load_links(LINKS)
+    assert {"nvlink3", "nvlink4", "pcie4", "pcie5", "ib-hdr", "ib-ndr"} <= set(links)
+    assert links["pcie4"].bandwidth_GBps == pytest.approx(16 * 16 / 8 * 128 / 130)
+    link, n, size = links["nvlink4"], 8, 1 << 30
+    seconds = textbook("ring", n, size, link.params)
+    assert busbw_GBps(link, "ring", n, size) == pytest.approx(size / seconds / 1e9 * 2 * 7 / 8)
+    assert len(published) >= 3 and all(entry["source"] for entry in published)
+    assert main(["paper", "--links", str(LINKS)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("  1024 ") == len(links) and text.count("source: ") == len(published)
+
+
+def test_paper_compares_the_figure_it_is_given(tmp_path, capsys):
+    document = yaml.safe_load(LINKS.read_text())
+    document["published"] = [dict(document["published"][0], busbw_GBps=100.0, bytes="1G")]
+    path = tmp_path / "links.yaml"
+    path.write_text(yaml.safe_dump(document))
+    links, _ = load_links(path)
+    entry = document["published"][0]
+    model = busbw_GBps(links[entry["link"]], entry["algorithm"], entry["nodes"], 1 << 30)
+    assert main(["paper", "--links", str(path)]) == 0
+    assert f"model error {(model / 100.0 - 1) * 100:+.0f} %" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["links"]["pcie4"].pop("source"), "links.pcie4: no source"),
+        (lambda d: d["links"]["pcie4"].update(lanes=0), "lanes must be a number > 0"),
+        (lambda d: d["links"]["pcie4"].update(device="tpu"), "device 'tpu' is not under"),
+        (lambda d: d["published"][0].update(link="smoke"), "link 'smoke' is not under"),
+    ],
+)
+def test_bad_links_file_is_refused(tmp_path, edit, message):
+    document = yaml.safe_load(LINKS.read_text())
+    edit(document)
+    path = tmp_path / "links.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(ModelInputError, match=message):
+        load_links(path)
