@@ -15,7 +15,7 @@ import yaml
 from ring.model import ALGORITHMS, ModelInputError, Params, coefficients, predict_seconds
 from ring.model.__main__ import main
 from ring.model.data import Group, Point, load_groups
-from ring.model.fit import fit_group, fit_points, held_out
+from ring.model.fit import Fit, fit_group, fit_points, held_out
 from ring.model.paper import busbw_GBps, load_links
 from ring.model.table import decision_table, load_fits, save_fits
 
@@ -75,7 +75,7 @@ def test_fit_recovers_parameters_from_several_algorithms(shared):
     group.points[5] = dataclasses.replace(group.points[5], seconds=group.points[5].seconds * 3)
     fit = fit_group(group)
     assert fit.gamma_source.startswith("fitted jointly")
-    for got, want, name in zip(fit.params, TRUE, ("alpha", "beta", "gamma"), strict=True):
+    for got, want, name in zip(fit.params[:3], TRUE[:3], ("alpha", "beta", "gamma"), strict=True):
         assert got == pytest.approx(want, rel=0.05), name
         low, high = fit.interval[name]
         assert low <= got <= high
@@ -242,3 +242,23 @@ def test_bad_links_file_is_refused(tmp_path, edit, message):
     path.write_text(yaml.safe_dump(document))
     with pytest.raises(ModelInputError, match=message):
         load_links(path)
+
+
+def test_fit_finds_a_cache_knee():
+    # Per-byte cost on the shared bus triples once N·n passes 32 MiB.
+    truth = TRUE._replace(knee=32 << 20, beta_above=3 * TRUE.beta)
+    rng = np.random.default_rng(3)
+    group = Group({"machine": "synthetic", "backend": "x"}, shared=True)
+    for n in (2, 4):
+        for size in (1 << e for e in range(10, 28)):
+            exact = predict_seconds(truth, "ring", n, size, shared=True)
+            group.points.append(Point("ring", n, size, exact * rng.lognormal(0, 0.01)))
+    group.add_ceilings_GBps.append(3 / TRUE.gamma / 1e9)
+    fit = fit_group(group)
+    assert 32 << 20 <= fit.params.knee < 64 << 20
+    assert fit.params.beta_above == pytest.approx(truth.beta_above, rel=0.05)
+    assert fit.params.beta == pytest.approx(truth.beta, rel=0.05)
+    assert max(abs(h.error) for h in fit.held_out) < 0.05
+    again = Fit.from_json(json.loads(json.dumps(fit.to_json(), allow_nan=False)))
+    assert again.params == fit.params and again.interval == fit.interval
+    assert math.isinf(fit_group(synthetic(["ring"], noise=0.0)).params.knee)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 from pathlib import Path
@@ -16,15 +17,24 @@ from .table import decision_table, load_fits, save_fits, select, table_lines
 HELD_OUT_MIN_BYTES = 4096
 
 
+def _interval(fit: Fit, name: str, unit: float) -> str:
+    low, high = fit.interval[name]
+    return f"[{low * unit:.4g}, {high * unit:.4g}] (95 %)"
+
+
 def _describe(fit: Fit) -> list[str]:
-    a, b, g = fit.params
-    lo, hi = fit.interval["alpha"], fit.interval["beta"]
+    a, b, g = fit.params.alpha, fit.params.beta, fit.params.gamma
+    knee = fit.params.knee
     lines = [
         f"{' '.join(fit.key.values())} ({', '.join(fit.algorithms)}; N = "
         f"{', '.join(map(str, fit.nodes))}; {'shared bus' if fit.shared else 'own links'})",
-        f"  alpha = {a * 1e6:.3g} us [{lo[0] * 1e6:.3g}, {lo[1] * 1e6:.3g}]",
-        f"  beta  = {b * 1e12:.4g} ps/B [{hi[0] * 1e12:.4g}, {hi[1] * 1e12:.4g}]",
+        f"  alpha = {a * 1e6:.3g} us {_interval(fit, 'alpha', 1e6)}",
+        f"  beta  = {b * 1e12:.4g} ps/B {_interval(fit, 'beta', 1e12)}",
         f"  gamma = {g * 1e12:.4g} ps/B, {fit.gamma_source}",
+        "  knee  = none (one beta at every size)"
+        if math.isinf(knee)
+        else f"  knee  = working set {knee / 2**20:.1f} MiB; beta beyond it = "
+        f"{fit.params.beta_above * 1e12:.4g} ps/B {_interval(fit, 'beta_above', 1e12)}",
         "  held-out (fit on alternate sizes), error at sizes >= "
         f"{format_size(HELD_OUT_MIN_BYTES)}:",
     ]

@@ -30,6 +30,7 @@ __all__ = [
     "check_point",
     "coefficients",
     "predict_seconds",
+    "working_set",
 ]
 
 # Group size of `hierarchical` when none is given: GPUs per node of a DGX/HGX board.
@@ -53,6 +54,19 @@ class Params(NamedTuple):
     alpha: float  # seconds per step
     beta: float  # seconds per byte on a link (or the shared bus)
     gamma: float  # seconds per byte reduced
+    # Past this working set (bytes the nodes hold: N·n on a shared bus, else n) each byte on
+    # the link or bus costs ``beta_above``: on a CPU, where the buffers stop fitting in the
+    # last-level cache (ring.model.fit.choose_knee finds it; inf: no such change).
+    knee: float = math.inf
+    beta_above: float = 0.0
+
+    def beta_at(self, nodes: int, nbytes: int, shared: bool) -> float:
+        return self.beta if working_set(nodes, nbytes, shared) <= self.knee else self.beta_above
+
+
+def working_set(nodes: int, nbytes: int, shared: bool) -> int:
+    """Bytes of buffers in play: all N nodes' on a shared bus, one node's on its own links."""
+    return nodes * nbytes if shared else nbytes
 
 
 def _pow2_split(nodes: int) -> tuple[int, int]:
@@ -188,5 +202,6 @@ def predict_seconds(
     coef = coefficients(
         algorithm, nodes, nbytes, group_size=group_size, segment_bytes=segment_bytes
     )
-    row = design_row(coef, nodes, nbytes, shared)
-    return float(sum(m * p for m, p in zip(row, params, strict=True)))
+    steps, link, reduce = design_row(coef, nodes, nbytes, shared)
+    beta = params.beta_at(nodes, nbytes, shared)
+    return steps * params.alpha + link * beta + reduce * params.gamma

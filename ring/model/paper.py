@@ -97,7 +97,7 @@ def busbw_GBps(link: Link, algorithm: str, nodes: int, nbytes: int) -> float:
 
 
 def _link_table(link: Link, nbytes: int) -> list[str]:
-    a, _, g = link.params
+    a, g = link.params.alpha, link.params.gamma
     lines = [
         f"{link.name}: {link.bandwidth_GBps:.1f} GB/s per direction, alpha {a * 1e6:.1f} us, "
         f"gamma {g * 1e12:.2f} ps/B; busbw GB/s at {format_size(nbytes)}",

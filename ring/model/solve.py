@@ -44,6 +44,9 @@ def _nnls(design: np.ndarray, target: np.ndarray, weights: np.ndarray) -> np.nda
     """min sum w·(target - design·x)^2 over x >= 0, by enumerating the zero sets."""
     rows, scale = _scaled(design, weights)
     rhs = target * np.sqrt(weights)
+    solution, *_ = np.linalg.lstsq(rows, rhs, rcond=None)
+    if np.all(solution >= 0):
+        return solution / scale  # the free optimum is feasible, so it is the answer
     best, best_loss = np.zeros(design.shape[1]), float(np.sum(rhs**2))
     columns = range(design.shape[1])
     for size in range(1, design.shape[1] + 1):
