@@ -157,6 +157,12 @@ def test_bad_csv_is_refused_in_one_line(tmp_path, capsys):
     bad = _write(tmp_path / "c.csv", header, [["cpu", "x", "2", "f", "sum", "8", "fast"]])
     with pytest.raises(ModelInputError, match=r"c\.csv:2: time_us is 'fast'"):
         load_groups([bad])
+    zero = _write(tmp_path / "d.csv", header, [["cpu", "x", "0", "f", "sum", "8", "5"]])
+    with pytest.raises(ModelInputError, match="nodes is 0, must be >= 1"):
+        load_groups([zero])
+    negative = _write(tmp_path / "e.csv", header, [["cpu", "x", "2", "f", "sum", "-8", "5"]])
+    with pytest.raises(ModelInputError, match=r"bytes is -8\.0, must be finite and >= 0"):
+        load_groups([negative])
     with pytest.raises(ModelInputError, match="no CSV"):
         load_groups([])
     assert main(["fit", str(tmp_path / "none.csv")]) == 2

@@ -94,6 +94,13 @@ def _number(csv_path: Path, line: int, row: dict, column: str) -> float:
     return value
 
 
+def _whole(csv_path: Path, line: int, row: dict, column: str) -> int:
+    value = _number(csv_path, line, row, column)
+    if not value.is_integer():
+        raise ModelInputError(f"{csv_path}:{line}: {column} is {value}, not a whole number")
+    return int(value)
+
+
 def _algorithm(row: dict) -> str | None:
     name = row.get("algorithm") or ALGORITHM_OF_BACKEND.get(row["backend"])
     return name if name in ALGORITHMS else None
@@ -121,17 +128,19 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         if algorithm is None:
             skipped.add(row.get("algorithm") or row["backend"])
             continue
-        nodes = _number(csv_path, line, row, "nodes")
-        nbytes = _number(csv_path, line, row, "bytes")
+        nodes = _whole(csv_path, line, row, "nodes")
+        nbytes = _whole(csv_path, line, row, "bytes")
         seconds = _number(csv_path, line, row, "time_us") * 1e-6
-        if nodes < 2 or nbytes == 0 or seconds == 0:
+        if nodes < 1:
+            raise ModelInputError(f"{csv_path}:{line}: nodes is {nodes}, must be >= 1")
+        if nodes == 1 or nbytes == 0 or seconds == 0:
             continue  # nothing moves: no information on α, β, γ
         variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c)}
         key = {"machine": machine, **{c: row[c] for c in ("backend", "sync", "dtype", "op")}}
         key.update(variant)
         shared = str(row.get("shared_devices", "")).lower() == "true"
         group = groups.setdefault((tuple(key.items()), shared), Group(key, shared))
-        group.points.append(Point(algorithm, int(nodes), int(nbytes), seconds))
+        group.points.append(Point(algorithm, nodes, nbytes, seconds))
         if str(csv_path) not in group.sources:
             group.sources.append(str(csv_path))
         ceiling = _add_ceiling(meta, str(row.get("run", "")), row["backend"])

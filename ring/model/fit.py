@@ -65,7 +65,6 @@ class Fit:
     sizes: list[int]
     held_out: list[HeldOut] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
     def predict(self, algorithm: str, nodes: int, nbytes: int, **options: int) -> float:
         """Seconds of one allreduce on this machine (any algorithm of the table)."""
@@ -103,7 +102,6 @@ class Fit:
                     for h in document.get("held_out", [])
                 ],
                 sources=list(document.get("sources", [])),
-                notes=list(document.get("notes", [])),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelInputError(f"not a ring.model fit entry ({exc!r})") from None
@@ -160,8 +158,8 @@ def choose_knee(points: list[Point], shared: bool, gamma: float | None) -> float
     """The working set past which β changes, or inf for none.
 
     On the reference CPU the per-byte cost doubles once N·n passes the last-level cache
-    (32 MiB), which one β cannot follow: it missed by 40-47 % past it.  MPI's ring shows a
-    change there as well, the other way (its copies change protocol with the size).
+    (32 MiB), which one β cannot follow (it missed by 40-47 % past it); the MPI ring's
+    per-byte cost changes there too, the other way.
 
     Every boundary between two working sets with at least ``KNEE_MIN_SIZES`` sizes on each
     side is tried; one is kept only if it lowers the BIC (two more parameters: the knee and
