@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from ..bench.cli import BenchInputError, format_size, parse_size
+from ..bench.cli import BenchInputError, parse_size
+from ..report.fmt import format_bytes
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups
 from .fit import Fit, fit_group
@@ -36,12 +37,12 @@ def _describe(fit: Fit) -> list[str]:
         else f"  knee  = working set {knee / 2**20:.1f} MiB; beta beyond it = "
         f"{fit.params.beta_above * 1e12:.4g} ps/B {_interval(fit, 'beta_above', 1e12)}",
         "  held-out (fit on alternate sizes), error at sizes >= "
-        f"{format_size(HELD_OUT_MIN_BYTES)}:",
+        f"{format_bytes(HELD_OUT_MIN_BYTES)}:",
     ]
     for h in fit.held_out:
         if h.nbytes >= HELD_OUT_MIN_BYTES:
             lines.append(
-                f"    {h.algorithm} N={h.nodes} {format_size(h.nbytes):>5}: measured "
+                f"    {h.algorithm} N={h.nodes} {format_bytes(h.nbytes):>8}: measured "
                 f"{h.measured_s * 1e6:10.1f} us, predicted {h.predicted_s * 1e6:10.1f} us, "
                 f"{h.error * 100:+6.1f} %"
             )
@@ -75,7 +76,7 @@ def _predict(args: argparse.Namespace) -> None:
         measured = "" if args.algorithm in fit.algorithms else " (not measured: extrapolated)"
         print(
             f"{' '.join(fit.key.values())}: {args.algorithm} N={args.nodes} "
-            f"{format_size(nbytes)}: {seconds * 1e6:.1f} us{measured}"
+            f"{format_bytes(nbytes)}: {seconds * 1e6:.1f} us{measured}"
         )
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bench.cli import BenchInputError, format_size, parse_size
+from ..bench.cli import BenchInputError, parse_size
 from ..bench.results import busbw_factor
+from ..report.fmt import format_bytes
 from .costs import ModelInputError, Params, check_point, predict_seconds
 from .data import ADD_TRAFFIC
 
@@ -100,7 +101,7 @@ def _link_table(link: Link, nbytes: int) -> list[str]:
     a, g = link.params.alpha, link.params.gamma
     lines = [
         f"{link.name}: {link.bandwidth_GBps:.1f} GB/s per direction, alpha {a * 1e6:.1f} us, "
-        f"gamma {g * 1e12:.2f} ps/B; busbw GB/s at {format_size(nbytes)}",
+        f"gamma {g * 1e12:.2f} ps/B; busbw GB/s at {format_bytes(nbytes)}",
         f"  {'N':>5}" + "".join(f"  {name:>13}" for name in PAPER_ALGORITHMS),
     ]
     for nodes in PAPER_NODES:
@@ -122,7 +123,7 @@ def _published_lines(links: dict[str, Link], published: list[dict]) -> list[str]
         model = busbw_GBps(link, algorithm, int(entry["nodes"]), nbytes)
         figure = float(entry["busbw_GBps"])
         lines += [
-            f"- {entry['what']} (N={entry['nodes']}, {format_size(nbytes)}): published "
+            f"- {entry['what']} (N={entry['nodes']}, {format_bytes(nbytes)}): published "
             f"{figure:.0f} GB/s, model ({algorithm}, {link.key}) {model:.1f} GB/s, "
             f"model error {(model / figure - 1) * 100:+.0f} %",
             f"    source: {' '.join(str(entry['source']).split())}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..bench.cli import format_size
+from ..report.fmt import format_bytes
 from .costs import ModelInputError, check_point
 from .fit import Fit
 
@@ -95,7 +95,7 @@ def decision_table(
 
 def table_lines(fit: Fit, rows: list[tuple[int, int, int, str]]) -> list[str]:
     lines = [f"{' '.join(fit.key.values())}: fastest predicted allreduce"]
-    lines.append(f"{'N':>4}  {'from':>6}  {'to':>6}  algorithm")
+    lines.append(f"{'N':>4}  {'from':>9}  {'to':>9}  algorithm")
     for nodes, low, high, pick in rows:
-        lines.append(f"{nodes:>4}  {format_size(low):>6}  {format_size(high):>6}  {pick}")
+        lines.append(f"{nodes:>4}  {format_bytes(low):>9}  {format_bytes(high):>9}  {pick}")
     return lines
