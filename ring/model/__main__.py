@@ -1,0 +1,134 @@
+"""``python -m ring.model {fit,predict,table,paper}``: the α–β–γ model from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+from pathlib import Path
+
+from ..bench.cli import BenchInputError, parse_size
+from ..report.fmt import format_bytes
+from .costs import ALGORITHMS, ModelInputError
+from .data import load_groups
+from .fit import Fit, fit_group
+from .table import decision_table, load_fits, save_fits, select, table_lines
+
+HELD_OUT_MIN_BYTES = 4096
+
+
+def _interval(fit: Fit, name: str, unit: float) -> str:
+    low, high = fit.interval[name]
+    return f"[{low * unit:.4g}, {high * unit:.4g}] (95 %)"
+
+
+def _describe(fit: Fit) -> list[str]:
+    a, b, g = fit.params.alpha, fit.params.beta, fit.params.gamma
+    knee = fit.params.knee
+    lines = [
+        f"{' '.join(fit.key.values())} ({', '.join(fit.algorithms)}; N = "
+        f"{', '.join(map(str, fit.nodes))}; {'shared bus' if fit.shared else 'own links'})",
+        f"  alpha = {a * 1e6:.3g} us {_interval(fit, 'alpha', 1e6)}",
+        f"  beta  = {b * 1e12:.4g} ps/B {_interval(fit, 'beta', 1e12)}",
+        f"  gamma = {g * 1e12:.4g} ps/B, {fit.gamma_source}",
+        "  knee  = none (one beta at every size)"
+        if math.isinf(knee)
+        else f"  knee  = working set {knee / 2**20:.1f} MiB; beta beyond it = "
+        f"{fit.params.beta_above * 1e12:.4g} ps/B {_interval(fit, 'beta_above', 1e12)}",
+        "  held-out (fit on alternate sizes), error at sizes >= "
+        f"{format_bytes(HELD_OUT_MIN_BYTES)}:",
+    ]
+    for h in fit.held_out:
+        if h.nbytes >= HELD_OUT_MIN_BYTES:
+            lines.append(
+                f"    {h.algorithm} N={h.nodes} {format_bytes(h.nbytes):>8}: measured "
+                f"{h.measured_s * 1e6:10.1f} us, predicted {h.predicted_s * 1e6:10.1f} us, "
+                f"{h.error * 100:+6.1f} %"
+            )
+    return lines
+
+
+def _fit(args: argparse.Namespace) -> None:
+    groups, notes = load_groups(args.csv)
+    fits = [fit_group(group) for group in groups]
+    out = Path(args.out) if args.out else Path(args.csv[0]).with_name("model_fit.json")
+    save_fits(out, fits, notes)
+    for fit in fits:
+        print("\n".join(_describe(fit)))
+    for note in notes:
+        print(note)
+    print(f"wrote {out}")
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except BenchInputError as exc:
+        raise ModelInputError(str(exc)) from None
+
+
+def _predict(args: argparse.Namespace) -> None:
+    fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
+    nbytes = _size(args.bytes)
+    for fit in fits:
+        seconds = fit.predict(args.algorithm, args.nodes, nbytes)
+        measured = "" if args.algorithm in fit.algorithms else " (not measured: extrapolated)"
+        print(
+            f"{' '.join(fit.key.values())}: {args.algorithm} N={args.nodes} "
+            f"{format_bytes(nbytes)}: {seconds * 1e6:.1f} us{measured}"
+        )
+
+
+def _table(args: argparse.Namespace) -> None:
+    fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
+    names = list(ALGORITHMS) if args.all else None
+    for fit in fits:
+        print("\n".join(table_lines(fit, decision_table(fit, names))))
+        if not args.all and len(fit.algorithms) == 1:
+            print(f"  (only {fit.algorithms[0]} measured; --all ranks every algorithm's model)")
+
+
+def _paper(args: argparse.Namespace) -> None:
+    from .paper import paper_lines
+
+    print("\n".join(paper_lines(args.links, _size(args.bytes))))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ring.model", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    fit = commands.add_parser("fit", help="fit alpha, beta, gamma from ring.bench CSVs")
+    fit.add_argument("csv", nargs="+")
+    fit.add_argument("--out", help="fit JSON (default: model_fit.json beside the first CSV)")
+    for name in ("predict", "table"):
+        sub = commands.add_parser(name)
+        sub.add_argument("--fit", required=True, help="a fit JSON from `fit`")
+        sub.add_argument("--backend")
+        sub.add_argument("--machine")
+    predict = commands.choices["predict"]
+    predict.add_argument("--algorithm", required=True)
+    predict.add_argument("--nodes", type=int, required=True)
+    predict.add_argument("--bytes", required=True, help="e.g. 1MiB, 64M, 4096")
+    commands.choices["table"].add_argument(
+        "--all", action="store_true", help="rank every algorithm, measured or not"
+    )
+    paper = commands.add_parser("paper", help="busbw past one machine from config/links.yaml")
+    paper.add_argument("--links", default="config/links.yaml")
+    paper.add_argument("--bytes", default="1G", help="message size (default 1G)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietly
+    try:
+        {"fit": _fit, "predict": _predict, "table": _table, "paper": _paper}[args.command](args)
+    except ModelInputError as exc:
+        print(f"ring.model: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

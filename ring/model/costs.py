@@ -1,0 +1,207 @@
+"""The α–β–γ cost of an allreduce, per algorithm: one table of coefficient functions.
+
+A node's time is ``a·α + b·n·β + c·n·γ`` for a vector of ``n`` bytes: ``a`` message steps on
+the critical path (latency α each), ``b·n`` bytes through its busiest link direction (β per
+byte), ``c·n`` bytes it reduces (γ per byte).  Thakur, Rabenseifner & Gropp, "Optimization of
+Collective Communication Operations in MPICH", IJHPCA 19(1), 2005, §4 give ring,
+recursive doubling and Rabenseifner; the others are derived below, each in its comment.
+
+Links are full duplex and independent (one per node and direction, or a switch port).  When
+the nodes share one memory bus or one device (the harness's ``shared_devices`` column), every
+byte any node moves or reduces goes through the same bus, so the per-byte terms count the
+bytes of all N nodes: ``N·v·n·β + N·c·n·γ`` with ``v`` the bytes a node receives.  (The
+reference CPU ring bears this out: 256 MiB costs 3.0x more at N = 4 than at N = 2, which is
+2(N-1) and not 2(N-1)/N.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+__all__ = [
+    "ALGORITHMS",
+    "DEFAULT_GROUP_SIZE",
+    "DEFAULT_SEGMENT_BYTES",
+    "Coefficients",
+    "ModelInputError",
+    "Params",
+    "check_point",
+    "coefficients",
+    "predict_seconds",
+    "working_set",
+]
+
+# Group size of `hierarchical` when none is given: GPUs per node of a DGX/HGX board.
+DEFAULT_GROUP_SIZE = 8
+# Block size of `ring-segmented` when none is given (the model's default, not the backend's).
+DEFAULT_SEGMENT_BYTES = 1 << 20
+
+
+class ModelInputError(ValueError):
+    """Bad input to the model; the message is one line that says what and how to fix it."""
+
+
+class Coefficients(NamedTuple):
+    steps: float  # a: latency terms on the critical path
+    link: float  # b: bytes (per byte of vector) through the busiest link direction
+    reduce: float  # c: bytes (per byte of vector) a node reduces
+    received: float  # v: bytes (per byte of vector) a node receives, both directions
+
+
+class Params(NamedTuple):
+    alpha: float  # seconds per step
+    beta: float  # seconds per byte on a link (or the shared bus)
+    gamma: float  # seconds per byte reduced
+    # Past this working set (bytes the nodes hold: N·n on a shared bus, else n) each byte on
+    # the link or bus costs ``beta_above``: on a CPU, where the buffers stop fitting in the
+    # last-level cache (ring.model.fit.choose_knee finds it; inf: no such change).
+    knee: float = math.inf
+    beta_above: float = 0.0
+
+    def beta_at(self, nodes: int, nbytes: int, shared: bool) -> float:
+        return self.beta if working_set(nodes, nbytes, shared) <= self.knee else self.beta_above
+
+
+def working_set(nodes: int, nbytes: int, shared: bool) -> int:
+    """Bytes of buffers in play: all N nodes' on a shared bus, one node's on its own links."""
+    return nodes * nbytes if shared else nbytes
+
+
+def _pow2_split(nodes: int) -> tuple[int, int]:
+    """(p', extra): the largest power of two p' <= N and whether N - p' ranks fold in."""
+    lower = 1 << (nodes.bit_length() - 1)
+    return lower, int(nodes != lower)
+
+
+def _ring(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Thakur et al. (2005) eq. for the ring: reduce-scatter then all-gather, N-1 steps each.
+    share = (nodes - 1) / nodes
+    return Coefficients(2 * (nodes - 1), 2 * share, share, 2 * share)
+
+
+def _recursive_doubling(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Thakur et al. (2005): log2(N)(α + nβ + nγ).  Non-power-of-two N as MPICH does: the N - p'
+    # extra ranks first send their whole vector to a partner (α + nβ + nγ) and get the
+    # result back at the end (α + nβ).
+    lower, extra = _pow2_split(nodes)
+    k = math.log2(lower)
+    return Coefficients(k + 2 * extra, k + 2 * extra, k + extra, k + 2 * extra)
+
+
+def _rabenseifner(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Thakur et al. (2005): recursive-halving reduce-scatter + recursive-doubling all-gather,
+    # 2log2(N)α + 2(N-1)/N·nβ + (N-1)/N·nγ; non-power-of-two N folds in as above.
+    lower, extra = _pow2_split(nodes)
+    share = (lower - 1) / lower
+    steps = 2 * math.log2(lower) + 2 * extra
+    return Coefficients(steps, 2 * share + 2 * extra, share + extra, 2 * share + 2 * extra)
+
+
+def _ring_segmented(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Issue #11's CPU form: ceil(n / segment) full ring passes, one after the other, so the
+    # steps multiply and the bytes do not.  Overlap between blocks (the GPU form) would hide
+    # part of it; it is not modelled.
+    passes = max(1, math.ceil(nbytes / segment))
+    ring = _ring(nodes, nbytes, group, segment)
+    return ring._replace(steps=ring.steps * passes)
+
+
+def _ring_bidirectional(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Two rings of n/2 each, in opposite directions at once: each direction of a link carries
+    # half the ring's bytes; a node still receives and reduces as much as in one ring.
+    ring = _ring(nodes, nbytes, group, segment)
+    return ring._replace(link=ring.link / 2)
+
+
+def hierarchy(nodes: int, group: int) -> tuple[int, int]:
+    """(G, M): the largest group size G <= ``group`` that divides N, and M = N / G groups."""
+    size = next(g for g in range(min(group, nodes), 0, -1) if nodes % g == 0)
+    return size, nodes // size
+
+
+def _hierarchical(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Derived: ring reduce-scatter inside groups of G ((G-1)α + (G-1)/G·n(β+γ)), a ring
+    # allreduce of the n/G reduced bytes across the M groups (2(M-1)α + 2(M-1)/M·(n/G)β +
+    # (M-1)/M·(n/G)γ), ring all-gather inside groups ((G-1)α + (G-1)/G·nβ).  On one kind of
+    # link the bytes add up to the ring's, 2(N-1)/N and (N-1)/N; only the steps shrink.
+    size, groups = hierarchy(nodes, group)
+    share = (nodes - 1) / nodes
+    return Coefficients(2 * (size - 1) + 2 * (groups - 1), 2 * share, share, 2 * share)
+
+
+def _direct(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Derived, fully connected (a switch port per node): one step in which each node reads its
+    # chunk n/N from the N-1 others and reduces it, one step in which it fetches the N-1
+    # reduced chunks: 2α + 2(N-1)/N·nβ + (N-1)/N·nγ.
+    share = (nodes - 1) / nodes
+    return Coefficients(2 if nodes > 1 else 0, 2 * share, share, 2 * share)
+
+
+CoefficientFunction = Callable[[int, int, int, int], Coefficients]
+
+ALGORITHMS: dict[str, CoefficientFunction] = {
+    "ring": _ring,
+    "ring-segmented": _ring_segmented,
+    "ring-bidirectional": _ring_bidirectional,
+    "recursive-doubling": _recursive_doubling,
+    "rabenseifner": _rabenseifner,
+    "hierarchical": _hierarchical,
+    "direct": _direct,
+}
+
+
+def check_point(algorithm: str, nodes: int, nbytes: int) -> None:
+    """Refuse an unknown algorithm, N < 1 or a negative size with one line."""
+    if algorithm not in ALGORITHMS:
+        raise ModelInputError(
+            f"unknown algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}"
+        )
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ModelInputError(f"nodes must be a whole number >= 1, got {nodes!r}")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ModelInputError(f"size must be a whole number of bytes >= 0, got {nbytes!r}")
+
+
+def coefficients(
+    algorithm: str,
+    nodes: int,
+    nbytes: int,
+    *,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+) -> Coefficients:
+    """(a, b, c, v) of ``algorithm`` on N nodes for an n-byte vector; all zero for N = 1."""
+    check_point(algorithm, nodes, nbytes)
+    if group_size < 1 or segment_bytes < 1:
+        raise ModelInputError("group_size and segment_bytes must be >= 1")
+    if nodes == 1:
+        return Coefficients(0.0, 0.0, 0.0, 0.0)
+    return ALGORITHMS[algorithm](nodes, nbytes, group_size, segment_bytes)
+
+
+def design_row(coef: Coefficients, nodes: int, nbytes: int, shared: bool) -> tuple[float, ...]:
+    """The multipliers of (α, β, γ) in the time of one call."""
+    if shared:
+        return (coef.steps, nodes * coef.received * nbytes, nodes * coef.reduce * nbytes)
+    return (coef.steps, coef.link * nbytes, coef.reduce * nbytes)
+
+
+def predict_seconds(
+    params: Params,
+    algorithm: str,
+    nodes: int,
+    nbytes: int,
+    *,
+    shared: bool = False,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+) -> float:
+    """Predicted seconds of one allreduce of ``nbytes`` on ``nodes`` nodes."""
+    coef = coefficients(
+        algorithm, nodes, nbytes, group_size=group_size, segment_bytes=segment_bytes
+    )
+    steps, link, reduce = design_row(coef, nodes, nbytes, shared)
+    beta = params.beta_at(nodes, nbytes, shared)
+    return steps * params.alpha + link * beta + reduce * params.gamma

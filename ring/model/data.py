@@ -1,0 +1,168 @@
+"""Harness results (``ring.bench`` CSV + the JSON beside it) as points for the fit."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..bench.backends import VARIANT_COLUMNS
+from ..bench.results import read_csv
+from .costs import ALGORITHMS, ModelInputError
+
+__all__ = [
+    "ALGORITHM_OF_BACKEND",
+    "REQUIRED_COLUMNS",
+    "Group",
+    "Point",
+    "load_groups",
+]
+
+REQUIRED_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "time_us")
+# Backends that run one known algorithm when the CSV has no `algorithm` column (today's
+# harness).  The peers numpy-direct, mpi-allreduce and nccl pick their own way (or, for
+# numpy-direct, reduce all N buffers on `cores` threads, not one per node), so they are not
+# fitted to any algorithm's coefficients.
+ALGORITHM_OF_BACKEND = {"cpu": "ring", "mpi": "ring", "gpu": "ring", "seed-cpp": "ring"}
+# Bytes of memory traffic per byte reduced by `a += b` (two reads, one write), the convention
+# of the ceilings the harness records (ring.bench.ceilings, ring.bench.gpu).
+ADD_TRAFFIC = 3
+
+
+@dataclass(frozen=True)
+class Point:
+    algorithm: str
+    nodes: int
+    nbytes: int
+    seconds: float
+
+
+@dataclass
+class Group:
+    """The rows of one (machine, backend, sync, dtype, op, variant): one set of α, β, γ."""
+
+    key: dict[str, str]
+    shared: bool
+    points: list[Point] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    add_ceilings_GBps: list[float] = field(default_factory=list)
+
+
+def _meta(csv_path: Path) -> dict:
+    path = csv_path.with_suffix(".json")
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelInputError(f"{path}: unreadable JSON beside the CSV ({exc})") from exc
+
+
+def machine_label(meta: dict, csv_path: Path) -> str:
+    """The machine a result was measured on, from its environment; else its folder's name."""
+    env = meta.get("environment") or {}
+    if not env.get("cpu_model"):
+        return csv_path.resolve().parent.name
+    label = f"{env['cpu_model']}, {env.get('cores', '?')} cores"
+    gpus = sorted({gpu.get("name", "?") for gpu in env.get("gpus") or []})
+    return label + (f", {'/'.join(gpus)}" if gpus else "")
+
+
+def _add_ceiling(meta: dict, run: str, backend: str) -> float | None:
+    """The reduction kernel's GB/s measured in the run that produced a row, if recorded."""
+    runs = meta.get("runs") or []
+    ceilings = meta.get("ceilings") or {}
+    if run.isdigit() and int(run) < len(runs):
+        ceilings = runs[int(run)].get("ceilings") or ceilings
+    if backend == "gpu" and ceilings.get("gpu_reduce_GBps"):
+        values = list(ceilings["gpu_reduce_GBps"].values())
+        return float(sum(values) / len(values))
+    value = ceilings.get("add_GBps")
+    return float(value) if value else None
+
+
+def _number(csv_path: Path, line: int, row: dict, column: str) -> float:
+    try:
+        value = float(row[column])
+    except (TypeError, ValueError):
+        raise ModelInputError(
+            f"{csv_path}:{line}: {column} is {row[column]!r}, not a number"
+        ) from None
+    if not math.isfinite(value) or value < 0:
+        raise ModelInputError(f"{csv_path}:{line}: {column} is {value}, must be finite and >= 0")
+    return value
+
+
+def _whole(csv_path: Path, line: int, row: dict, column: str) -> int:
+    value = _number(csv_path, line, row, column)
+    if not value.is_integer():
+        raise ModelInputError(f"{csv_path}:{line}: {column} is {value}, not a whole number")
+    return int(value)
+
+
+def _algorithm(row: dict) -> str | None:
+    name = row.get("algorithm") or ALGORITHM_OF_BACKEND.get(row["backend"])
+    return name if name in ALGORITHMS else None
+
+
+def _read(csv_path: Path) -> list[dict]:
+    if not csv_path.is_file():
+        raise ModelInputError(f"{csv_path}: no such file")
+    columns, rows = read_csv(csv_path)
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise ModelInputError(
+            f"{csv_path}: not a ring.bench result, missing columns {', '.join(missing)}"
+        )
+    if not rows:
+        raise ModelInputError(f"{csv_path}: no rows")
+    return rows
+
+
+def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
+    meta = _meta(csv_path)
+    machine = machine_label(meta, csv_path)
+    for line, row in enumerate(_read(csv_path), start=2):
+        algorithm = _algorithm(row)
+        if algorithm is None:
+            skipped.add(row.get("algorithm") or row["backend"])
+            continue
+        nodes = _whole(csv_path, line, row, "nodes")
+        nbytes = _whole(csv_path, line, row, "bytes")
+        seconds = _number(csv_path, line, row, "time_us") * 1e-6
+        if nodes < 1:
+            raise ModelInputError(f"{csv_path}:{line}: nodes is {nodes}, must be >= 1")
+        if nodes == 1 or nbytes == 0 or seconds == 0:
+            continue  # nothing moves: no information on α, β, γ
+        variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c)}
+        key = {"machine": machine, **{c: row[c] for c in ("backend", "sync", "dtype", "op")}}
+        key.update(variant)
+        shared = str(row.get("shared_devices", "")).lower() == "true"
+        group = groups.setdefault((tuple(key.items()), shared), Group(key, shared))
+        group.points.append(Point(algorithm, nodes, nbytes, seconds))
+        if str(csv_path) not in group.sources:
+            group.sources.append(str(csv_path))
+        ceiling = _add_ceiling(meta, str(row.get("run", "")), row["backend"])
+        if ceiling is not None and ceiling not in group.add_ceilings_GBps:
+            group.add_ceilings_GBps.append(ceiling)
+
+
+def load_groups(paths: list[str | Path]) -> tuple[list[Group], list[str]]:
+    """The fit groups of these CSVs, and the backends/algorithms left out (with why)."""
+    if not paths:
+        raise ModelInputError("no CSV given: pass one or more ring.bench result files")
+    groups: dict = {}
+    skipped: set[str] = set()
+    for path in paths:
+        _add_rows(groups, Path(path), skipped)
+    if not groups:
+        raise ModelInputError(
+            f"no row of a known algorithm with N >= 2 in {', '.join(map(str, paths))} "
+            f"(left out: {', '.join(sorted(skipped)) or 'nothing'})"
+        )
+    notes = [
+        f"{name}: not fitted (a peer whose algorithm is its library's choice, or unknown)"
+        for name in sorted(skipped)
+    ]
+    return list(groups.values()), notes

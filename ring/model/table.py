@@ -1,0 +1,101 @@
+"""Fit files, and the decision table: the fastest predicted algorithm per size range."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..report.fmt import format_bytes
+from .costs import ModelInputError, check_point
+from .fit import Fit
+
+__all__ = [
+    "TABLE_NODES",
+    "TABLE_SIZES",
+    "decision_table",
+    "fastest",
+    "load_fits",
+    "save_fits",
+    "select",
+]
+
+SCHEMA = 1
+TABLE_NODES = (2, 4, 8)
+TABLE_SIZES = tuple(1 << k for k in range(10, 31))  # 1 KiB .. 1 GiB
+
+
+def save_fits(path: str | Path, fits: list[Fit], notes: list[str]) -> None:
+    document = {
+        "schema": SCHEMA,
+        "model": "alpha-beta-gamma (Thakur, Rabenseifner & Gropp 2005), ring.model",
+        "units": {"alpha": "s", "beta": "s/byte", "gamma": "s/byte reduced"},
+        "notes": notes,
+        "fits": [fit.to_json() for fit in fits],
+    }
+    Path(path).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+def load_fits(path: str | Path) -> list[Fit]:
+    path = Path(path)
+    if not path.is_file():
+        raise ModelInputError(f"{path}: no such fit file (make one: python -m ring.model fit)")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ModelInputError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        raise ModelInputError(f"{path}: not a ring.model fit file of schema {SCHEMA}")
+    fits = [Fit.from_json(entry) for entry in document.get("fits", [])]
+    if not fits:
+        raise ModelInputError(f"{path}: holds no fit")
+    return fits
+
+
+def select(fits: list[Fit], **wanted: str | None) -> list[Fit]:
+    """The fits whose key matches every given (non-None) field, e.g. backend="cpu"."""
+    chosen = [f for f in fits if all(v is None or f.key.get(k) == v for k, v in wanted.items())]
+    if not chosen:
+        asked = ", ".join(f"{k}={v}" for k, v in wanted.items() if v is not None)
+        have = "; ".join(" ".join(f.key.values()) for f in fits)
+        raise ModelInputError(f"no fit with {asked} (the file has: {have})")
+    return chosen
+
+
+def fastest(fit: Fit, algorithms: list[str], nodes: int, nbytes: int) -> str:
+    """The algorithm of ``algorithms`` with the least predicted time (first on a tie)."""
+    if not algorithms:
+        raise ModelInputError("no algorithm to choose from")
+    return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes))
+
+
+def decision_table(
+    fit: Fit,
+    algorithms: list[str] | None = None,
+    nodes: tuple[int, ...] = TABLE_NODES,
+    sizes: tuple[int, ...] = TABLE_SIZES,
+) -> list[tuple[int, int, int, str]]:
+    """(N, from bytes, to bytes, algorithm) rows: each run of sizes with one fastest pick.
+
+    ``algorithms`` defaults to the ones the fit measured: the table names no algorithm whose
+    cost on this machine is an extrapolation unless asked to (``ALGORITHMS`` for all).
+    """
+    names = list(fit.algorithms if algorithms is None else algorithms)
+    for name in names:
+        check_point(name, 1, 0)
+    rows: list[tuple[int, int, int, str]] = []
+    for n in nodes:
+        for size in sizes:
+            pick = fastest(fit, names, n, size)
+            if rows and rows[-1][0] == n and rows[-1][3] == pick:
+                rows[-1] = (n, rows[-1][1], size, pick)
+            else:
+                rows.append((n, size, size, pick))
+    return rows
+
+
+def table_lines(fit: Fit, rows: list[tuple[int, int, int, str]]) -> list[str]:
+    lines = [f"{' '.join(fit.key.values())}: fastest predicted allreduce"]
+    lines.append(f"{'N':>4}  {'from':>9}  {'to':>9}  algorithm")
+    for nodes, low, high, pick in rows:
+        lines.append(f"{nodes:>4}  {format_bytes(low):>9}  {format_bytes(high):>9}  {pick}")
+    return lines

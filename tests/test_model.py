@@ -1,0 +1,270 @@
+"""ring.model: coefficients, the fit, held-out check, decision table, CLI, input checks."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ring.model import ALGORITHMS, ModelInputError, Params, coefficients, predict_seconds
+from ring.model.__main__ import main
+from ring.model.data import Group, Point, load_groups
+from ring.model.fit import Fit, fit_group, fit_points, held_out
+from ring.model.paper import busbw_GBps, load_links
+from ring.model.table import decision_table, load_fits, save_fits
+
+REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference" / "amd-epyc-2core"
+TRUE = Params(alpha=7e-6, beta=2.5e-10, gamma=6e-11)
+
+
+def textbook(algorithm: str, n: int, size: float, p: Params) -> float:
+    """Thakur, Rabenseifner & Gropp (2005), written out again for powers of two."""
+    k = math.log2(n)
+    share = (n - 1) / n
+    if algorithm == "ring":
+        return 2 * (n - 1) * p.alpha + 2 * share * size * p.beta + share * size * p.gamma
+    if algorithm == "recursive-doubling":
+        return k * (p.alpha + size * p.beta + size * p.gamma)
+    assert algorithm == "rabenseifner"
+    return 2 * k * p.alpha + 2 * share * size * p.beta + share * size * p.gamma
+
+
+def synthetic(algorithms, noise: float, seed: int = 1, shared: bool = False) -> Group:
+    rng = np.random.default_rng(seed)
+    group = Group({"machine": "synthetic", "backend": "x"}, shared)
+    for algorithm in algorithms:
+        for n in (2, 4, 8):
+            for size in (1 << e for e in range(10, 28)):
+                exact = predict_seconds(TRUE, algorithm, n, size, shared=shared)
+                group.points.append(Point(algorithm, n, size, exact * rng.lognormal(0, noise)))
+    return group
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "recursive-doubling", "rabenseifner"])
+@pytest.mark.parametrize("n", [2, 4, 8, 64])
+def test_coefficients_are_the_textbook_costs(algorithm, n):
+    size = 3_000_017
+    got = predict_seconds(TRUE, algorithm, n, size)
+    assert got == pytest.approx(textbook(algorithm, n, size, TRUE), rel=1e-12)
+
+
+def test_derived_coefficients():
+    # Hierarchical with one group is the ring; in groups, the ring's bytes and fewer steps.
+    assert coefficients("hierarchical", 8, 10, group_size=8).steps == 14 == 2 * (8 - 1)
+    hier = coefficients("hierarchical", 32, 10, group_size=8)
+    assert (hier.steps, hier.link, hier.reduce) == (2 * 7 + 2 * 3, 2 * 31 / 32, 31 / 32)
+    assert coefficients("ring-segmented", 4, 5 << 20, segment_bytes=1 << 20).steps == 5 * 6
+    bidir = coefficients("ring-bidirectional", 4, 1)
+    assert (bidir.link, bidir.received) == (0.75, 1.5)
+    assert coefficients("direct", 4, 1).steps == 2
+    # MPICH's non-power-of-two recursive doubling: two more steps around log2(p').
+    rd = coefficients("recursive-doubling", 6, 1)
+    assert (rd.steps, rd.link, rd.reduce) == (4, 4, 3)
+    assert coefficients("ring", 1, 100) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_fit_recovers_parameters_from_several_algorithms(shared):
+    group = synthetic(["ring", "recursive-doubling", "rabenseifner"], noise=0.02, shared=shared)
+    group.points[5] = dataclasses.replace(group.points[5], seconds=group.points[5].seconds * 3)
+    fit = fit_group(group)
+    assert fit.gamma_source.startswith("fitted jointly")
+    for got, want, name in zip(fit.params[:3], TRUE[:3], ("alpha", "beta", "gamma"), strict=True):
+        assert got == pytest.approx(want, rel=0.05), name
+        low, high = fit.interval[name]
+        assert low <= got <= high
+
+
+def test_ring_alone_takes_gamma_from_the_ceiling():
+    group = synthetic(["ring"], noise=0.01)
+    group.add_ceilings_GBps.append(3 / TRUE.gamma / 1e9)
+    fit = fit_group(group)
+    assert "add kernel ceiling" in fit.gamma_source and "cannot be told apart" in fit.gamma_source
+    assert fit.params.gamma == pytest.approx(TRUE.gamma, rel=1e-12)
+    assert fit.params.alpha == pytest.approx(TRUE.alpha, rel=0.05)
+    assert fit.params.beta == pytest.approx(TRUE.beta, rel=0.05)
+
+
+def test_ring_alone_without_ceiling_says_beta_carries_gamma():
+    fit = fit_group(synthetic(["ring"], noise=0.0))
+    assert fit.params.gamma == 0 and "includes" in fit.gamma_source
+    assert fit.params.beta == pytest.approx(TRUE.beta + TRUE.gamma / 2, rel=1e-6)
+
+
+def test_held_out_error_by_hand():
+    # Trained on 1K, 4K, 16K exactly on the model; 2K and 8K measured 10 % slow, so the
+    # prediction is 1/1.1 of the measurement: error -1/11 at both.
+    p = Params(1e-5, 1e-9, 0.0)
+    points = []
+    for size in (1024, 2048, 4096, 8192, 16384):
+        exact = 2 * p.alpha + 2 * (1 / 2) * size * p.beta
+        points.append(Point("ring", 2, size, exact * (1.1 if size in (2048, 8192) else 1.0)))
+    result = held_out(points, shared=False, gamma=0.0)
+    assert [h.nbytes for h in result] == [2048, 8192]
+    for h in result:
+        assert h.error == pytest.approx(-1 / 11, rel=1e-6)
+        assert h.predicted_s == pytest.approx(h.measured_s / 1.1, rel=1e-6)
+
+
+def test_decision_table_picks_the_least_predicted_time():
+    fit = fit_group(synthetic(["ring", "recursive-doubling", "rabenseifner"], noise=0.0))
+    rows = decision_table(fit)
+    assert {r[3] for r in rows} <= set(fit.algorithms)
+    for n, low, high, pick in rows:
+        for size in (low, high):
+            best = min(fit.algorithms, key=lambda a: textbook(a, n, size, fit.params))
+            assert pick == best
+    small, large = rows[0], [r for r in rows if r[0] == 8][-1]
+    assert small[3] == "recursive-doubling" and large[3] in ("ring", "rabenseifner")
+    assert len({r[3] for r in rows}) > 1
+
+
+def test_predictions_check_their_inputs():
+    for bad, message in [
+        (("tree", 4, 10), "unknown algorithm"),
+        (("ring", 0, 10), "nodes must be"),
+        (("ring", 4, -1), "size must be"),
+        (("ring", True, 1), "nodes must be"),
+        (("ring", 4, 1.5), "size must be"),
+    ]:
+        with pytest.raises(ModelInputError, match=message):
+            predict_seconds(TRUE, *bad)
+    with pytest.raises(ModelInputError, match="no data"):
+        fit_points([], shared=False, gamma=None)
+
+
+def _write(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def test_bad_csv_is_refused_in_one_line(tmp_path, capsys):
+    missing = _write(tmp_path / "a.csv", ["backend", "nodes", "bytes"], [["cpu", "2", "8"]])
+    with pytest.raises(ModelInputError, match="missing columns sync, dtype, op, time_us"):
+        load_groups([missing])
+    header = ["backend", "sync", "nodes", "dtype", "op", "bytes", "time_us"]
+    with pytest.raises(ModelInputError, match="no rows"):
+        load_groups([_write(tmp_path / "b.csv", header, [])])
+    bad = _write(tmp_path / "c.csv", header, [["cpu", "x", "2", "f", "sum", "8", "fast"]])
+    with pytest.raises(ModelInputError, match=r"c\.csv:2: time_us is 'fast'"):
+        load_groups([bad])
+    zero = _write(tmp_path / "d.csv", header, [["cpu", "x", "0", "f", "sum", "8", "5"]])
+    with pytest.raises(ModelInputError, match="nodes is 0, must be >= 1"):
+        load_groups([zero])
+    negative = _write(tmp_path / "e.csv", header, [["cpu", "x", "2", "f", "sum", "-8", "5"]])
+    with pytest.raises(ModelInputError, match=r"bytes is -8\.0, must be finite and >= 0"):
+        load_groups([negative])
+    with pytest.raises(ModelInputError, match="no CSV"):
+        load_groups([])
+    assert main(["fit", str(tmp_path / "none.csv")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "no such file" in error
+
+
+def test_reference_sweeps_fit_and_report_held_out(tmp_path, capsys):
+    out = tmp_path / "fit.json"
+    csvs = [str(REFERENCE / "cpu_sweep.csv"), str(REFERENCE / "mpi_sweep.csv")]
+    assert main(["fit", *csvs, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    print(printed)  # the held-out errors, for the record (-s); no threshold on real timings
+    fits = load_fits(out)
+    assert {f.key["backend"] for f in fits} == {"cpu", "mpi"}
+    for fit in fits:
+        assert "add kernel ceiling" in fit.gamma_source
+        sizes = fit.sizes
+        assert {h.nbytes for h in fit.held_out} == set(sizes[1::2])
+        assert all(math.isfinite(h.error) for h in fit.held_out)
+    assert "mpi-allreduce: not fitted" in printed and "numpy-direct: not fitted" in printed
+
+
+def test_cli_predict_and_table_read_the_fit(tmp_path, capsys):
+    fit = fit_group(synthetic(["ring", "recursive-doubling"], noise=0.0))
+    path = tmp_path / "fit.json"
+    save_fits(path, [fit], [])
+    assert json.loads(path.read_text())["fits"][0]["params"]["alpha"] == fit.params.alpha
+    argv = ["predict", "--fit", str(path), "--algorithm", "ring", "--nodes", "4"]
+    assert main([*argv, "--bytes", "1MiB"]) == 0
+    want = fit.predict("ring", 4, 1 << 20) * 1e6
+    assert f"{want:.1f} us" in capsys.readouterr().out
+    assert main([*argv, "--bytes", "-5"]) == 2
+    assert "cannot parse size" in capsys.readouterr().err
+    assert main(["table", "--fit", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "recursive-doubling" in table and "rabenseifner" not in table
+    assert main(["table", "--fit", str(path), "--backend", "nope"]) == 2
+    assert set(ALGORITHMS) >= {"ring", "hierarchical", "direct"}
+
+
+LINKS = Path(__file__).resolve().parents[1] / "config" / "links.yaml"
+
+
+def test_paper_busbw_is_the_ring_formula_on_published_links(capsys):
+    links, published = load_links(LINKS)
+    assert {"nvlink3", "nvlink4", "pcie4", "pcie5", "ib-hdr", "ib-ndr"} <= set(links)
+    assert links["pcie4"].bandwidth_GBps == pytest.approx(16 * 16 / 8 * 128 / 130)
+    link, n, size = links["nvlink4"], 8, 1 << 30
+    seconds = textbook("ring", n, size, link.params)
+    assert busbw_GBps(link, "ring", n, size) == pytest.approx(size / seconds / 1e9 * 2 * 7 / 8)
+    assert len(published) >= 3 and all(entry["source"] for entry in published)
+    assert main(["paper", "--links", str(LINKS)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("  1024 ") == len(links) and text.count("source: ") == len(published)
+
+
+def test_paper_compares_the_figure_it_is_given(tmp_path, capsys):
+    document = yaml.safe_load(LINKS.read_text())
+    document["published"] = [dict(document["published"][0], busbw_GBps=100.0, bytes="1G")]
+    path = tmp_path / "links.yaml"
+    path.write_text(yaml.safe_dump(document))
+    links, _ = load_links(path)
+    entry = document["published"][0]
+    model = busbw_GBps(links[entry["link"]], entry["algorithm"], entry["nodes"], 1 << 30)
+    assert main(["paper", "--links", str(path)]) == 0
+    assert f"model error {(model / 100.0 - 1) * 100:+.0f} %" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["links"]["pcie4"].pop("source"), "links.pcie4: no source"),
+        (lambda d: d["links"]["pcie4"].update(lanes=0), "lanes must be a number > 0"),
+        (lambda d: d["links"]["pcie4"].update(device="tpu"), "device 'tpu' is not under"),
+        (lambda d: d["published"][0].update(link="smoke"), "link 'smoke' is not under"),
+    ],
+)
+def test_bad_links_file_is_refused(tmp_path, edit, message):
+    document = yaml.safe_load(LINKS.read_text())
+    edit(document)
+    path = tmp_path / "links.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(ModelInputError, match=message):
+        load_links(path)
+
+
+def test_fit_finds_a_cache_knee():
+    # Per-byte cost on the shared bus triples once N·n passes 32 MiB.
+    truth = TRUE._replace(knee=32 << 20, beta_above=3 * TRUE.beta)
+    rng = np.random.default_rng(3)
+    group = Group({"machine": "synthetic", "backend": "x"}, shared=True)
+    for n in (2, 4):
+        for size in (1 << e for e in range(10, 28)):
+            exact = predict_seconds(truth, "ring", n, size, shared=True)
+            group.points.append(Point("ring", n, size, exact * rng.lognormal(0, 0.01)))
+    group.add_ceilings_GBps.append(3 / TRUE.gamma / 1e9)
+    fit = fit_group(group)
+    assert 32 << 20 <= fit.params.knee < 64 << 20
+    assert fit.params.beta_above == pytest.approx(truth.beta_above, rel=0.05)
+    assert fit.params.beta == pytest.approx(truth.beta, rel=0.05)
+    assert max(abs(h.error) for h in fit.held_out) < 0.05
+    again = Fit.from_json(json.loads(json.dumps(fit.to_json(), allow_nan=False)))
+    assert again.params == fit.params and again.interval == fit.interval
+    assert math.isinf(fit_group(synthetic(["ring"], noise=0.0)).params.knee)
