@@ -198,7 +198,7 @@ class CpuCommunicator(RingCommunicator):
         group_size: int | None = None,
     ):
         self.nodes = check_nodes(nodes)
-        options = {"sync": sync, "algorithm": algorithm}
+        options: dict[str, object] = {"sync": sync, "algorithm": algorithm}
         options |= {"segment_bytes": segment_bytes, "group_size": group_size}
         self.sync, self.algorithm, self.algorithm_options = _check_options(
             {k: v for k, v in options.items() if v is not None}, self.nodes
@@ -359,7 +359,8 @@ class _Crew:
             return [(p, None, None) for p in pushers]
         for pair in pairs:
             self.pairs.setdefault(pair, queue.SimpleQueue())
-        gets, puts = [], []
+        gets: list = []
+        puts: list = []
         for i in range(n):
             if isinstance(waits[i], _Between):
                 w = waits[i].value

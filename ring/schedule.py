@@ -285,8 +285,8 @@ def plan(
     else:
         segment = 0
     if algorithm == "hierarchical":
-        group_size = check_algorithm_options(algorithm, nodes, {"group_size": group_size or None})
-        group_size = group_size.get("group_size") or default_group_size(nodes)
+        checked = check_algorithm_options(algorithm, nodes, {"group_size": group_size or None})
+        group_size = checked.get("group_size") or default_group_size(nodes)
     else:
         group_size = 0
     return Plan(collective, nodes, length, algorithm, segment, group_size)

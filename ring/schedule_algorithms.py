@@ -203,8 +203,8 @@ def hierarchical(collective: str, nodes: int, length: int, *, group_size: int, *
         _ring_over(table, REDUCE_SCATTER, inside, share)
         if groups > 1:
             # The group's reduction is not the full one: only the ring across completes.
-            for _, moves in table[n_inside:]:
-                for node_moves in moves:
+            for _phase, step_moves in table[n_inside:]:
+                for node_moves in step_moves:
                     node_moves[:] = [m._replace(completes=False) for m in node_moves]
         _ring_over(table, REDUCE_SCATTER, across, own)
     if collective != REDUCE_SCATTER:

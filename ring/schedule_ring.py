@@ -166,7 +166,7 @@ class _Lanes:
     directions: tuple[int, ...]
 
     @cached_property
-    def pieces(self) -> tuple[tuple[tuple[Range, ...], ...], ...]:
+    def pieces(self) -> tuple[tuple[Range, ...], ...]:
         """pieces[block * lanes + lane][chunk]: the elements that lane moves of that chunk."""
         cuts = self.blocks * len(self.directions)
         per_chunk = [
@@ -189,7 +189,7 @@ def ring_family_steps(
     # The left-going ring needs both neighbours done; the ring alone needs only its left
     # one (see ring.cpu for why that suffices).
     waits = tuple(dict.fromkeys(neighbour[d] for d in directions))
-    steps = []
+    steps: list[Step] = []
     for block in range(blocks):
         for phase in COLLECTIVE_PHASES[collective]:
             accumulate = phase == REDUCE_SCATTER
