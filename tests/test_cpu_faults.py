@@ -107,17 +107,20 @@ def _interrupt_rounds(sync, mode, rounds, seed, algorithm="ring"):
 @pytest.mark.parametrize("sync", SYNCS)
 @pytest.mark.parametrize("mode", ["api", "comm"])
 def test_ctrl_c_mid_call_never_leaves_a_wrong_or_early_result(sync, mode):
-    results = _interrupt_rounds(sync, mode, rounds=6, seed=len(sync) + len(mode))
-    for r in results:
-        assert r["interrupt"] == "KeyboardInterrupt", r
-        assert r["wrong_after"] == [0, 0], r
-        if mode == "comm":
-            # Interrupted inside a call, a communicator is closed; between calls it stays
-            # usable and right.  Closing it afterwards never raises.
-            assert r["closed_after_interrupt"] or r["wrong_on_same_comm"] == 0, r
-            assert r["close"] == "ok", r
-        # Only the cached communicator's four threads remain, none of an interrupted one.
-        assert r["ring_threads"] == 4, r
+    for r in _interrupt_rounds(sync, mode, rounds=6, seed=len(sync) + len(mode)):
+        _check_round(r, mode)
+
+
+def _check_round(r, mode):
+    assert r["interrupt"] == "KeyboardInterrupt", r
+    assert r["wrong_after"] == [0, 0], r
+    if mode == "comm":
+        # Interrupted inside a call, a communicator is closed; between calls it stays
+        # usable and right.  Closing it afterwards never raises.
+        assert r["closed_after_interrupt"] or r["wrong_on_same_comm"] == 0, r
+        assert r["close"] == "ok", r
+    # Only the cached communicator's four threads remain, none of an interrupted one.
+    assert r["ring_threads"] == 4, r
 
 
 @pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "ring"])
@@ -127,12 +130,7 @@ def test_ctrl_c_mid_call_holds_for_every_algorithm(algorithm):
     k = ALGORITHMS.index(algorithm)
     sync, mode = SYNCS[k % 2], ("api", "comm")[k // 2 % 2]
     for r in _interrupt_rounds(sync, mode, rounds=3, seed=k, algorithm=algorithm):
-        assert r["interrupt"] == "KeyboardInterrupt", r
-        assert r["wrong_after"] == [0, 0], r
-        if mode == "comm":
-            assert r["closed_after_interrupt"] or r["wrong_on_same_comm"] == 0, r
-            assert r["close"] == "ok", r
-        assert r["ring_threads"] == 4, r
+        _check_round(r, mode)
 
 
 def test_ctrl_c_inside_a_with_block_surfaces_as_keyboard_interrupt():
