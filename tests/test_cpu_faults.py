@@ -19,6 +19,7 @@ import pytest
 
 import ring
 from ring import CpuCommunicator
+from ring.schedule import ALGORITHMS
 
 SYNCS = ["pairwise", "barrier"]
 
@@ -32,6 +33,7 @@ _CHILD = textwrap.dedent(
     from ring import CpuCommunicator
 
     sync, rounds, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    algorithm = sys.argv[4] if len(sys.argv) > 4 else "ring"
     N = 4
     ins = [np.full(1 << 20, i + 1.0) for i in range(N)]
     expected = float(sum(range(1, N + 1)))
@@ -41,13 +43,13 @@ _CHILD = textwrap.dedent(
 
     for r in range(rounds):
         bufs = [x.copy() for x in ins]
-        comm = CpuCommunicator(N, sync=sync) if mode == "comm" else None
+        comm = CpuCommunicator(N, sync=sync, algorithm=algorithm) if mode == "comm" else None
         print("go", flush=True)
         result = {"round": r}
         try:
             while True:
                 if comm is None:
-                    ring.allreduce(bufs, sync=sync)
+                    ring.allreduce(bufs, sync=sync, algorithm=algorithm)
                 else:
                     comm.allreduce(bufs)
         except KeyboardInterrupt:
@@ -81,10 +83,10 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _interrupt_rounds(sync, mode, rounds, seed):
+def _interrupt_rounds(sync, mode, rounds, seed, algorithm="ring"):
     rng = np.random.default_rng(seed)
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, sync, str(rounds), mode],
+        [sys.executable, "-c", _CHILD, sync, str(rounds), mode, algorithm],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -105,17 +107,30 @@ def _interrupt_rounds(sync, mode, rounds, seed):
 @pytest.mark.parametrize("sync", SYNCS)
 @pytest.mark.parametrize("mode", ["api", "comm"])
 def test_ctrl_c_mid_call_never_leaves_a_wrong_or_early_result(sync, mode):
-    results = _interrupt_rounds(sync, mode, rounds=6, seed=len(sync) + len(mode))
-    for r in results:
-        assert r["interrupt"] == "KeyboardInterrupt", r
-        assert r["wrong_after"] == [0, 0], r
-        if mode == "comm":
-            # Interrupted inside a call, a communicator is closed; between calls it stays
-            # usable and right.  Closing it afterwards never raises.
-            assert r["closed_after_interrupt"] or r["wrong_on_same_comm"] == 0, r
-            assert r["close"] == "ok", r
-        # Only the cached communicator's four threads remain, none of an interrupted one.
-        assert r["ring_threads"] == 4, r
+    for r in _interrupt_rounds(sync, mode, rounds=6, seed=len(sync) + len(mode)):
+        _check_round(r, mode)
+
+
+def _check_round(r, mode):
+    assert r["interrupt"] == "KeyboardInterrupt", r
+    assert r["wrong_after"] == [0, 0], r
+    if mode == "comm":
+        # Interrupted inside a call, a communicator is closed; between calls it stays
+        # usable and right.  Closing it afterwards never raises.
+        assert r["closed_after_interrupt"] or r["wrong_on_same_comm"] == 0, r
+        assert r["close"] == "ok", r
+    # Only the cached communicator's four threads remain, none of an interrupted one.
+    assert r["ring_threads"] == 4, r
+
+
+@pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "ring"])
+def test_ctrl_c_mid_call_holds_for_every_algorithm(algorithm):
+    """The same guarantees on every other algorithm, alternating syncs and entry points
+    (scratch, several moves per step, idle nodes, the barrier fallback)."""
+    k = ALGORITHMS.index(algorithm)
+    sync, mode = SYNCS[k % 2], ("api", "comm")[k // 2 % 2]
+    for r in _interrupt_rounds(sync, mode, rounds=3, seed=k, algorithm=algorithm):
+        _check_round(r, mode)
 
 
 def test_ctrl_c_inside_a_with_block_surfaces_as_keyboard_interrupt():
