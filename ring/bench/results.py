@@ -48,6 +48,8 @@ TIME_COLUMNS = ("time_us", "time_us_min", "time_us_p25", "time_us_p75", "time_us
 COLUMNS = (
     "backend",
     "sync",
+    # The library's algorithm a ring backend ran, or a peer's own backend name.
+    "algorithm",
     "nodes",
     "dtype",
     "op",
@@ -65,7 +67,17 @@ COLUMNS = (
 
 # One row per timed call, beside every result CSV (``FILE.samples.csv``): what a confidence
 # interval of a median or of a ratio of medians is computed from.
-SAMPLE_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "call", "time_us")
+SAMPLE_COLUMNS = (
+    "backend",
+    "sync",
+    "algorithm",
+    "nodes",
+    "dtype",
+    "op",
+    "bytes",
+    "call",
+    "time_us",
+)
 
 
 def samples_path(csv_path: Path) -> Path:
@@ -83,6 +95,7 @@ def make_row(
     *,
     backend: str,
     sync: str,
+    algorithm: str,
     nodes: int,
     dtype: np.dtype,
     op: str,
@@ -101,6 +114,7 @@ def make_row(
     row = {
         "backend": backend,
         "sync": sync,
+        "algorithm": algorithm,
         "nodes": nodes,
         "dtype": np.dtype(dtype).name,
         "op": op,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...cpu import SYNC_MODES, CpuCommunicator
+from ..algorithms import library_algorithms
 from ..ceilings import copy_traffic_bytes
 from ..placement import add_pin_argument, pin_native_threads, pin_requested
 from .base import Backend, HostSession, Session, register_backend
@@ -52,6 +53,7 @@ class CpuBackend(Backend):
     # convention of ring.bench.ceilings, so the series and the ceilings count alike).
     traffic = "3(N-1)·S + 3(N-1)·S (2(N-1)·S for chunks at or above the memcpy NT threshold)"
     sync_modes = SYNC_MODES
+    algorithms = library_algorithms()
 
     @classmethod
     def add_arguments(cls, parser) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import gpu as ring_gpu
+from ..algorithms import library_algorithms
 from ..cli import BenchInputError
 from ..gpu_ceilings import (
     check_cupy_dtype,
@@ -131,6 +132,7 @@ class GpuRingBackend(Backend):
     # in reduce-scatter); busbw is the measure there.
     traffic = "5(N-1)·S"
     sync_modes = ("pairwise",)
+    algorithms = library_algorithms()
     extra_columns = ("devices", "graphs")
 
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...mpi import MpiRing
+from ..algorithms import library_algorithms
 from .base import MpiSession, register_backend
 from .mpi_device import MpiBackend
 
@@ -44,6 +45,7 @@ class MpiRingBackend(MpiBackend):
     # through a shared-memory queue moves more than this.
     traffic = "7(N-1)·S (one copy per message)"
     session_class = MpiRingSession
+    algorithms = library_algorithms()
 
     def traffic_bytes(self, nbytes: int, nodes: int) -> int:
         return 7 * (nodes - 1) * nbytes
