@@ -1,20 +1,24 @@
 """The threaded NumPy backend: one persistent worker thread per logical node.
 
-All nodes share one address space, so a ring "link" is node ``i`` reading node ``i - 1``'s
-array at the chunk boundary the schedule names; reductions are NumPy ufuncs with ``out=``,
-which release the GIL on large chunks so nodes really run in parallel.
+All nodes share one address space, so a "link" is a node reading a peer's array at the
+range the plan names (:mod:`ring.schedule`; any algorithm, nothing else); reductions are
+NumPy ufuncs with ``out=``, which release the GIL on large ranges so nodes really run in
+parallel.  Plans that land data in scratch get one scratch array per node.
 
 Synchronisation uses one ``queue.SimpleQueue`` per node as a counting signal: it is
 implemented in C, a blocking ``get`` costs one lock round trip like a raw lock (a
 ``threading.Barrier`` or ``Condition`` costs several), and a count lets a producer run
 ahead of its consumer without a separate signal per step, so the state stays linear in N.
 
-* ``sync="pairwise"``: after step ``t`` node ``i`` puts a token in ``ready[i]``; before
-  step ``t + 1`` node ``i + 1`` takes one.  Node ``i`` waits only for its left neighbour,
-  as the original study's GPU code does with events; non-neighbours run ahead.  This is
-  enough: node ``i`` at step ``t`` transitively waits for node ``i + 1`` at step
-  ``t - (N - 1)``, the last step at which node ``i + 1`` reads a chunk that node ``i``
-  overwrites at step ``t`` (``tests/test_schedule.py`` checks every hazard).
+* ``sync="pairwise"``: a node waits only for the peers its step ``waits`` for, one queue
+  per (peer, node) pair: after step ``t`` node ``j`` puts a token in the queue of every
+  node whose step ``t + 1`` waits for it, which takes one before that step.  On the ring
+  node ``i`` waits only for its left neighbour, as the original study's GPU code does
+  with events; non-neighbours run ahead.  This is enough: node ``i`` at step ``t``
+  transitively waits for node ``i + 1`` at step ``t - (N - 1)``, the last step at which
+  node ``i + 1`` reads a chunk that node ``i`` overwrites at step ``t``
+  (``tests/test_schedule.py`` checks every hazard of every algorithm).  A plan whose
+  waits pair more than ``8 N`` nodes (``direct``) runs with the barrier instead.
 * ``sync="barrier"``: after every step all nodes wait for each other, as the original
   study's CPU code does with ``std::barrier``.  The last node to arrive puts a token in
   every other node's ``ready`` queue.
@@ -49,7 +53,15 @@ from .communicator import (
     check_nodes,
 )
 from .ops import AVERAGING, divide_by_nodes, resolve_op
-from .schedule import COLLECTIVES, Plan, check_collective, plan, ring_schedule
+from .schedule import (
+    COLLECTIVES,
+    Plan,
+    check_algorithm,
+    check_algorithm_options,
+    check_collective,
+    plan,
+    plan_for,
+)
 
 __all__ = [
     "SYNC_MODES",
@@ -62,7 +74,7 @@ __all__ = [
 ]
 
 SYNC_MODES = ("pairwise", "barrier")
-_OPTIONS = frozenset({"sync"})
+_OPTIONS = frozenset({"sync", "algorithm", "segment_bytes", "group_size"})
 
 
 class _Aborted(Exception):
@@ -78,11 +90,18 @@ def check_sync(sync: object) -> str:
     return sync
 
 
-def _check_options(options: dict) -> str:
+def _check_options(options: dict, nodes: int, collective: str | None = None) -> tuple:
+    """(sync, algorithm, the algorithm's options), or one line saying what is wrong."""
     unknown = set(options) - _OPTIONS
     if unknown:
-        raise TypeError(f"unknown option(s) for backend 'cpu': {', '.join(sorted(unknown))}")
-    return check_sync(options.get("sync", "pairwise"))
+        raise TypeError(
+            f"unknown option(s) for backend 'cpu': {', '.join(sorted(unknown))} "
+            f"(options: {', '.join(sorted(_OPTIONS))})"
+        )
+    sync = check_sync(options.get("sync", "pairwise"))
+    algorithm = check_algorithm(options.get("algorithm", "ring"), collective)
+    extra = {k: v for k, v in options.items() if k in ("segment_bytes", "group_size")}
+    return sync, algorithm, check_algorithm_options(algorithm, nodes, extra)
 
 
 def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **options) -> Call:
@@ -90,22 +109,25 @@ def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **optio
     leaves every buffer untouched.  Every collective but all_gather reduces, so ``op``
     must name an op (None is not one)."""
     check_collective(name)
-    _check_options(options)
+    nodes = check_buffer_list(buffers)
+    _, algorithm, extra = _check_options(options, nodes, name)
     count, dtype = validate_buffers(buffers)
     ufunc = resolve_op(op, dtype) if name != "all_gather" else None
     average = ufunc is not None and op in AVERAGING
-    nodes = check_buffer_list(buffers)
-    return Call("cpu", name, buffers, op, nodes, checked=(ufunc, count, average))
+    options = {"algorithm": algorithm, **extra}
+    return Call("cpu", name, buffers, op, nodes, options, checked=(ufunc, count, average))
 
 
 def cache_key(nodes: int, **options) -> tuple:
-    """The key under which :func:`ring.get_communicator` caches a CPU communicator."""
-    return ("cpu", check_nodes(nodes), _check_options(options))
+    """The key under which :func:`ring.get_communicator` caches a CPU communicator: the
+    algorithm is per call, so communicators differ only by sync."""
+    nodes = check_nodes(nodes)
+    return ("cpu", nodes, _check_options(options, nodes)[0])
 
 
 def make_communicator(nodes: int, **options) -> CpuCommunicator:
     """A new :class:`CpuCommunicator` (the factory :mod:`ring.api` dispatches to)."""
-    _check_options(options)
+    _check_options(options, check_nodes(nodes))
     return CpuCommunicator(nodes, **options)
 
 
@@ -114,6 +136,10 @@ def make_communicator(nodes: int, **options) -> CpuCommunicator:
 # outer range is recorded, and every node shares one table of no-op ranges, so the state
 # stays linear in N.
 STEP_RANGE_MAX_NODES = 64
+# A plan whose waits pair more nodes than this many per node runs with the barrier.
+PAIRS_PER_NODE = 8
+# Programs kept per communicator (one per plan: collective, algorithm, length, options).
+PROGRAMS = 32
 
 Pushers = dict[str, tuple[Callable[[], Any], ...]]
 
@@ -123,7 +149,7 @@ def _no_range() -> None:
 
 
 def _pushers(nodes: int) -> list[Pushers]:
-    """Per node and collective, the NVTX range pusher of each of the node's steps."""
+    """Per node and collective, the NVTX range pusher of each of the node's ring steps."""
     if nodes > STEP_RANGE_MAX_NODES:
         shared = {c: (_no_range,) * plan(c, nodes, 0).steps for c in COLLECTIVES}
         return [shared] * nodes
@@ -136,8 +162,23 @@ def _pushers(nodes: int) -> list[Pushers]:
     ]
 
 
+class _Between:
+    """``value`` at steps ``start <= t < stop``, nothing elsewhere: one node's queues when
+    they are the same at every step (the ring family), in O(1) state."""
+
+    __slots__ = ("start", "stop", "value")
+
+    def __init__(self, value: tuple, start: int, stop: int):
+        self.value, self.start, self.stop = value, start, stop
+
+    def __getitem__(self, t: int) -> tuple:
+        return self.value if self.start <= t < self.stop else ()
+
+
 class CpuCommunicator(RingCommunicator):
-    """Owns ``nodes`` worker threads and runs ring collectives on lists of NumPy arrays.
+    """Owns ``nodes`` worker threads and runs collectives on lists of NumPy arrays, by
+    ``algorithm`` (see :data:`ring.schedule.ALGORITHMS`; ``segment_bytes`` and
+    ``group_size`` are its options) unless a call names another.
 
     Use it as a context manager, or call :meth:`close`; a closed communicator refuses work.
     If a worker fails mid-collective, or the caller is interrupted, every worker stops at
@@ -147,9 +188,21 @@ class CpuCommunicator(RingCommunicator):
 
     backend = "cpu"
 
-    def __init__(self, nodes: int, *, sync: str = "pairwise"):
+    def __init__(
+        self,
+        nodes: int,
+        *,
+        sync: str = "pairwise",
+        algorithm: str = "ring",
+        segment_bytes: int | None = None,
+        group_size: int | None = None,
+    ):
         self.nodes = check_nodes(nodes)
-        self.sync = check_sync(sync)
+        options = {"sync": sync, "algorithm": algorithm}
+        options |= {"segment_bytes": segment_bytes, "group_size": group_size}
+        self.sync, self.algorithm, self.algorithm_options = _check_options(
+            {k: v for k, v in options.items() if v is not None}, self.nodes
+        )
         self._closed = False
         self._call_lock = threading.Lock()
         self._crew = _Crew(self.nodes, self.sync)
@@ -176,13 +229,18 @@ class CpuCommunicator(RingCommunicator):
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"CpuCommunicator(nodes={self.nodes}, sync={self.sync!r}, {state})"
+        return (
+            f"CpuCommunicator(nodes={self.nodes}, sync={self.sync!r}, "
+            f"algorithm={self.algorithm!r}, {state})"
+        )
 
     # -- the caller's side -------------------------------------------------------------
 
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
         self._check_open()
-        self.execute(check_call(name, buffers, op))
+        self.execute(
+            check_call(name, buffers, op, algorithm=self.algorithm, **self.algorithm_options)
+        )
 
     def _check_open(self) -> None:
         if self._closed:
@@ -203,11 +261,16 @@ class CpuCommunicator(RingCommunicator):
         if self.nodes == 1 or count == 0:
             self._check_open()
             return
-        job = (name, list(call.buffers), ufunc, plan(name, self.nodes, count), average)
+        options = dict(call.options)
+        algorithm = options.pop("algorithm", self.algorithm)
+        buffers = list(call.buffers)
+        dtype = buffers[0].dtype
+        steps = plan_for(name, self.nodes, count, dtype.itemsize, algorithm, options)
         with self._call_lock:
             self._check_open()
             try:
                 with nvtx_ranges.annotate(name):
+                    job = (buffers, ufunc, steps, average, *self._crew.prepare(steps, dtype))
                     error = self._crew.run(job)
             except BaseException:
                 # Interrupted (Ctrl-C), wherever in this block: no worker may outlive it.
@@ -232,11 +295,12 @@ class _Crew:
         self.pairwise = sync == "pairwise"
         self.pushers = _pushers(n) if n > 1 else []
         self.pop = nvtx_ranges.pop if n <= STEP_RANGE_MAX_NODES else _no_range
-        # Pairwise sync is the ring's: a node's every step reads what its left neighbour
-        # wrote at the step before.
-        self.left = [ring_schedule(n).left(node) for node in range(n)]
+        # ready[i]: node i's barrier tokens; pairs[(j, i)]: node j's tokens for node i.
         self.ready: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
-        self.arrivals = [itertools.count() for _ in range(2 * (n - 1))]
+        self.pairs: dict[tuple[int, int], queue.SimpleQueue] = {}
+        self.arrivals: list[itertools.count] = []
+        self.programs: dict[Plan, list] = {}
+        self.scratch: list[np.ndarray | None] = [None] * n
         self.start: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
         self.done: queue.SimpleQueue = queue.SimpleQueue()
         self.finished = itertools.count()
@@ -250,6 +314,73 @@ class _Crew:
             )
             thread.start()
             self.threads.append(thread)
+
+    # -- the caller's side, before the workers start a call ------------------------------
+
+    def prepare(self, steps: Plan, dtype: np.dtype) -> tuple[list, list]:
+        """Each node's scratch (when the plan uses it) and program for ``steps``."""
+        scratch: list = [None] * self.nodes
+        if steps.uses_scratch:
+            for node, array in enumerate(self.scratch):
+                if array is None or array.dtype != dtype or array.size < steps.scratch_elements:
+                    array = self.scratch[node] = np.empty(steps.scratch_elements, dtype)
+                scratch[node] = array
+        program = self.programs.get(steps)
+        if program is None:
+            if len(self.programs) >= PROGRAMS:
+                del self.programs[next(iter(self.programs))]
+            program = self.programs[steps] = self._program(steps)
+        while len(self.arrivals) < steps.steps:
+            self.arrivals.append(itertools.count())
+        return scratch, program
+
+    def _program(self, steps: Plan) -> list:
+        """Per node: its step pushers, and with pairwise sync the queues it takes a token
+        from before each step and those it puts one in after (None: use the barrier)."""
+        n, last = self.nodes, steps.steps - 1
+        if steps.algorithm == "ring":
+            pushers = [mine[steps.collective] for mine in self.pushers]
+        elif n > STEP_RANGE_MAX_NODES:
+            pushers = [(_no_range,) * steps.steps] * n
+        else:
+            pushers = [
+                tuple(nvtx_ranges.pusher(s.name) for s in steps.node_steps(i)) for i in range(n)
+            ]
+        waits = self._waits(steps)
+        if not self.pairwise or waits is None:
+            return [(p, None, None) for p in pushers]
+        pairs = {(j, i) for i in range(n) for per_step in waits[i] for j in per_step}
+        if len(pairs) > PAIRS_PER_NODE * n:
+            return [(p, None, None) for p in pushers]
+        for pair in pairs:
+            self.pairs.setdefault(pair, queue.SimpleQueue())
+        gets, puts = [], []
+        for i in range(n):
+            if isinstance(waits[i], _Between):
+                w = waits[i].value
+                gets.append(_Between(tuple(self.pairs[j, i] for j in w), 1, last + 1))
+                takers = tuple(self.pairs[i, k] for k in range(n) if i in waits[k].value)
+                puts.append(_Between(takers, 0, last))
+            else:
+                gets.append([tuple(self.pairs[j, i] for j in w) for w in waits[i]])
+                puts.append(
+                    [
+                        tuple(self.pairs[i, k] for k in range(n) if i in waits[k][t + 1])
+                        for t in range(last)
+                    ]
+                    + [()]
+                )
+        return list(zip(pushers, gets, puts, strict=True))
+
+    def _waits(self, steps: Plan) -> list | None:
+        """Per node, the peers each step waits for; the same at every step but the first
+        in the ring family (:class:`_Between`)."""
+        n = self.nodes
+        if steps.algorithm in ("ring", "ring-segmented", "ring-bidirectional"):
+            if steps.steps < 2:
+                return [_Between((), 1, 1)] * n
+            return [_Between(steps.node_steps(i)[1].waits, 1, steps.steps) for i in range(n)]
+        return [[s.waits for s in steps.node_steps(i)] for i in range(n)]
 
     def run(self, job) -> BaseException | None:
         """Run one collective on every node; return a worker's exception, if any.
@@ -283,7 +414,7 @@ class _Crew:
             self.error = exc
             self.failed = True
         # One token wakes whichever node waits on each queue; it then sees `failed`.
-        for ready in self.ready:
+        for ready in [*self.ready, *self.pairs.values()]:
             ready.put(None)
 
     # -- the workers' side -------------------------------------------------------------
@@ -305,33 +436,38 @@ class _Crew:
                 if next(self.finished) % n == n - 1:
                     self.done.put(None)
 
-    def steps(self, node: int, name: str, buffers: list, ufunc, plan: Plan, average: bool) -> None:
-        mine = buffers[node]
+    def steps(self, node: int, buffers: list, ufunc, plan: Plan, average: bool, scratch, program):
+        mine, own = buffers[node], scratch[node]
         steps = plan.node_steps(node)
-        pushers = self.pushers[node][name]
+        pushers, gets, puts = program[node]
         last = len(steps) - 1
         pop = self.pop
-        pairwise = self.pairwise
-        mine_ready, left_ready = self.ready[node], self.ready[self.left[node]]
-        for t, (_, _, _, peer, (a, b), _, _, accumulate, completes) in enumerate(steps):
+        for t, step in enumerate(steps):
             pushers[t]()
             try:
-                if t and pairwise:
-                    left_ready.get()
+                if gets is not None:
+                    for ready in gets[t]:
+                        ready.get()
                 if self.failed:
                     raise _Aborted
-                if accumulate:
-                    dst = mine[a:b]
-                    ufunc(dst, buffers[peer][a:b], out=dst)
-                    if completes and average:
-                        divide_by_nodes(dst, self.nodes)
-                else:
-                    mine[a:b] = buffers[peer][a:b]
-                if t < last:
-                    if pairwise:
-                        mine_ready.put(None)
+                for peer, (a, b), (
+                    c,
+                    d,
+                ), accumulate, completes, from_scratch, to_scratch in step.moves:
+                    src = (own if from_scratch else buffers[peer])[a:b]
+                    dst = (own if to_scratch else mine)[c:d]
+                    if accumulate:
+                        ufunc(dst, src, out=dst)
+                        if completes and average:
+                            divide_by_nodes(dst, self.nodes)
                     else:
+                        dst[...] = src
+                if t < last:
+                    if puts is None:
                         self.barrier(node, t)
+                    else:
+                        for ready in puts[t]:
+                            ready.put(None)
             finally:
                 pop()
 

@@ -356,7 +356,8 @@ class GpuCommunicator(RingCommunicator):
         current = devices[0]
         for t in range(steps.steps):
             for i, node_steps in enumerate(per_node):
-                _, _, _, src, (a, b), _, _, accumulate, completes = node_steps[t]
+                # The ring's steps hold one move each.
+                ((src, (a, b), _, accumulate, completes, _, _),) = node_steps[t].moves
                 pushers[i][t]()
                 try:
                     device = devices[i]
@@ -396,7 +397,9 @@ class GpuCommunicator(RingCommunicator):
     def _lands_in_scratch(self, steps: Plan, node: int) -> bool:
         """Whether ``node`` receives some range to accumulate across a link (into scratch)."""
         return any(
-            s.accumulate and not self._direct(node, s.recv_peer) for s in steps.node_steps(node)
+            m.accumulate and not self._direct(node, m.peer)
+            for s in steps.node_steps(node)
+            for m in s.moves
         )
 
     def _peer_copy(self, dst: int, dst_node: int, src: int, src_node: int, size: int, stream):

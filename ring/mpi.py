@@ -295,7 +295,9 @@ class MpiRing(RingCommunicator):
         pop = nvtx_ranges.pop
         pushers = self._pushers[name]
         for t, step in enumerate(steps.node_steps(self.rank)):
-            _, _, _, left, (a, b), right, (sa, sb), accumulate, _ = step
+            # The ring's steps hold one move and one send each.
+            ((left, (a, b), _, accumulate, completes, _, _),) = step.moves
+            ((right, (sa, sb)),) = step.sends
             pushers[t]()
             try:
                 if synchronize is not None:
@@ -309,14 +311,15 @@ class MpiRing(RingCommunicator):
                     ufunc(mine, incoming, out=mine)
                 else:
                     self._segmented_step(buf, ufunc, scratch, step, seg, segments, synchronize)
-                if finish is not None and step.completes:
+                if finish is not None and completes:
                     finish(buf[a:b])
             finally:
                 pop()
 
     def _segmented_step(self, buf, ufunc, scratch, step, seg, segments, synchronize):
         BYTE, sendrecv = self._BYTE, self._comm.Sendrecv
-        _, _, _, left, (a, b), right, (sa, sb), _, _ = step
+        ((left, (a, b), *_),) = step.moves
+        ((right, (sa, sb)),) = step.sends
         for k in range(segments):
             lo, hi = min(a + k * seg, b), min(a + (k + 1) * seg, b)
             slo, shi = min(sa + k * seg, sb), min(sa + (k + 1) * seg, sb)

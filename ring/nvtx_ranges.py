@@ -4,7 +4,9 @@ Names the backends emit (and :mod:`ring.nsys` reads back):
 
 * one outer range per collective call: ``allreduce``, ``reduce_scatter`` or ``all_gather``;
 * one range per step of each phase per node: ``reduce_scatter step 2 node 1``
-  (MPI adds the rank: ``... node 1 rank 1``).
+  (MPI adds the rank: ``... node 1 rank 1``); an algorithm other than the ring puts its
+  name first: ``rabenseifner all_gather step 0 node 3``, ``recursive-doubling exchange
+  step 1 node 0`` (phases: :data:`ring.schedule_core.PHASES`).
 
 In an ``nsys stats`` report they appear as ``ring:<name>``.  The ``nvtx`` package is
 optional; without it every range is a no-op.  ``nvtx`` must be ``>=0.2.10,<0.2.12`` for
@@ -19,7 +21,9 @@ import re
 DOMAIN = "ring"
 COLLECTIVES = ("allreduce", "reduce_scatter", "all_gather")
 STEP_RANGE = re.compile(
-    r"^(?P<phase>reduce_scatter|all_gather) step (?P<step>\d+) node (?P<node>\d+)"
+    r"^(?:(?P<algorithm>[a-z]+(?:-[a-z]+)*) )?"
+    r"(?P<phase>fold|reduce_scatter|exchange|all_gather|unfold)"
+    r" step (?P<step>\d+) node (?P<node>\d+)"
     r"(?: rank (?P<rank>\d+))?$"
 )
 

@@ -1,233 +1,149 @@
-"""The ring schedule: computed once here, executed by every backend.
+"""The schedule: computed once here, executed by every backend.
 
-Node ``i`` always receives from its left neighbour ``i - 1`` (mod N).  Reduce-scatter
-takes N - 1 steps: at step ``s`` node ``i`` accumulates chunk ``(i - 1 - s) mod N`` of its
-left neighbour into its own copy.  After that, chunk ``c`` is complete on node ``c - 1``,
-so node ``i`` owns chunk ``(i + 1) mod N``.  All-gather takes N - 1 more steps: at step
-``s`` node ``i`` copies chunk ``(i - s) mod N``, which its left neighbour finished
-either in reduce-scatter (s = 0) or in the previous all-gather step.
+:func:`plan` turns an algorithm into what one call needs: for a collective, a node count,
+a buffer length and the algorithm's options, every node's :class:`Step` list with the
+element ranges already cut (:func:`chunk_bounds`, the one cache of chunk boundaries).  The
+step shape is described in :mod:`ring.schedule_core`; in short, at each step each node
+applies zero or more :class:`Move` s (a range of a named peer's buffer, or of its own
+scratch, accumulated into or copied over a range of its own buffer or scratch), lists the
+:class:`Send` s its peers take from it, and names the peers it ``waits`` for.  The
+threaded, CUDA and MPI backends execute nothing else.
 
-Backends never redo this arithmetic.  :func:`plan` turns it into what one call needs: for
-a collective, a node count and a buffer length, every node's :class:`Step` list, with the
-element ranges already cut (:func:`chunk_bounds`, the one cache of chunk boundaries).  A
-step names a peer and an element range on each side (what arrives, from whom; what leaves,
-to whom) and whether the arriving range is accumulated or copied, so any algorithm that
-moves ranges between nodes fits it; the threaded, CUDA and MPI backends execute nothing
-else.
+Algorithms (:data:`ALGORITHMS`): the ring family (:mod:`ring.schedule_ring`, computed per
+node in closed form) and the table-built ones (:mod:`ring.schedule_algorithms`).  Every
+algorithm keeps the ring's ownership (after reduce-scatter node ``i`` holds chunk
+:func:`owned_chunk` fully reduced), so the three collectives mean the same whichever runs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Literal, NamedTuple
+from typing import Any
+
+from .schedule_algorithms import TABLE_BUILDERS
+from .schedule_core import (
+    ALL_GATHER,
+    COLLECTIVE_PHASES,
+    COLLECTIVES,
+    PHASES,
+    REDUCE_SCATTER,
+    Move,
+    Send,
+    Step,
+    _check_int,
+    check_collective,
+    chunk_bounds,
+    chunk_range,
+    owned_chunk,
+)
+from .schedule_ring import (
+    Phase,
+    RingSchedule,
+    Transfer,
+    cache_bytes,
+    ring_family_steps,
+    ring_schedule,
+)
 
 __all__ = [
+    "ALGORITHMS",
+    "ALGORITHM_OPTIONS",
     "ALL_GATHER",
     "COLLECTIVES",
     "COLLECTIVE_PHASES",
+    "PHASES",
     "REDUCE_SCATTER",
+    "Move",
     "Phase",
     "Plan",
     "RingSchedule",
+    "Send",
     "Step",
     "Transfer",
+    "check_algorithm",
+    "check_algorithm_options",
     "check_collective",
     "chunk_bounds",
     "chunk_range",
+    "default_group_size",
+    "default_segment_bytes",
     "owned_chunk",
     "plan",
+    "plan_for",
     "ring_schedule",
 ]
 
-REDUCE_SCATTER: Literal["reduce_scatter"] = "reduce_scatter"
-ALL_GATHER: Literal["all_gather"] = "all_gather"
-PhaseName = Literal["reduce_scatter", "all_gather"]
-
-# Which schedule phases each collective runs.
-COLLECTIVE_PHASES: dict[str, tuple[PhaseName, ...]] = {
-    "allreduce": (REDUCE_SCATTER, ALL_GATHER),
-    "reduce_scatter": (REDUCE_SCATTER,),
-    "all_gather": (ALL_GATHER,),
+RING_FAMILY = ("ring", "ring-segmented", "ring-bidirectional")
+ALGORITHMS = (*RING_FAMILY, *TABLE_BUILDERS)
+# The collectives each algorithm has (recursive doubling has no reduce-scatter of its own;
+# its all-gather is Rabenseifner's second half).
+ALGORITHM_COLLECTIVES = {a: COLLECTIVES for a in ALGORITHMS} | {
+    "recursive-doubling": ("allreduce", "all_gather")
 }
-COLLECTIVES = tuple(COLLECTIVE_PHASES)
+# The options each algorithm takes through the API (a plan takes them in elements).
+ALGORITHM_OPTIONS: dict[str, tuple[str, ...]] = {
+    "ring-segmented": ("segment_bytes",),
+    "hierarchical": ("group_size",),
+}
 
 
-def _check_int(name: str, value: object, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    number = value.__index__()
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
-    return number
-
-
-def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
-    """Element range ``[start, stop)`` of chunk ``index`` when ``total`` elements are
-    split into ``num_chunks`` pieces that differ in length by at most one.
-
-    The first ``total % num_chunks`` chunks hold one extra element; when ``total`` is
-    smaller than ``num_chunks`` the trailing chunks are empty.
-    """
-    total = _check_int("total", total, 0)
-    num_chunks = _check_int("num_chunks", num_chunks, 1)
-    index = _check_int("index", index)
-    if not 0 <= index < num_chunks:
-        raise ValueError(f"index must be in [0, {num_chunks}), got {index}")
-    base, extra = divmod(total, num_chunks)
-    start = index * base + min(index, extra)
-    return start, start + base + (1 if index < extra else 0)
-
-
-def owned_chunk(node: int, nodes: int) -> int:
-    """The chunk that ``node`` holds fully reduced after reduce-scatter."""
-    node = _check_int("node", node)
-    nodes = _check_int("nodes", nodes, 1)
-    if not 0 <= node < nodes:
-        raise ValueError(f"node must be in [0, {nodes}), got {node}")
-    return (node + 1) % nodes
-
-
-@dataclass(frozen=True, slots=True)
-class Transfer:
-    """One scheduled move: ``node`` takes ``chunk`` from ``src`` (its left neighbour)
-    and accumulates it (reduce-scatter) or copies it over its own (all-gather)."""
-
-    phase: PhaseName
-    step: int
-    node: int
-    src: int
-    chunk: int
-    accumulate: bool
-
-    @property
-    def name(self) -> str:
-        """The NVTX range name of this step on this node (see :mod:`ring.nvtx_ranges`)."""
-        return f"{self.phase} step {self.step} node {self.node}"
-
-
-@dataclass(frozen=True, slots=True)
-class Phase:
-    name: PhaseName
-    # steps[s][i] is what node i does at step s of this phase.
-    steps: tuple[tuple[Transfer, ...], ...]
-
-
-@dataclass(frozen=True)
-class RingSchedule:
-    """The schedule for ``nodes`` nodes.
-
-    One node's steps (:meth:`for_node`) are computed directly, so a backend that needs only
-    its own node's steps does O(N) work; the full per-step tables (:attr:`phases`, N · 2(N - 1)
-    transfers) are built on first use, for the checks that read the whole schedule.
-    """
-
-    nodes: int
-
-    @cached_property
-    def reduce_scatter(self) -> Phase:
-        return self._phase(REDUCE_SCATTER)
-
-    @cached_property
-    def all_gather(self) -> Phase:
-        return self._phase(ALL_GATHER)
-
-    @property
-    def phases(self) -> tuple[Phase, Phase]:
-        return (self.reduce_scatter, self.all_gather)
-
-    def left(self, node: int) -> int:
-        """The neighbour ``node`` receives from."""
-        return (node - 1) % self.nodes
-
-    def right(self, node: int) -> int:
-        """The neighbour ``node`` sends to."""
-        return (node + 1) % self.nodes
-
-    def shift(self, phase: PhaseName, step: int) -> int:
-        """At ``step`` of ``phase`` every node ``i`` takes chunk ``(i + shift) mod N`` from its
-        left neighbour: the ring is the same at every node up to rotation, which lets a backend
-        keep one O(N) plan for all nodes.  The one place the ring's arithmetic lives."""
-        return -step - (1 if phase == REDUCE_SCATTER else 0)
-
-    def transfer(self, phase: PhaseName, step: int, node: int) -> Transfer:
-        """What ``node`` does at ``step`` of ``phase``."""
-        return Transfer(
-            phase=phase,
-            step=step,
-            node=node,
-            src=self.left(node),
-            chunk=(node + self.shift(phase, step)) % self.nodes,
-            accumulate=phase == REDUCE_SCATTER,
+def check_algorithm(algorithm: object, collective: str | None = None) -> str:
+    """``algorithm`` if it is one, and has ``collective``; else one line naming the choices."""
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+        raise ValueError(
+            f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}"
         )
-
-    def for_node(self, node: int, phases: tuple[PhaseName, ...]) -> tuple[Transfer, ...]:
-        """Everything ``node`` does, in order, for the requested phases."""
-        return tuple(
-            self.transfer(phase, s, node)
-            for phase in (REDUCE_SCATTER, ALL_GATHER)
-            if phase in phases
-            for s in range(self.nodes - 1)
+    if collective is not None and collective not in ALGORITHM_COLLECTIVES[algorithm]:
+        having = [a for a in ALGORITHMS if collective in ALGORITHM_COLLECTIVES[a]]
+        raise ValueError(
+            f"algorithm {algorithm!r} has no {collective}: use one of {', '.join(having)}"
         )
-
-    def _phase(self, name: PhaseName) -> Phase:
-        n = self.nodes
-        steps = tuple(tuple(self.transfer(name, s, i) for i in range(n)) for s in range(n - 1))
-        return Phase(name, steps)
+    return algorithm
 
 
-@lru_cache(maxsize=256)
-def ring_schedule(nodes: int) -> RingSchedule:
-    """The complete schedule for ``nodes`` nodes (empty phases when ``nodes == 1``)."""
-    nodes = _check_int("nodes", nodes, 1)
-    return RingSchedule(nodes=nodes)
+def check_algorithm_options(algorithm: str, nodes: int, options: dict[str, Any]) -> dict:
+    """The options of ``algorithm`` (all optional), checked against ``nodes``."""
+    allowed = ALGORITHM_OPTIONS.get(algorithm, ())
+    for name in options:
+        if name not in allowed:
+            takes = [f"{o} ({a})" for a, names in ALGORITHM_OPTIONS.items() for o in names]
+            raise ValueError(
+                f"option {name!r} is not one of algorithm {algorithm!r}'s: "
+                f"options are {', '.join(takes)}"
+            )
+    checked = {}
+    if options.get("segment_bytes") is not None:
+        checked["segment_bytes"] = _check_int("segment_bytes", options["segment_bytes"], 1)
+    if options.get("group_size") is not None:
+        size = _check_int("group_size", options["group_size"], 1)
+        if nodes % size:
+            divisors = [d for d in range(1, nodes + 1) if nodes % d == 0]
+            raise ValueError(
+                f"group_size {size} does not divide {nodes} nodes: use one of "
+                f"{', '.join(map(str, divisors))}"
+            )
+        checked["group_size"] = size
+    return checked
 
 
-def check_collective(name: object) -> str:
-    if not isinstance(name, str) or name not in COLLECTIVE_PHASES:
-        raise ValueError(f"unknown collective {name!r}: expected one of {', '.join(COLLECTIVES)}")
-    return name
+def default_segment_bytes(nodes: int) -> int:
+    """ring-segmented's block by default: the N nodes' blocks and the copies in flight fit
+    the shared last-level cache together (a quarter of it spread over the nodes), and no
+    block is smaller than the per-core L2, below which per-step costs dominate."""
+    l2, last = cache_bytes()
+    return max(l2, last // (4 * max(nodes, 1)))
 
 
-@lru_cache(maxsize=1024)
-def chunk_bounds(length: int, nodes: int) -> tuple[tuple[int, int], ...]:
-    """:func:`chunk_range` of every chunk, cached because calls repeat the same sizes."""
-    return tuple(chunk_range(length, nodes, c) for c in range(nodes))
-
-
-class Step(NamedTuple):
-    """What one node does at one step of a collective.
-
-    It receives the elements ``recv = (start, stop)`` of ``recv_peer``'s buffer into the same
-    elements of its own, accumulating them with the op (``accumulate``) or copying them over
-    its own, and at the same step ``send_peer`` receives this node's elements ``send``.
-    Element ``j`` of every node's buffer is the same element of the collective, so a range
-    names the same offsets on both sides; a backend that lands data in scratch first (a CUDA
-    peer copy, an MPI receive) does so by its own choice.  ``completes`` marks the step
-    after which ``recv`` holds the full reduction on this node (the last reduce-scatter step
-    of the ring), where an op that finishes the reduction (``avg``) applies its last touch.
-    A shared-memory backend only reads the receiving side; a message-passing one pairs the
-    two.  (A tuple, not a dataclass: a plan for 1024 nodes has two million of them.)
-    """
-
-    phase: PhaseName
-    number: int  # the step's number within its phase
-    node: int
-    recv_peer: int
-    recv: tuple[int, int]
-    send_peer: int
-    send: tuple[int, int]
-    accumulate: bool
-    completes: bool
-
-    @property
-    def name(self) -> str:
-        """The NVTX range name of this step on this node (see :mod:`ring.nvtx_ranges`)."""
-        return f"{self.phase} step {self.number} node {self.node}"
+def default_group_size(nodes: int) -> int:
+    """hierarchical's groups by default: the largest divisor of N not above sqrt(N)."""
+    return max(d for d in range(1, math.isqrt(nodes) + 1) if nodes % d == 0)
 
 
 # Plans for up to this many nodes keep every node's steps once computed (64 nodes: 8,064
-# steps); larger ones compute a node's steps on each request, so state stays linear in N.
+# ring steps); larger ring-family plans compute a node's steps on each request, so state
+# stays linear in N.
 CACHED_NODES = 64
 
 
@@ -236,62 +152,153 @@ class Plan:
     """Every node's steps for one collective on ``nodes`` buffers of ``length`` elements.
 
     All nodes take the same number of steps (:attr:`steps`), and step ``t`` of one node
-    depends only on steps ``< t`` of others: backends run step ``t`` of every node after
-    the step ``t - 1`` it reads from (see :mod:`ring.cpu` for why that suffices).
+    depends only on steps ``< t`` of others (its ``waits``).  ``segment`` (elements per
+    block, ring-segmented) and ``group_size`` (hierarchical) are 0 for other algorithms.
     """
 
     collective: str
     nodes: int
     length: int
+    algorithm: str = "ring"
+    segment: int = 0
+    group_size: int = 0
     _cache: dict[int, tuple[Step, ...]] = field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def steps(self) -> int:
-        return len(COLLECTIVE_PHASES[self.collective]) * (self.nodes - 1)
+    @cached_property
+    def blocks(self) -> int:
+        """The ring family's passes: one, or one per ``segment`` elements."""
+        if self.algorithm != "ring-segmented":
+            return 1
+        return max(1, -(-self.length // self.segment))
 
-    @property
+    @cached_property
+    def steps(self) -> int:
+        if self.nodes == 1:
+            return 0
+        if self.algorithm in RING_FAMILY:
+            return self.blocks * len(COLLECTIVE_PHASES[self.collective]) * (self.nodes - 1)
+        return len(self._table[0])
+
+    @cached_property
     def scratch_elements(self) -> int:
-        """The longest range any node receives in one step: what a backend that receives
-        into scratch before accumulating must hold."""
-        start, stop = chunk_bounds(self.length, self.nodes)[0]
-        return stop - start
+        """The longest range any node receives in one step, and the most scratch any move
+        touches: what a backend that receives into scratch must hold."""
+        if self.algorithm in RING_FAMILY:
+            start, stop = chunk_bounds(self.length, self.nodes)[0]
+            lanes = 2 if self.algorithm == "ring-bidirectional" else 1
+            a, b = chunk_range(stop - start, self.blocks * lanes, 0)
+            return b - a if self.nodes > 1 else 0
+        return max(
+            (
+                max(m.dst[1] - m.dst[0], m.src[1] if m.from_scratch else 0)
+                for steps in self._table
+                for step in steps
+                for m in step.moves
+            ),
+            default=0,
+        )
+
+    @cached_property
+    def uses_scratch(self) -> bool:
+        """Whether some move lands in scratch (a backend must give every node some)."""
+        if self.algorithm in RING_FAMILY:
+            return False
+        return any(m.to_scratch for steps in self._table for s in steps for m in s.moves)
 
     def node_steps(self, node: int) -> tuple[Step, ...]:
         """Everything ``node`` does, in order."""
+        if self.algorithm not in RING_FAMILY:
+            return self._table[node]
         steps = self._cache.get(node)
         if steps is None:
-            steps = self._build(node)
+            if self.nodes == 1:
+                steps = ()
+            else:
+                steps = ring_family_steps(
+                    self.algorithm, self.collective, self.nodes, self.length, node, self.blocks
+                )
             if self.nodes <= CACHED_NODES:
                 self._cache[node] = steps
         return steps
 
-    def _build(self, node: int) -> tuple[Step, ...]:
+    @cached_property
+    def _table(self) -> tuple[tuple[Step, ...], ...]:
+        """Every node's steps of a table-built algorithm, with sends and waits derived:
+        a node waits for the peers it reads at this step (their writes before it are
+        done) and for those that read from it at the step before (this step may
+        overwrite what they read).  Only a node writes its own buffer, so these are all
+        its hazards, given that no step reads a range its owner writes at that step."""
         n = self.nodes
-        schedule = ring_schedule(n)
-        bounds = chunk_bounds(self.length, n)
-        left, right = schedule.left(node), schedule.right(node)
-        last = n - 2
-        return tuple(
-            Step(
-                phase,
-                s,
-                node,
-                left,
-                bounds[(node + schedule.shift(phase, s)) % n],
-                right,
-                # What the right neighbour takes from us: its own transfer at this step.
-                bounds[(right + schedule.shift(phase, s)) % n],
-                phase == REDUCE_SCATTER,
-                phase == REDUCE_SCATTER and s == last,
-            )
-            for phase in COLLECTIVE_PHASES[self.collective]
-            for s in range(n - 1)
-        )
+        if n == 1:
+            return ((),)
+        build = TABLE_BUILDERS[self.algorithm]
+        table = build(self.collective, n, self.length, group_size=self.group_size)
+        per_node: list[list[Step]] = [[] for _ in range(n)]
+        numbers: dict[str, int] = {}
+        readers: list[set[int]] = [set() for _ in range(n)]
+        for t, (phase, moves) in enumerate(table):
+            number = numbers[phase] = numbers.get(phase, -1) + 1
+            sends: list[list[Send]] = [[] for _ in range(n)]
+            for node in range(n):
+                for m in moves[node]:
+                    if m.peer != node:
+                        sends[m.peer].append(Send(node, m.src))
+            for node in range(n):
+                sources = {m.peer for m in moves[node] if m.peer != node}
+                waits = tuple(sorted(sources | readers[node])) if t else ()
+                per_node[node].append(
+                    Step(
+                        self.algorithm,
+                        phase,
+                        number,
+                        node,
+                        tuple(moves[node]),
+                        tuple(sends[node]),
+                        waits,
+                    )
+                )
+            readers = [{s.peer for s in sends[node]} for node in range(n)]
+        return tuple(tuple(steps) for steps in per_node)
 
 
-@lru_cache(maxsize=32, typed=True)
-def plan(collective: str, nodes: int, length: int) -> Plan:
-    """The steps of ``collective`` on ``nodes`` buffers of ``length`` elements (none when
-    ``nodes == 1``): what every backend executes."""
+@lru_cache(maxsize=64, typed=True)
+def plan(
+    collective: str,
+    nodes: int,
+    length: int,
+    algorithm: str = "ring",
+    segment: int = 0,
+    group_size: int = 0,
+) -> Plan:
+    """The steps of ``collective`` by ``algorithm`` on ``nodes`` buffers of ``length``
+    elements (none when ``nodes == 1``): what every backend executes.  ``segment``:
+    elements per block of ring-segmented (0: :func:`default_segment_bytes` at 4-byte
+    elements); ``group_size``: hierarchical's (0: :func:`default_group_size`)."""
     check_collective(collective)
-    return Plan(collective, _check_int("nodes", nodes, 1), _check_int("length", length, 0))
+    check_algorithm(algorithm, collective)
+    nodes = _check_int("nodes", nodes, 1)
+    length = _check_int("length", length, 0)
+    segment = _check_int("segment", segment, 0)
+    group_size = _check_int("group_size", group_size, 0)
+    if algorithm == "ring-segmented":
+        segment = segment or max(1, default_segment_bytes(nodes) // 4)
+    else:
+        segment = 0
+    if algorithm == "hierarchical":
+        group_size = check_algorithm_options(algorithm, nodes, {"group_size": group_size or None})
+        group_size = group_size.get("group_size") or default_group_size(nodes)
+    else:
+        group_size = 0
+    return Plan(collective, nodes, length, algorithm, segment, group_size)
+
+
+def plan_for(
+    collective: str, nodes: int, length: int, itemsize: int, algorithm: str, options: dict
+) -> Plan:
+    """:func:`plan` with the API's options (checked by :func:`check_algorithm_options`):
+    ``segment_bytes`` becomes whole elements of ``itemsize`` bytes."""
+    segment = 0
+    if algorithm == "ring-segmented":
+        nbytes = options.get("segment_bytes") or default_segment_bytes(nodes)
+        segment = max(1, nbytes // itemsize)
+    return plan(collective, nodes, length, algorithm, segment, options.get("group_size") or 0)
