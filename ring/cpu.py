@@ -349,7 +349,12 @@ class _Crew:
         waits = self._waits(steps)
         if not self.pairwise or waits is None:
             return [(p, None, None) for p in pushers]
-        pairs = {(j, i) for i in range(n) for per_step in waits[i] for j in per_step}
+        pairs = {
+            (j, i)
+            for i in range(n)
+            for per_step in ((waits[i].value,) if isinstance(waits[i], _Between) else waits[i])
+            for j in per_step
+        }
         if len(pairs) > PAIRS_PER_NODE * n:
             return [(p, None, None) for p in pushers]
         for pair in pairs:

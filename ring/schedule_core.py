@@ -9,8 +9,8 @@ The shape (one for every algorithm):
   over, the range ``dst`` of this node's buffer (or, with ``to_scratch``, of its scratch).
   A step may hold several moves (two rings, N - 1 peers) or none (an idle node);
 * ``sends`` lists what peers' moves read from this node's buffer at this step, one
-  :class:`Send` per such move, in the order the peer applies them (message passing pairs
-  them one for one; shared memory ignores them);
+  :class:`Send` per such move; the sends to one peer are in the order that peer applies
+  the moves (message passing pairs them one for one; shared memory ignores them);
 * ``waits`` names the peers whose previous step must have ended before this step starts
   (shared memory; a node's own previous step is always waited for).  With them every
   read sees the writes it depends on and no write overtakes a read of the old value;

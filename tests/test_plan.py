@@ -1,7 +1,7 @@
-"""The one plan every backend executes (:func:`ring.schedule.plan`), checked against
-derivations of its own: a symbolic run on sets of contributions, a run on float64 data
-compared with NumPy's reductions, and the pairing of what one node sends with what its
-peer receives."""
+"""The one plan every backend executes (:func:`ring.schedule.plan`), for every algorithm,
+checked against derivations of its own: a symbolic run on sets of contributions, a run on
+float64 data compared with NumPy's reductions, and the pairing of what one node sends with
+what its peer receives."""
 
 from __future__ import annotations
 
@@ -11,33 +11,67 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ring.schedule import COLLECTIVES, chunk_range, owned_chunk, plan, ring_schedule
+from ring.schedule import (
+    ALGORITHM_COLLECTIVES,
+    ALGORITHMS,
+    COLLECTIVES,
+    chunk_range,
+    owned_chunk,
+    plan,
+    ring_schedule,
+)
 
-NODES = [1, 2, 3, 4, 7]
-PRIMES = [2, 3, 5, 13, 101, 1009]
+NODES = range(1, 17)
+PRIMES = [2, 3, 5, 13, 101]
 
 
 def _lengths(nodes):
-    """Lengths below N (some nodes own an empty range), zero, and primes."""
-    return sorted({0, *range(1, nodes), *PRIMES})
+    """Lengths below N (some nodes own an empty range), zero, one, and primes."""
+    return sorted({0, 1, max(nodes - 1, 0), *PRIMES})
 
 
-def _execute(collective, nodes, length, state, accumulate, on_complete=None):
-    """Run the plan in lock step on per-element values; ``accumulate(mine, theirs)``;
-    ``on_complete(node, values)`` sees the range of each step that ``completes`` it."""
-    steps = plan(collective, nodes, length)
+def _plans(collective, nodes, length):
+    """One plan per algorithm that has ``collective``; ring-segmented with blocks of a
+    few elements (so a short buffer takes several passes) and a whole-buffer block."""
+    for algorithm in ALGORITHMS:
+        if collective not in ALGORITHM_COLLECTIVES[algorithm]:
+            continue
+        if algorithm == "ring-segmented":
+            yield plan(collective, nodes, length, algorithm, segment=max(1, 2 * nodes - 1))
+            yield plan(collective, nodes, length, algorithm, segment=length + 1)
+        elif algorithm == "hierarchical":
+            for size in {d for d in (1, 2, 3, nodes) if nodes % d == 0}:
+                yield plan(collective, nodes, length, algorithm, group_size=size)
+        else:
+            yield plan(collective, nodes, length, algorithm)
+
+
+def execute(steps, state, accumulate, on_complete=None):
+    """Run ``steps`` in lock step on per-element values; ``accumulate(mine, theirs)``;
+    ``on_complete(node, values)`` sees each range a move ``completes``.  Within a step
+    every node reads its peers' buffers as they were before the step (no node reads a
+    range its owner writes in the same step: the hazard check of test_schedule.py)."""
+    nodes = steps.nodes
     per_node = [steps.node_steps(i) for i in range(nodes)]
     assert {len(s) for s in per_node} == {steps.steps}
+    scratch = [[None] * steps.scratch_elements for _ in range(nodes)]
     for t in range(steps.steps):
-        # Every node reads before any writes: within a step no range is both read and
-        # written (the hazard check of test_schedule.py), so this order is any order.
-        incoming = [[state[s[t].recv_peer][j] for j in range(*s[t].recv)] for s in per_node]
-        for i, s in enumerate(per_node):
-            step = s[t]
-            for j, value in zip(range(*step.recv), incoming[i], strict=True):
-                state[i][j] = accumulate(state[i][j], value) if step.accumulate else value
-            if step.completes and on_complete is not None:
-                on_complete(i, [state[i][j] for j in range(*step.recv)])
+        before = [row[:] for row in state]
+        for i, node_steps in enumerate(per_node):
+            for move in node_steps[t].moves:
+                (a, b), (c, d) = move.src, move.dst
+                assert b - a == d - c
+                src = scratch[i] if move.from_scratch else before[move.peer]
+                dst = scratch[i] if move.to_scratch else state[i]
+                assert move.from_scratch == (move.peer == i)
+                values = src[a:b]
+                dst[c:d] = (
+                    [accumulate(x, y) for x, y in zip(dst[c:d], values, strict=True)]
+                    if move.accumulate
+                    else values
+                )
+                if move.completes and on_complete is not None:
+                    on_complete(i, dst[c:d])
     return state
 
 
@@ -46,26 +80,52 @@ def _union_once(mine, theirs):
     return mine | theirs
 
 
-@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5, 7, 8, 12])
+@pytest.mark.parametrize("nodes", NODES)
 def test_every_contribution_is_reduced_exactly_once(nodes):
-    everyone = frozenset(range(nodes))
+    """Contributions as bit masks: every element of every node's result holds every
+    node's contribution, each once; avg's completing moves reach each element once."""
+    everyone = (1 << nodes) - 1
     for length in _lengths(nodes):
-        fresh = [[frozenset([i])] * length for i in range(nodes)]
-        completed = []
+        fresh = [[1 << i] * length for i in range(nodes)]
+        for steps in _plans("allreduce", nodes, length):
 
-        def complete(node, values, completed=completed):
-            assert all(value == everyone for value in values)
-            completed.append(node)
+            def complete(node, values):
+                assert all(value == everyone for value in values)
 
-        full = _execute(
-            "allreduce", nodes, length, [row[:] for row in fresh], _union_once, complete
-        )
-        assert sorted(completed) == (list(range(nodes)) if nodes > 1 else [])
-        assert all(value == everyone for row in full for value in row), length
-        scattered = _execute("reduce_scatter", nodes, length, [r[:] for r in fresh], _union_once)
-        for i in range(nodes):
-            a, b = chunk_range(length, nodes, owned_chunk(i, nodes))
-            assert all(value == everyone for value in scattered[i][a:b]), (length, i)
+            full = execute(steps, [row[:] for row in fresh], _union_once, complete)
+            assert all(value == everyone for row in full for value in row), steps
+        for steps in _plans("reduce_scatter", nodes, length):
+            scattered = execute(steps, [r[:] for r in fresh], _union_once)
+            for i in range(nodes):
+                a, b = chunk_range(length, nodes, owned_chunk(i, nodes))
+                assert all(value == everyone for value in scattered[i][a:b]), (steps, i)
+
+
+@pytest.mark.parametrize("nodes", NODES)
+def test_every_result_element_is_completed_exactly_once(nodes):
+    """avg divides where a move completes: each element of each node's result must pass
+    through exactly one completion (its own, or copied from the node that did it)."""
+    for length in _lengths(nodes):
+        for steps in _plans("allreduce", nodes, length):
+            state = [[0] * length for _ in range(nodes)]
+            per_node = [steps.node_steps(i) for i in range(nodes)]
+            for t in range(steps.steps):
+                before = [row[:] for row in state]
+                for i, node_steps in enumerate(per_node):
+                    for m in node_steps[t].moves:
+                        if m.to_scratch or m.from_scratch:
+                            continue  # recursive doubling completes on the way back
+                        (a, b), (c, d) = m.src, m.dst
+                        if not m.accumulate:
+                            state[i][c:d] = before[m.peer][a:b]
+                        if m.completes:
+                            state[i][c:d] = [x + 1 for x in state[i][c:d]]
+                    for m in node_steps[t].moves:
+                        if m.from_scratch and m.completes:
+                            c, d = m.dst
+                            state[i][c:d] = [x + 1 for x in state[i][c:d]]
+            if nodes > 1:
+                assert all(x == 1 for row in state for x in row), steps
 
 
 @pytest.mark.parametrize("nodes", NODES)
@@ -76,10 +136,11 @@ def test_all_gather_copies_each_owned_range_unchanged(nodes):
             a, b = chunk_range(length, nodes, owned_chunk(i, nodes))
             for j in range(a, b):
                 tagged[i][j] = ("owned", i, j)
-        gathered = _execute("all_gather", nodes, length, tagged, None)
-        for i in range(nodes):
-            for j in range(length):
-                assert gathered[i][j][0] == "owned" and gathered[i][j][2] == j
+        for steps in _plans("all_gather", nodes, length):
+            gathered = execute(steps, [row[:] for row in tagged], None)
+            for i in range(nodes):
+                for j in range(length):
+                    assert gathered[i][j][0] == "owned" and gathered[i][j][2] == j, steps
 
 
 _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -87,37 +148,45 @@ _REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 @pytest.mark.parametrize("op", sorted(_UFUNCS))
-@pytest.mark.parametrize("nodes", NODES)
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 7, 12])
 def test_the_plan_on_float64_data_matches_numpy(nodes, op):
     rng = np.random.default_rng(nodes)
     for length in _lengths(nodes):
         inputs = rng.uniform(0.5, 2.0, (nodes, length)) * rng.choice([-1.0, 1.0], (nodes, length))
         expected = _REDUCE[op](inputs, axis=0)
-        state = [list(row) for row in inputs]
         ufunc = _UFUNCS[op]
-        done = _execute("allreduce", nodes, length, state, lambda a, b, f=ufunc: f(a, b))
-        for row in done:
-            np.testing.assert_allclose(row, expected, rtol=1e-12)
+        for steps in _plans("allreduce", nodes, length):
+            state = [list(row) for row in inputs]
+            done = execute(steps, state, lambda a, b, f=ufunc: f(a, b))
+            for row in done:
+                np.testing.assert_allclose(row, expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
-@pytest.mark.parametrize("nodes", NODES)
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5, 6, 7, 8, 9, 16])
 def test_what_a_node_sends_is_what_its_peer_receives(collective, nodes):
+    """Each move from a peer's buffer is one of that peer's sends at the same step; the
+    sends to one peer are in the order that peer applies the moves."""
     for length in _lengths(nodes):
-        steps = plan(collective, nodes, length)
-        per_node = [steps.node_steps(i) for i in range(nodes)]
-        for i in range(nodes):
-            for t, step in enumerate(per_node[i]):
-                peer = per_node[step.send_peer][t]
-                assert peer.recv_peer == i
-                assert peer.recv == step.send
-                assert step.recv_peer != i
+        for steps in _plans(collective, nodes, length):
+            per_node = [steps.node_steps(i) for i in range(nodes)]
+            for t in range(steps.steps):
+                expected = {i: [] for i in range(nodes)}
+                for j in range(nodes):
+                    for m in per_node[j][t].moves:
+                        if not m.from_scratch:
+                            assert m.peer != j and m.src == m.dst, steps
+                            expected[m.peer].append((j, m.src))
+                for i in range(nodes):
+                    sends = sorted(per_node[i][t].sends, key=lambda send: send.peer)
+                    assert [tuple(send) for send in sends] == expected[i], (steps, t)
+                    assert i not in per_node[i][t].waits
 
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
 @pytest.mark.parametrize("nodes", [2, 3, 5, 65])
-def test_steps_keep_the_rings_order_and_nvtx_names(collective, nodes):
-    """The plan is the ring schedule's transfers with their element ranges cut."""
+def test_the_rings_steps_and_nvtx_names_are_unchanged(collective, nodes):
+    """The ring's plan is the ring schedule's transfers with their element ranges cut."""
     schedule = ring_schedule(nodes)
     steps = plan(collective, nodes, 1000)
     phases = {"allreduce": ("reduce_scatter", "all_gather")}.get(collective, (collective,))
@@ -125,27 +194,40 @@ def test_steps_keep_the_rings_order_and_nvtx_names(collective, nodes):
         transfers = schedule.for_node(i, phases)
         got = steps.node_steps(i)
         assert [s.name for s in got] == [t.name for t in transfers]
-        assert [s.recv_peer for s in got] == [t.src for t in transfers]
-        assert [s.recv for s in got] == [chunk_range(1000, nodes, t.chunk) for t in transfers]
-        assert [s.accumulate for s in got] == [t.accumulate for t in transfers]
-        completes = [s.name for s in got if s.completes]
+        assert all(len(s.moves) == len(s.sends) == 1 for s in got)
+        assert [s.moves[0].peer for s in got] == [t.src for t in transfers]
+        assert [s.moves[0].dst for s in got] == [
+            chunk_range(1000, nodes, t.chunk) for t in transfers
+        ]
+        assert [s.moves[0].accumulate for s in got] == [t.accumulate for t in transfers]
+        assert [s.waits for s in got] == [()] + [(schedule.left(i),)] * (len(got) - 1)
+        completes = [s.name for s in got if s.moves[0].completes]
         if collective == "all_gather":
             assert completes == []
         else:
             assert completes == [f"reduce_scatter step {nodes - 2} node {i}"]
-            assert got[nodes - 2].recv == chunk_range(1000, nodes, owned_chunk(i, nodes))
+            assert got[nodes - 2].moves[0].dst == chunk_range(1000, nodes, owned_chunk(i, nodes))
+
+
+def test_other_algorithms_name_their_steps():
+    steps = plan("allreduce", 3, 10, "recursive-doubling")
+    names = [s.name for s in steps.node_steps(1)]
+    assert names == [
+        "recursive-doubling fold step 0 node 1",
+        "recursive-doubling exchange step 0 node 1",
+        "recursive-doubling exchange step 1 node 1",
+        "recursive-doubling unfold step 0 node 1",
+    ]
 
 
 def test_scratch_holds_the_longest_range():
-    for nodes in NODES:
+    for nodes in [1, 2, 3, 4, 7, 8]:
         for length in _lengths(nodes):
-            steps = plan("allreduce", nodes, length)
-            longest = max(
-                (b - a for i in range(nodes) for (a, b) in (s.recv for s in steps.node_steps(i))),
-                default=0,
-            )
-            assert steps.scratch_elements >= longest
-            assert nodes == 1 or steps.scratch_elements == longest
+            for steps in _plans("allreduce", nodes, length):
+                moves = [m for i in range(nodes) for s in steps.node_steps(i) for m in s.moves]
+                longest = max((m.dst[1] - m.dst[0] for m in moves), default=0)
+                assert steps.scratch_elements >= longest
+                assert steps.uses_scratch == any(m.to_scratch for m in moves)
 
 
 @pytest.mark.parametrize(
@@ -155,6 +237,14 @@ def test_scratch_holds_the_longest_range():
         (("allreduce", 0, 3), ValueError, "nodes"),
         (("allreduce", 2, -1), ValueError, "length"),
         (("allreduce", 2.0, 3), TypeError, "nodes"),
+        (
+            ("allreduce", 2, 3, "tree"),
+            ValueError,
+            "unknown algorithm 'tree': expected one of ring,",
+        ),
+        (("reduce_scatter", 2, 3, "recursive-doubling"), ValueError, "has no reduce_scatter"),
+        (("allreduce", 6, 3, "hierarchical", 0, 4), ValueError, "use one of 1, 2, 3, 6"),
+        (("allreduce", 2, 3, "ring-segmented", -1), ValueError, "segment"),
     ],
 )
 def test_plan_refuses_bad_arguments(args, error, message):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ring import chunk_range, owned_chunk, ring_schedule
 from ring.nvtx_ranges import STEP_RANGE
-from ring.schedule import COLLECTIVE_PHASES
+from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, plan
 
 
 @given(total=st.integers(0, 10_000), num_chunks=st.integers(1, 200))
@@ -129,54 +129,71 @@ def test_schedule_reduces_every_contribution_exactly_once(nodes):
             assert gathered[i][c] == ("owned", (c - 1) % nodes)
 
 
-def _happens_before(nodes, steps, sync):
-    """reach[(a, s)] = set of (node, step) events ordered after (a, s)."""
-    preds = {}
-    for t in range(steps):
+def _happens_before(steps, sync):
+    """before[i][t]: bit mask of the events (node j, step u) at bit j * T + u that end
+    before node i starts step t, under the plan's waits (pairwise) or a full barrier."""
+    nodes, total = steps.nodes, steps.steps
+    per_node = [steps.node_steps(i) for i in range(nodes)]
+    before = [[0] * total for _ in range(nodes)]
+    for t in range(1, total):
         for i in range(nodes):
-            p = set()
-            if t:
-                p.add((i, t - 1))
-                if sync == "pairwise":
-                    p.add(((i - 1) % nodes, t - 1))
-                else:
-                    p.update((j, t - 1) for j in range(nodes))
-            preds[(i, t)] = p
-    before = {}
-    for t in range(steps):
-        for i in range(nodes):
-            b = set()
-            for p in preds[(i, t)]:
-                b.add(p)
-                b |= before[p]
-            before[(i, t)] = b
+            waits = range(nodes) if sync == "barrier" else {i, *per_node[i][t].waits}
+            mask = 0
+            for j in waits:
+                mask |= before[j][t - 1] | 1 << (j * total + t - 1)
+            before[i][t] = mask
     return before
 
 
+def _accesses(steps):
+    """Per buffer: its owner's writes and other nodes' reads, as (step, node, (a, b))."""
+    writes = {i: [] for i in range(steps.nodes)}
+    reads = {i: [] for i in range(steps.nodes)}
+    for i in range(steps.nodes):
+        for t, step in enumerate(steps.node_steps(i)):
+            for m in step.moves:
+                if not m.from_scratch:
+                    reads[m.peer].append((t, i, m.src))
+                if not m.to_scratch:
+                    writes[i].append((t, i, m.dst))
+    return writes, reads
+
+
+def _sync_cases():
+    for algorithm in ALGORITHMS:
+        for nodes in range(2, 17):
+            for length in sorted({1, nodes - 1, nodes + 1, 13, 37}):
+                for collective in ALGORITHM_COLLECTIVES[algorithm]:
+                    yield algorithm, nodes, length, collective
+
+
 @pytest.mark.parametrize("sync", ["pairwise", "barrier"])
-@pytest.mark.parametrize("nodes", range(2, 11))
-@pytest.mark.parametrize("collective", sorted(COLLECTIVE_PHASES))
-def test_sync_orders_every_conflicting_access(collective, nodes, sync):
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_sync_orders_every_conflicting_access(algorithm, sync):
     """Reads see the writes of earlier steps and are never overtaken by later writes.
 
-    Node i at step t waits for node i-1's step t-1 (pairwise) or for every node's step
-    t-1 (barrier); within a step, no node reads a chunk another node writes.
+    Node i at step t waits for its own step t - 1 and for the step t - 1 of the peers
+    its step ``waits`` for (pairwise), or for every node's step t - 1 (barrier); within
+    a step, no node reads a range that its owner writes.  Only a node writes its buffer
+    (scratch is private), so every hazard is an owner's write against another's read.
     """
-    schedule = ring_schedule(nodes)
-    plans = [schedule.for_node(i, COLLECTIVE_PHASES[collective]) for i in range(nodes)]
-    steps = len(plans[0])
-    before = _happens_before(nodes, steps, sync)
-    # accesses[(buffer, chunk)] = list of (step, node, "r" | "w")
-    accesses: dict[tuple[int, int], list] = {}
-    for i, plan in enumerate(plans):
-        for t, transfer in enumerate(plan):
-            accesses.setdefault((transfer.src, transfer.chunk), []).append((t, i, "r"))
-            accesses.setdefault((i, transfer.chunk), []).append((t, i, "w"))
-    for events in accesses.values():
-        for (t1, n1, k1), (t2, n2, k2) in itertools.combinations(sorted(events), 2):
-            if "w" not in (k1, k2) or n1 == n2:
-                continue
-            assert t1 != t2, "a chunk is read and written by different nodes in one step"
-            assert (n1, t1) in before[(n2, t2)], (
-                f"{k1}@node{n1}/step{t1} is not ordered before {k2}@node{n2}/step{t2}"
-            )
+    for _, nodes, length, collective in (c for c in _sync_cases() if c[0] == algorithm):
+        options = {"segment": max(1, nodes - 1)} if algorithm == "ring-segmented" else {}
+        if algorithm == "hierarchical":
+            options = {"group_size": max(d for d in (1, 2, 3) if nodes % d == 0)}
+        steps = plan(collective, nodes, length, algorithm, **options)
+        total = steps.steps
+        before = _happens_before(steps, sync)
+        writes, reads = _accesses(steps)
+        for owner in range(nodes):
+            for tw, _, (wa, wb) in writes[owner]:
+                for tr, reader, (ra, rb) in reads[owner]:
+                    overlap = ra < rb and wa < wb and ra < wb and wa < rb
+                    if reader == owner or not overlap:
+                        continue
+                    case = (collective, nodes, length, owner, tw, reader, tr)
+                    assert tw != tr, f"a range read and written in one step: {case}"
+                    if tr < tw:
+                        assert before[owner][tw] >> (reader * total + tr) & 1, case
+                    else:
+                        assert before[reader][tr] >> (owner * total + tw) & 1, case
