@@ -17,9 +17,9 @@ __all__ = ["CpuBackend", "CpuSession", "ring_traffic_bytes"]
 
 
 class CpuSession(HostSession):
-    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world, algorithm: str = "ring"):
         super().__init__(nodes, sync, config, world)
-        self.communicator = CpuCommunicator(nodes, sync=sync)
+        self.communicator = CpuCommunicator(nodes, sync=sync, algorithm=algorithm)
         if pin_requested(config) and nodes > 1:
             # The communicator's worker threads, one per node (a caller only waits).
             threads = self.communicator._threads
@@ -62,8 +62,9 @@ class CpuBackend(Backend):
     def check(self, config: BenchConfig, world) -> None:
         pin_requested(config)
 
-    def traffic_bytes(self, nbytes: int, nodes: int) -> int:
-        return ring_traffic_bytes(nbytes, nodes)
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int | None:
+        # The formula is the plain ring's; the other algorithms' traffic is not modelled.
+        return ring_traffic_bytes(nbytes, nodes) if self.algorithm in ("", "ring") else None
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return CpuSession(nodes, sync, config, world)
+        return CpuSession(nodes, sync, config, world, self.algorithm or "ring")
