@@ -358,13 +358,13 @@ class GpuCommunicator(RingCommunicator):
                 graph = self.graphs.capture(
                     key,
                     first,
-                    lambda: enqueue_plan(self, self._fork, steps, memory, reduce, average, pushers),
+                    lambda: self._steps(self._fork, steps, memory, reduce, average, pushers),
                 )
             runtime.setDevice(self.devices[0])
             if graph is not None:
                 graph.launch(stream=first)
             else:
-                enqueue_plan(self, self._entry, steps, memory, reduce, average, pushers)
+                self._steps(self._entry, steps, memory, reduce, average, pushers)
             self._finish()
         except BaseException:
             # Never hand back buffers that queued work may still be writing.
@@ -374,6 +374,10 @@ class GpuCommunicator(RingCommunicator):
             raise
         finally:
             runtime.setDevice(caller_device)
+
+    def _steps(self, fork, steps: Plan, memory: NodeMemory, reduce, average: bool, pushers):
+        """Queue the whole collective (:func:`ring.gpu_steps.enqueue_plan`)."""
+        enqueue_plan(self, fork, steps, memory, reduce, average, pushers)
 
     def _lands_in_scratch(self, steps: Plan, node: int) -> bool:
         """Whether ``node`` receives some range to accumulate across a link (into its
