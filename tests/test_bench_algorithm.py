@@ -7,21 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
+from test_bench import bench as bench_tiny
 
-import ring.bench.ceilings
+# The harness's own test helpers, its autouse fixtures (small ceilings, no MPI launcher
+# in the environment) included.
+from test_bench import outside_mpirun, small_ceilings  # noqa: F401 - autouse fixtures
+
 from ring.bench.__main__ import main
 from ring.bench.algorithms import DEFAULT_ALGORITHM, library_algorithms
 from ring.bench.results import SAMPLE_COLUMNS, samples_path
 
-TINY = ["-b", "8", "-e", "512", "-f", "8", "-n", "2", "-w", "1", "-d", "float64"]
-MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_RANK")
-
-
-@pytest.fixture(autouse=True)
-def small_and_local(monkeypatch):
-    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)
-    for name in MPI_ENV:
-        monkeypatch.delenv(name, raising=False)
+SWEEP = ["-b", "8", "-e", "512", "-f", "8", "-n", "2", "-d", "float64"]
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -30,8 +26,7 @@ def rows_of(path: Path) -> list[dict]:
 
 
 def bench(tmp_path: Path, *args: str, name: str = "run.csv") -> tuple[int, Path]:
-    out = tmp_path / name
-    return main([*TINY, *args, "--out", str(out)]), out
+    return bench_tiny(tmp_path, *SWEEP, *args, name=name)
 
 
 def test_library_list_starts_with_the_plain_ring():

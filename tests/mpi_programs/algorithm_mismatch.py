@@ -1,8 +1,8 @@
 """Run under ``mpirun -n 4``: a bad or mismatched algorithm raises the same error on every
 rank, before any data moves.
 
-Like ``bad_input.py``: every rank makes its call, catches the error and checks that its
-buffer is untouched; rank 0 prints one JSON object
+Like ``bad_input.py`` (and with its ``run``): every rank makes its call, catches the error
+and checks that its buffer is untouched; rank 0 prints one JSON object
 ``{"nodes", "scenarios": {name: [[type, message, untouched], ...per rank]}, "after": ok}``.
 """
 
@@ -12,6 +12,7 @@ import json
 import sys
 
 import numpy as np
+from bad_input import run
 from mpi4py import MPI
 
 import ring
@@ -23,17 +24,6 @@ rank, nodes = world.Get_rank(), world.Get_size()
 
 def base(count=11):
     return (np.arange(count) % 7 + 1 + rank).astype(np.float64)
-
-
-def run(call, buf):
-    before = buf.copy()
-    try:
-        call()
-    except Exception as exc:  # noqa: BLE001 - what each rank saw is the result
-        seen = [type(exc).__name__, str(exc)]
-    else:
-        seen = ["no error", ""]
-    return world.gather([*seen, bool(np.array_equal(buf, before))], root=0)
 
 
 def main() -> int:
@@ -65,7 +55,7 @@ def main() -> int:
     }
     for name, call in scenarios.items():
         buf = base()
-        results[name] = run(lambda call=call, buf=buf: call(buf), buf)
+        results[name] = run(comm, name, lambda call=call, buf=buf: call(buf), buf)
     # After all that the same communicator still works, with every algorithm.
     ok = True
     for algorithm in ring.schedule.ALGORITHMS:
