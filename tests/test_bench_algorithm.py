@@ -108,3 +108,15 @@ def test_merge_takes_files_from_before_the_column(tmp_path, capsys):
     assert main(["merge", "--out", str(merged), str(tmp_path / "new.csv"), str(old)]) == 0
     by_backend = {(r["backend"], r["algorithm"]) for r in rows_of(merged)}
     assert by_backend == {("cpu", "ring"), ("numpy-direct", "")}
+
+
+def test_the_report_reads_several_algorithms_and_labels_them(tmp_path, capsys):
+    from ring.report.analysis import label_series
+    from ring.report.inputs import load_sweep
+
+    code, out = bench(tmp_path, "--backend", "cpu", "--algorithm", "ring,direct")
+    assert code == 0
+    run = load_sweep(out)
+    rows = run.rows.assign(run=run.name)
+    labels = label_series(rows).groupby("algorithm")["base"].unique()
+    assert labels.to_dict() == {"direct": ["cpu pairwise direct"], "ring": ["cpu pairwise"]}

@@ -224,7 +224,7 @@ def load_sweep(csv_path: str | Path) -> Run:
     if (rows["nodes"] < 1).any() or (rows["bytes"] < 0).any() or (rows["time_us"] < 0).any():
         raise ReportInputError(f"{csv_path}: negative bytes or time, or nodes < 1")
     key = ["backend", "sync", "nodes", "shared_devices", "dtype", "op", "bytes"]
-    key += [c for c in VARIANT_COLUMNS if c in rows.columns]
+    key += [c for c in ("algorithm", *VARIANT_COLUMNS) if c in rows.columns]
     duplicated = rows.duplicated(key)
     if duplicated.any():
         first = rows.loc[duplicated, key].iloc[0].to_dict()
