@@ -25,6 +25,7 @@ from ..outputs import file_problem
 
 __all__ = [
     "COLUMNS",
+    "OPTIONAL_COLUMNS",
     "SAMPLE_COLUMNS",
     "SCHEMA",
     "InterruptedAfterWriting",
@@ -63,6 +64,11 @@ COLUMNS = (
     "wrong",
     "shared_devices",
 )
+
+
+# Columns of COLUMNS that files written before them lack (one algorithm per backend before
+# ``--algorithm``): readers take such files and treat the value as empty.
+OPTIONAL_COLUMNS = ("algorithm",)
 
 
 # One row per timed call, beside every result CSV (``FILE.samples.csv``): what a confidence

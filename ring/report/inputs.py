@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..bench.backends import VARIANT_COLUMNS
-from ..bench.results import COLUMNS
+from ..bench.results import COLUMNS, OPTIONAL_COLUMNS
 
 __all__ = [
     "SWEEP_COLUMNS",
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 # The bench CSV contract; the harness may write more columns, never fewer.
-SWEEP_COLUMNS = COLUMNS
+SWEEP_COLUMNS = tuple(c for c in COLUMNS if c not in OPTIONAL_COLUMNS)
 _INTEGER_COLUMNS = ("nodes", "bytes", "count", "iters", "wrong")
 _FLOAT_COLUMNS = (
     "time_us",
@@ -213,6 +213,9 @@ def load_sweep(csv_path: str | Path) -> Run:
             f"{csv_path}: not a ring.bench result, missing columns {missing} "
             f"(found {list(rows.columns)})"
         )
+    for column in OPTIONAL_COLUMNS:
+        if column not in rows.columns:
+            rows[column] = ""  # a file from before the column
     for column in _TEXT_COLUMNS:
         if rows[column].isna().any():
             raise ReportInputError(f"{csv_path}: column {column!r} has empty cells")
