@@ -54,6 +54,7 @@ from .communicator import (
 from .gpu_devices import (
     OPTIONS,
     DeviceUnavailableError,
+    check_algorithm_choice,
     check_options,
     device_count,
     enable_peer_access,
@@ -62,8 +63,9 @@ from .gpu_devices import (
 )
 from .gpu_graphs import GraphCache
 from .gpu_kernels import reducer
-from .ops import AVERAGING, divide_by_nodes
-from .schedule import COLLECTIVES, Plan, check_collective, plan
+from .gpu_steps import NodeMemory, enqueue_plan
+from .ops import AVERAGING
+from .schedule import Plan, check_collective, plan_for
 
 __all__ = [
     "OPTIONS",
@@ -80,17 +82,23 @@ __all__ = [
 
 
 def check_call(name: str, buffers: Sequence, op: str | None, **options) -> Call:
-    """What can be checked before the communicator exists: the options and that
-    ``buffers`` is a list (the buffers themselves are checked against its devices)."""
+    """What can be checked before the communicator exists: the options, the algorithm
+    and that ``buffers`` is a list (the buffers themselves are checked against its
+    devices)."""
     check_collective(name)
     check_options(options)
-    return Call("gpu", name, buffers, op, check_buffer_list(buffers))
+    nodes = check_buffer_list(buffers)
+    choice = check_algorithm_choice(options, nodes, name)
+    return Call("gpu", name, buffers, op, nodes, options=choice)
 
 
 def cache_key(nodes: int, **options) -> tuple:
-    """The key under which :func:`ring.get_communicator` caches a GPU communicator."""
+    """The key under which :func:`ring.get_communicator` caches a GPU communicator: the
+    algorithm is per call, so communicators differ only by their devices and settings."""
     devices, shared, force, graphs = check_options(options)
-    return ("gpu", check_nodes(nodes), devices, shared, force, graphs)
+    nodes = check_nodes(nodes)
+    check_algorithm_choice(options, nodes)
+    return ("gpu", nodes, devices, shared, force, graphs)
 
 
 def make_communicator(nodes: int, **options) -> GpuCommunicator:
@@ -117,8 +125,16 @@ class GpuCommunicator(RingCommunicator):
         shared_devices: bool = False,
         force_peer_copies: bool = False,
         graphs: bool = True,
+        algorithm: str = "ring",
+        segment_bytes: int | None = None,
+        group_size: int | None = None,
     ):
         self.nodes = check_nodes(nodes)
+        # What a call runs unless it says otherwise.
+        self.algorithm_choice = check_algorithm_choice(
+            {"algorithm": algorithm, "segment_bytes": segment_bytes, "group_size": group_size},
+            self.nodes,
+        )
         requested, shared, force, use_graphs = check_options(
             {
                 "devices": devices,
@@ -141,27 +157,20 @@ class GpuCommunicator(RingCommunicator):
         self._make_streams_and_events()
         self._scratch: list[dict] = [{} for _ in range(self.nodes)]
         self._reducers: dict = {}
-        # Per collective and node, the NVTX range pusher of each of the node's steps.
-        self._pushers = {
-            name: [
-                tuple(nvtx_ranges.pusher(s.name) for s in plan(name, self.nodes, 0).node_steps(i))
-                for i in range(self.nodes)
-            ]
-            for name in COLLECTIVES
-        }
+        # Per plan and node, the NVTX range pusher of each of the node's steps.
+        self._pushers: dict[Plan, list] = {}
 
     def _make_streams_and_events(self) -> None:
         cupy, n = self._cp, self.nodes
         self._streams = []
-        self._events = []
+        self._events: list[list] = []
         for node in range(n):
             with cupy.cuda.Device(self.devices[node]):
                 # Non-blocking: the legacy default stream must not serialise the nodes; the
                 # dependency on the caller's work is made explicit in _prologue.
                 self._streams.append(cupy.cuda.Stream(non_blocking=True))
-                self._events.append(
-                    [cupy.cuda.Event(disable_timing=True) for _ in range(max(2 * (n - 1), 1))]
-                )
+                self._events.append([])
+        self._grow_events(max(2 * (n - 1), 1))
         self._ready = {}
         for d in sorted(set(self.devices)):
             with cupy.cuda.Device(d):
@@ -173,6 +182,26 @@ class GpuCommunicator(RingCommunicator):
             self._done = cupy.cuda.Event()
             # Forks the other nodes' streams off node 0's inside a graph capture.
             self._fork = cupy.cuda.Event(disable_timing=True)
+
+    def _grow_events(self, steps: int) -> None:
+        """An event per node per step of the longest plan run so far."""
+        for node, events in enumerate(self._events):
+            if len(events) < steps:
+                with self._cp.cuda.Device(self.devices[node]):
+                    events.extend(
+                        self._cp.cuda.Event(disable_timing=True) for _ in range(steps - len(events))
+                    )
+
+    def _step_pushers(self, steps: Plan) -> list:
+        pushers = self._pushers.get(steps)
+        if pushers is None:
+            if len(self._pushers) > 64:
+                self._pushers.clear()
+            pushers = self._pushers[steps] = [
+                tuple(nvtx_ranges.pusher(s.name) for s in steps.node_steps(i))
+                for i in range(self.nodes)
+            ]
+        return pushers
 
     def _direct(self, node: int, peer: int) -> bool:
         """Node ``node`` reads ``peer``'s memory in place (kernel / plain copy) instead of
@@ -231,15 +260,16 @@ class GpuCommunicator(RingCommunicator):
             )
         return access, tuple(missing)
 
-    def _scratch_for(self, node: int, dtype: np.dtype, elements: int):
-        """Node ``node``'s scratch chunk, grown when a call needs more.  Only called before
-        any work of the call is queued, and every earlier call has finished, so replacing
-        it can never free memory a stream still uses."""
+    def _scratch_for(self, node: int, dtype: np.dtype, elements: int, role: str = "landing"):
+        """Node ``node``'s scratch (``landing`` for ranges received across a link,
+        ``algorithm`` for the plan's own), grown when a call needs more.  Only called
+        before any work of the call is queued, and every earlier call has finished, so
+        replacing it can never free memory a stream still uses."""
         cache = self._scratch[node]
-        scratch = cache.get(dtype)
+        scratch = cache.get((role, dtype))
         if scratch is None or scratch.size < elements:
             with self._cp.cuda.Device(self.devices[node]):
-                scratch = cache[dtype] = self._cp.empty(elements, dtype=dtype)
+                scratch = cache[(role, dtype)] = self._cp.empty(elements, dtype=dtype)
         return scratch
 
     # -- one collective --------------------------------------------------------------------
@@ -260,8 +290,12 @@ class GpuCommunicator(RingCommunicator):
                 )
         return count, np.dtype(dtype)
 
-    def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
-        self.execute(check_call(name, buffers, op))
+    def _collective(self, name: str, buffers: Sequence, op: str | None, **options) -> None:
+        """A call that names its algorithm names its options too; one that does not runs
+        the communicator's, with any option it gives."""
+        given = {k: v for k, v in options.items() if v is not None}
+        chosen = given if "algorithm" in given else {**self.algorithm_choice, **given}
+        self.execute(check_call(name, buffers, op, **chosen))
 
     def execute(self, call: Call) -> None:
         """Run a call :func:`check_call` accepted; raises :class:`CommunicatorClosedError`
@@ -282,24 +316,35 @@ class GpuCommunicator(RingCommunicator):
             self._timed = False
             if self.nodes == 1 or count == 0:
                 return
+            choice = call.options or self.algorithm_choice
+            steps = plan_for(name, self.nodes, count, dtype.itemsize, choice["algorithm"], choice)
             with nvtx_ranges.annotate(name):
-                self._run(name, list(call.buffers), op, reduce, count, dtype)
+                self._run(steps, list(call.buffers), op, reduce, dtype)
 
-    def _run(self, name: str, buffers: list, op, reduce, count: int, dtype: np.dtype) -> None:
-        steps = plan(name, self.nodes, count)
-        # avg divides each completed range once; integers need a temporary (scratch) for it.
+    def _run(self, steps: Plan, buffers: list, op, reduce, dtype: np.dtype) -> None:
+        # avg divides each completed range once; integers need a temporary (landing) for it.
         average = reduce is not None and op in AVERAGING
-        scratch = [
-            self._scratch_for(i, dtype, steps.scratch_elements)
-            if reduce is not None and (average or self._lands_in_scratch(steps, i))
-            else None
-            for i in range(self.nodes)
-        ]
+        elements = steps.scratch_elements
+        memory = NodeMemory(
+            buffers,
+            [
+                self._scratch_for(i, dtype, elements)
+                if reduce is not None and (average or self._lands_in_scratch(steps, i))
+                else None
+                for i in range(self.nodes)
+            ],
+            [
+                self._scratch_for(i, dtype, elements, "algorithm") if steps.uses_scratch else None
+                for i in range(self.nodes)
+            ],
+        )
+        self._grow_events(steps.steps)
+        pushers = self._step_pushers(steps)
         key = (
-            name,
-            tuple(buf.data.ptr for buf in buffers),
-            tuple(s.data.ptr if s is not None else 0 for s in scratch),
-            count,
+            steps,
+            tuple(memory.ptrs),
+            tuple(s.data.ptr if s is not None else 0 for s in memory.landing),
+            tuple(s.data.ptr if s is not None else 0 for s in memory.scratch),
             dtype.str,
             op,
         )
@@ -313,15 +358,13 @@ class GpuCommunicator(RingCommunicator):
                 graph = self.graphs.capture(
                     key,
                     first,
-                    lambda: self._steps(
-                        self._fork, name, buffers, reduce, scratch, count, dtype, average
-                    ),
+                    lambda: self._steps(self._fork, steps, memory, reduce, average, pushers),
                 )
             runtime.setDevice(self.devices[0])
             if graph is not None:
                 graph.launch(stream=first)
             else:
-                self._steps(self._entry, name, buffers, reduce, scratch, count, dtype, average)
+                self._steps(self._entry, steps, memory, reduce, average, pushers)
             self._finish()
         except BaseException:
             # Never hand back buffers that queued work may still be writing.
@@ -332,72 +375,18 @@ class GpuCommunicator(RingCommunicator):
         finally:
             runtime.setDevice(caller_device)
 
-    def _steps(
-        self, fork, name, buffers, reduce, scratch, count: int, dtype: np.dtype, average: bool
-    ) -> None:
-        """Queue the whole collective: the other nodes' streams fork off node 0's through
-        ``fork``, every step of every node, and node 0's stream joins their last steps."""
-        runtime = self._runtime
-        devices = self.devices
-        streams = self._streams
-        events = self._events
-        itemsize = dtype.itemsize
-        steps = plan(name, self.nodes, count)
-        per_node = [steps.node_steps(i) for i in range(self.nodes)]
-        pushers = self._pushers[name]
-        ptrs = [buf.data.ptr for buf in buffers]
-        pop = nvtx_ranges.pop
-        copy_d2d = runtime.memcpyDeviceToDevice
-        runtime.setDevice(devices[0])
-        if fork is not self._entry:
-            fork.record(streams[0])
-        for stream in streams[1:]:
-            stream.wait_event(fork)
-        current = devices[0]
-        for t in range(steps.steps):
-            for i, node_steps in enumerate(per_node):
-                # The ring's steps hold one move each.
-                ((src, (a, b), _, accumulate, completes, _, _),) = node_steps[t].moves
-                pushers[i][t]()
-                try:
-                    device = devices[i]
-                    if device != current:
-                        runtime.setDevice(device)
-                        current = device
-                    stream = streams[i]
-                    if t:
-                        stream.wait_event(events[src][t - 1])
-                    size = (b - a) * itemsize
-                    mine = ptrs[i] + a * itemsize
-                    theirs = ptrs[src] + a * itemsize
-                    direct = self._direct(i, src)
-                    if not size:
-                        pass  # an empty chunk (count < N): only the event moves on
-                    elif accumulate and direct:
-                        reduce(buffers[i][a:b], buffers[src][a:b], stream)
-                    elif accumulate:
-                        landed = scratch[i][: b - a]
-                        self._peer_copy(landed.data.ptr, i, theirs, src, size, stream)
-                        reduce(buffers[i][a:b], landed, stream)
-                    elif direct:
-                        runtime.memcpyAsync(mine, theirs, size, copy_d2d, stream.ptr)
-                    else:
-                        self._peer_copy(mine, i, theirs, src, size, stream)
-                    if average and completes and size:
-                        with stream:
-                            divide_by_nodes(buffers[i][a:b], self.nodes, self._cp, scratch[i])
-                    events[i][t].record(stream)
-                finally:
-                    pop()
-        runtime.setDevice(devices[0])
-        last = steps.steps - 1
-        for i in range(1, self.nodes):
-            streams[0].wait_event(events[i][last])
+    def _steps(self, fork, steps: Plan, memory: NodeMemory, reduce, average: bool, pushers):
+        """Queue the whole collective (:func:`ring.gpu_steps.enqueue_plan`)."""
+        enqueue_plan(self, fork, steps, memory, reduce, average, pushers)
 
     def _lands_in_scratch(self, steps: Plan, node: int) -> bool:
-        """Whether ``node`` receives some range to accumulate across a link (into scratch)."""
+        """Whether ``node`` receives some range to accumulate across a link (into its
+        landing area)."""
         return any(
-            m.accumulate and not self._direct(node, m.peer)
+            m.accumulate
+            and not m.from_scratch
+            and m.peer != node
+            and not self._direct(node, m.peer)
             for s in steps.node_steps(node)
             for m in s.moves
         )

@@ -10,10 +10,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._optional import require
+from .schedule import check_algorithm, check_algorithm_options
 
 __all__ = [
+    "ALGORITHM_OPTIONS",
     "OPTIONS",
     "DeviceUnavailableError",
+    "check_algorithm_choice",
     "check_options",
     "device_count",
     "enable_peer_access",
@@ -21,7 +24,9 @@ __all__ = [
     "node_devices",
 ]
 
-OPTIONS = ("devices", "shared_devices", "force_peer_copies", "graphs")
+# The options every call may override (compared with the call's collective).
+ALGORITHM_OPTIONS = ("algorithm", "segment_bytes", "group_size")
+OPTIONS = ("devices", "shared_devices", "force_peer_copies", "graphs", *ALGORITHM_OPTIONS)
 
 # cudaErrorPeerAccessAlreadyEnabled: another library (or CuPy itself) got there first.
 _PEER_ACCESS_ALREADY_ENABLED = 704
@@ -83,6 +88,14 @@ def check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool, bo
         _flag(options, "force_peer_copies", False),
         _flag(options, "graphs", True),
     )
+
+
+def check_algorithm_choice(options: dict, nodes: int, collective: str | None = None) -> dict:
+    """``{"algorithm": ..., and its options}`` from ``options`` (the ring by default),
+    checked against ``nodes`` and, when given, the collective."""
+    algorithm = check_algorithm(options.get("algorithm", "ring"), collective)
+    extra = {k: options[k] for k in ALGORITHM_OPTIONS[1:] if options.get(k) is not None}
+    return {"algorithm": algorithm, **check_algorithm_options(algorithm, nodes, extra)}
 
 
 def _flag(options: dict, name: str, default: bool) -> bool:

@@ -2,9 +2,9 @@
 when they do not.
 
 Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allgather``):
-status, collective, length, dtype, op, buffer kind, segment size.  Every rank sees the same
-table, so every rank raises the same error, naming each rank's value, instead of some
-ranks waiting forever for a message that never comes.
+status, collective, length, dtype, op, buffer kind, segment size, algorithm and group
+size.  Every rank sees the same table, so every rank raises the same error, naming each
+rank's value, instead of some ranks waiting forever for a message that never comes.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from functools import lru_cache
 import numpy as np
 
 from .ops import OPS
-from .schedule import COLLECTIVES
+from .schedule import ALGORITHMS, COLLECTIVES, check_algorithm, check_algorithm_options
 
 __all__ = [
+    "ALGORITHM_CODE",
     "COLLECTIVE_CODE",
     "OP_CODE",
     "ROW",
@@ -30,16 +31,19 @@ __all__ = [
     "mismatch",
     "pack_row",
     "raise_local_errors",
+    "resolve_call",
+    "shared_group_size",
 ]
 
 _COLLECTIVES = COLLECTIVES
 _OP_NAMES = tuple(OPS)
 # One row per rank in the pre-flight exchange.
-STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT = range(7)
-ROW = 7
-ROW_FORMAT = struct.Struct("<7q")
+STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT, _ALGORITHM, _GROUP = range(9)
+ROW = 9
+ROW_FORMAT = struct.Struct(f"<{ROW}q")
 pack_row = ROW_FORMAT.pack_into
 COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
+ALGORITHM_CODE = {name: i for i, name in enumerate(ALGORITHMS)}
 OP_CODE: dict[str | None, int] = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
 _KINDS = ("NumPy", "CuPy")
 
@@ -148,5 +152,51 @@ def mismatch(table: np.ndarray) -> Exception:
     if differs(_OP):
         shown = per_rank(_OP, lambda v: repr(_OP_NAMES[v]) if v >= 0 else "None")
         return ValueError(header + f"ops differ between ranks ({shown})")
+    if differs(_ALGORITHM):
+        shown = per_rank(_ALGORITHM, lambda v: repr(ALGORITHMS[v]))
+        return ValueError(header + f"algorithms differ between ranks ({shown})")
+    if differs(_GROUP):
+        shown = per_rank(_GROUP, lambda v: str(v) if v else "none")
+        return ValueError(header + f"group_size differs between ranks ({shown})")
     shown = per_rank(_SEGMENT, lambda v: f"{v} bytes")
     return ValueError(header + f"segment_bytes differs between ranks ({shown})")
+
+
+def shared_group_size(comm) -> int:
+    """The ranks per host when every host holds the same number of ranks, numbered
+    contiguously (``Split_type(COMM_TYPE_SHARED)``): hierarchical's default groups on MPI;
+    0 when the hosts' ranks do not form such groups (then ``group_size`` must be given).
+    Collective over ``comm``."""
+    MPI = importlib.import_module("mpi4py.MPI")
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        size, local_rank = local.Get_size(), local.Get_rank()
+    finally:
+        local.Free()
+    rank = comm.Get_rank()
+    fits = rank // size * size == rank - local_rank
+    answers = comm.allgather((size, fits))
+    sizes = {s for s, _ in answers}
+    return size if len(sizes) == 1 and all(ok for _, ok in answers) else 0
+
+
+def resolve_call(name: str, settings: dict, nodes: int, host_group_size: int) -> tuple:
+    """(algorithm, segment_bytes, group_size) of a call, checked on this rank (what goes
+    into its pre-flight row): the group size of ``hierarchical`` (else 0) is the host's
+    (:func:`shared_group_size`) unless the call gives one."""
+    segment = check_segment_bytes(settings["segment_bytes"])
+    algorithm = check_algorithm(settings["algorithm"], name)
+    group = settings["group_size"]
+    if algorithm != "hierarchical":
+        if group is not None:
+            check_algorithm_options(algorithm, nodes, {"group_size": group})
+        return algorithm, segment, 0
+    if group is None:
+        if not host_group_size:
+            raise ValueError(
+                "hierarchical: the hosts hold different numbers of ranks, or ranks that "
+                "are not numbered contiguously, so pass group_size"
+            )
+        group = host_group_size
+    checked = check_algorithm_options(algorithm, nodes, {"group_size": group})
+    return algorithm, segment, checked["group_size"]

@@ -255,8 +255,8 @@ def test_plan_refuses_bad_arguments(args, error, message):
 _CORE = {"schedule", "ops", "buffers", "communicator", "nvtx_ranges", "_optional"}
 _ALLOWED = {
     "cpu": _CORE,
-    "gpu": _CORE | {"gpu_devices", "gpu_graphs", "gpu_kernels"},
-    "mpi": _CORE | {"mpi_agree", "mpi_cuda"},
+    "gpu": _CORE | {"gpu_devices", "gpu_graphs", "gpu_kernels", "gpu_steps"},
+    "mpi": _CORE | {"mpi_agree", "mpi_cuda", "mpi_steps"},
     "api": {"communicator"},
 }
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..communicator import MAX_NODES
 from ..ops import OPS, resolve_op
+from .algorithms import library_algorithms
 from .nccl_compat import ALL_DTYPES, AVERAGE_MODES, linear_sizes
 
 __all__ = ["BenchConfig", "BenchInputError", "int_flag", "parse_args", "parse_size"]
@@ -83,6 +84,8 @@ class BenchConfig(Sweep):
     ops: tuple[str, ...] = ()
     # -a: one call's time across MPI ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum.
     average: int = 3
+    # --algorithm: what the ring backends run (None: each backend's default).
+    algorithms: tuple[str, ...] | None = None
 
     def __getattr__(self, name: str):
         # A backend reads its own flag as config.<dest>; unknown names still fail.
@@ -112,6 +115,7 @@ class BenchConfig(Sweep):
             "backends": list(self.backends),
             "nodes": None if self.nodes is None else list(self.nodes),
             "sync": None if self.sync is None else list(self.sync),
+            "algorithms": None if self.algorithms is None else list(self.algorithms),
             "out": None if self.out is None else str(self.out),
             "seed": self.seed,
             "sizes": list(self.sizes),
@@ -319,6 +323,12 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
         help=f"comma list of: {', '.join(known_syncs)} (default: each backend's own default)",
     )
     add(
+        "--algorithm",
+        default=None,
+        help=f"comma list of: {', '.join(library_algorithms())}, run by the ring backends "
+        "in turn (default ring); a peer's rows carry its own name",
+    )
+    add(
         "-T",
         "--timeout",
         default=None,
@@ -388,6 +398,7 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
                     f"unknown sync {mode!r}: expected one of {', '.join(known_syncs)}"
                 )
     nodes = None if args.nodes is None else _parse_nodes(args.nodes)
+    algorithms = None if args.algorithm is None else _parse_algorithms(args.algorithm)
     timeout = None
     if args.timeout is not None:
         try:
@@ -408,7 +419,17 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         dtypes=tuple(np.dtype(name) for name in dtypes),
         ops=ops,
         average=average,
+        algorithms=algorithms,
     )
+
+
+def _parse_algorithms(text: str) -> tuple[str, ...]:
+    names = split_list(text, "--algorithm")
+    known = library_algorithms()
+    for name in names:
+        if name not in known:
+            raise BenchInputError(f"unknown algorithm {name!r}: expected one of {', '.join(known)}")
+    return names
 
 
 def _all_or_one(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, ...]]:

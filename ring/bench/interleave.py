@@ -4,8 +4,8 @@ A comparison of our ring with its peers is only as good as the conditions the tw
 On a machine whose memory bandwidth swings within a minute, series measured one after the
 other (all sizes of A, then all sizes of B) can differ by 2x for reasons that have nothing
 to do with either; measured at each size back to back, they see the same machine.  So every
-(backend, sync, N) session stays open for the whole sweep and each size visits all of them
-before the next size starts.  A session drops its buffers after its point
+(backend, sync, algorithm, N) session stays open for the whole sweep and each size visits
+all of them before the next size starts.  A session drops its buffers after its point
 (:meth:`Session.release`), so only one point's buffers are held at a time.
 """
 
@@ -21,7 +21,8 @@ __all__ = ["Series", "measure_interleaved", "series_of"]
 
 @dataclass
 class Series:
-    """One (backend, sync, N) of the plan and, once measured, its rows and per-call times."""
+    """One (backend, sync, algorithm, N) of the plan and, once measured, its rows and
+    per-call times."""
 
     backend: Backend
     sync: str
@@ -30,19 +31,29 @@ class Series:
     samples: list
     # A backend's setting measured as its own series (Backend.variants: gpu --graphs 0,1).
     variant: dict = field(default_factory=dict)
+    # One of the backend's algorithms, or its own name when it has none (a peer).
+    algorithm: str = ""
 
     @property
     def label(self) -> str:
         sync = "" if self.sync == "none" else f"/{self.sync}"
+        algorithm = f"/{self.algorithm}" if self.backend.algorithms else ""
         variant = "".join(f"/{k}={v}" for k, v in self.variant.items())
-        return f"{self.backend.name}{sync}/N{self.nodes}{variant}"
+        return f"{self.backend.name}{sync}{algorithm}/N{self.nodes}{variant}"
+
+    def select(self) -> Backend:
+        """The backend, told which of this series' settings its next open and rows use."""
+        self.backend.variant = self.variant
+        self.backend.algorithm = self.algorithm
+        return self.backend
 
 
 def series_of(plan) -> list[Series]:
     return [
-        Series(stage.backend, sync, nodes, [], [], variant)
+        Series(stage.backend, sync, nodes, [], [], variant, algorithm)
         for stage in plan.stages
         for sync in stage.syncs
+        for algorithm in stage.algorithms
         for nodes in stage.nodes
         for variant in stage.backend.variants(plan.config)
     ]
@@ -64,10 +75,10 @@ def measure_interleaved(plan, measure_point, output) -> list[Series]:
     sessions: list[Session] = []
     try:
         for s in series:
-            s.backend.variant = s.variant  # read by open(), which the session keeps
-            sessions.append(s.backend.open(s.nodes, s.sync, config, world))
+            sessions.append(s.select().open(s.nodes, s.sync, config, world))
         for count in config.counts:
             for s, session in zip(series, sessions, strict=True):
+                s.select()  # its traffic_bytes may depend on the algorithm
                 row, times = measure_point(session, s, count)
                 session.release()
                 s.rows.append(row)
@@ -82,7 +93,7 @@ def measure_interleaved(plan, measure_point, output) -> list[Series]:
 
 def sample_rows(series: list[Series]) -> list[dict]:
     """One row per timed call: the point's keys, the call's index and its time."""
-    keys = ("backend", "sync", "nodes", "dtype", "op", "bytes")
+    keys = ("backend", "sync", "algorithm", "nodes", "dtype", "op", "bytes")
     records: list[dict] = []
     for s in series:
         for row, times in zip(s.rows, s.samples, strict=True):

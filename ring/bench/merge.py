@@ -16,7 +16,15 @@ from pathlib import Path
 
 from .backends import VARIANT_COLUMNS
 from .cli import BenchInputError, BenchParser
-from .results import COLUMNS, SCHEMA, check_pair, output_problem, read_csv, write_result_pair
+from .results import (
+    COLUMNS,
+    OPTIONAL_COLUMNS,
+    SCHEMA,
+    check_pair,
+    output_problem,
+    read_csv,
+    write_result_pair,
+)
 
 __all__ = ["merge", "merge_main"]
 
@@ -34,7 +42,7 @@ def _load(path: Path) -> tuple[list[str], list[dict], dict]:
         columns, rows = read_csv(path)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise BenchInputError(f"cannot read {path}: {exc}") from None
-    missing = [name for name in COLUMNS if name not in columns]
+    missing = [name for name in COLUMNS if name not in columns and name not in OPTIONAL_COLUMNS]
     if missing:
         raise BenchInputError(f"{path} is not a ring.bench CSV: no column {', '.join(missing)}")
     try:
@@ -57,7 +65,7 @@ def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
     for index, (path, (names, run_rows, _)) in enumerate(zip(inputs, loaded, strict=True)):
         columns.extend(name for name in names if name not in columns)
         for row in run_rows:
-            names_here = KEY + tuple(n for n in VARIANT_COLUMNS if n in names)
+            names_here = KEY + tuple(n for n in (*OPTIONAL_COLUMNS, *VARIANT_COLUMNS) if n in names)
             key = tuple((n, row[n]) for n in names_here)
             if key in seen:
                 raise BenchInputError(

@@ -25,6 +25,7 @@ from ..outputs import file_problem
 
 __all__ = [
     "COLUMNS",
+    "OPTIONAL_COLUMNS",
     "SAMPLE_COLUMNS",
     "SCHEMA",
     "InterruptedAfterWriting",
@@ -48,6 +49,8 @@ TIME_COLUMNS = ("time_us", "time_us_min", "time_us_p25", "time_us_p75", "time_us
 COLUMNS = (
     "backend",
     "sync",
+    # The library's algorithm a ring backend ran, or a peer's own backend name.
+    "algorithm",
     "nodes",
     "dtype",
     "op",
@@ -63,9 +66,24 @@ COLUMNS = (
 )
 
 
+# Columns of COLUMNS that files written before them lack (one algorithm per backend before
+# ``--algorithm``): readers take such files and treat the value as empty.
+OPTIONAL_COLUMNS = ("algorithm",)
+
+
 # One row per timed call, beside every result CSV (``FILE.samples.csv``): what a confidence
 # interval of a median or of a ratio of medians is computed from.
-SAMPLE_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "call", "time_us")
+SAMPLE_COLUMNS = (
+    "backend",
+    "sync",
+    "algorithm",
+    "nodes",
+    "dtype",
+    "op",
+    "bytes",
+    "call",
+    "time_us",
+)
 
 
 def samples_path(csv_path: Path) -> Path:
@@ -83,6 +101,7 @@ def make_row(
     *,
     backend: str,
     sync: str,
+    algorithm: str,
     nodes: int,
     dtype: np.dtype,
     op: str,
@@ -101,6 +120,7 @@ def make_row(
     row = {
         "backend": backend,
         "sync": sync,
+        "algorithm": algorithm,
         "nodes": nodes,
         "dtype": np.dtype(dtype).name,
         "op": op,

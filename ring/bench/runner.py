@@ -1,4 +1,5 @@
-"""The measuring loop: every backend, sync mode, node count and size, measured alike.
+"""The measuring loop: every backend, sync mode, algorithm, node count and size, measured
+alike.
 
 For each point: fresh inputs drawn by the harness, ``-w`` untimed and ``-n`` timed calls
 each after an untimed restore of the inputs, the median and spread of the per-call times,
@@ -41,11 +42,13 @@ DEFAULT_NODES = (2,)
 
 @dataclass
 class Stage:
-    """One backend with the sync modes and node counts it runs in this invocation."""
+    """One backend with the sync modes, algorithms and node counts it runs in this
+    invocation."""
 
     backend: Backend
     syncs: tuple[str, ...]
     nodes: tuple[int, ...]
+    algorithms: tuple[str, ...] = ("",)
 
 
 @dataclass
@@ -57,7 +60,8 @@ class Plan:
     @property
     def points(self) -> int:
         blocks = sum(
-            len(s.syncs) * len(s.nodes) * len(s.backend.variants(self.config)) for s in self.stages
+            len(s.syncs) * len(s.algorithms) * len(s.nodes) * len(s.backend.variants(self.config))
+            for s in self.stages
         )
         return blocks * len(self.config.sizes)
 
@@ -74,6 +78,23 @@ def _syncs(backend: Backend, requested: tuple[str, ...] | None) -> tuple[str, ..
             f"it accepts {', '.join(backend.sync_modes)}"
         )
     return chosen
+
+
+def _algorithms(backend: Backend, requested: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The requested algorithms, the backend's default when none were, or its own name
+    when it runs one algorithm of its own (see :mod:`ring.bench.algorithms`)."""
+    runs = tuple(backend.algorithms)
+    if not runs:
+        return (backend.name,)
+    if requested is None:
+        return (runs[0],)
+    missing = [name for name in requested if name not in runs]
+    if missing:
+        raise BenchInputError(
+            f"backend {backend.name} does not run algorithm {', '.join(missing)}: "
+            f"it runs {', '.join(runs)}"
+        )
+    return requested
 
 
 def _world_for(backends: list[Backend]) -> LocalWorld | MpiWorld:
@@ -132,7 +153,8 @@ def plan_run(config: BenchConfig) -> Plan:
             nodes: tuple[int, ...] = (world.size,)
         else:
             nodes = config.nodes or DEFAULT_NODES
-        stages.append(Stage(backend, _syncs(backend, config.sync), nodes))
+        syncs = _syncs(backend, config.sync)
+        stages.append(Stage(backend, syncs, nodes, _algorithms(backend, config.algorithms)))
     for stage in stages:
         stage.backend.check(config, world)
     _check_memory(config, stages, world)
@@ -181,6 +203,7 @@ def measure_point(session: Session, series: Series, count: int, plan: Plan) -> t
     row = make_row(
         backend=backend.name,
         sync=sync,
+        algorithm=series.algorithm,
         nodes=nodes,
         dtype=config.dtype,
         op=config.op,
@@ -323,7 +346,12 @@ def _config_document(config: BenchConfig, plan: Plan) -> dict:
     return {
         **config.to_json(),
         "stages": [
-            {"backend": s.backend.name, "sync": list(s.syncs), "nodes": list(s.nodes)}
+            {
+                "backend": s.backend.name,
+                "sync": list(s.syncs),
+                "algorithms": list(s.algorithms),
+                "nodes": list(s.nodes),
+            }
             for s in plan.stages
         ],
         "mpi_world_size": plan.world.size,

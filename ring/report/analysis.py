@@ -59,6 +59,12 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     base = base.where(~(rows["shared_devices"] & on_device), base + " (shared devices)")
     rows["one_host"] = on_mpi & _one_host(rows)
     base = base.where(~rows["one_host"], base + " (one host)")
+    if "algorithm" in rows:
+        # The plain ring keeps its label; another algorithm names itself (a peer's rows
+        # carry the peer's own name, which the label already says).
+        algorithm = rows["algorithm"].fillna("").astype(str)
+        other = ~algorithm.isin(["", "nan", "ring"]) & (algorithm != rows["backend"])
+        base = base.where(~other, base + " " + algorithm)
     if "graphs" in rows:
         # Replayed CUDA graphs (ring.gpu_graphs); rows without the column enqueued eagerly.
         graphs = pd.to_numeric(rows["graphs"], errors="coerce").fillna(0) == 1

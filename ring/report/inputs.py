@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..bench.backends import VARIANT_COLUMNS
-from ..bench.results import COLUMNS
+from ..bench.results import COLUMNS, OPTIONAL_COLUMNS
 from ..study import RECORD_KEYS, LeftOut
 
 __all__ = [
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # The bench CSV contract; the harness may write more columns, never fewer.
-SWEEP_COLUMNS = COLUMNS
+SWEEP_COLUMNS = tuple(c for c in COLUMNS if c not in OPTIONAL_COLUMNS)
 _INTEGER_COLUMNS = ("nodes", "bytes", "count", "iters", "wrong")
 _FLOAT_COLUMNS = (
     "time_us",
@@ -215,6 +215,9 @@ def load_sweep(csv_path: str | Path) -> Run:
             f"{csv_path}: not a ring.bench result, missing columns {missing} "
             f"(found {list(rows.columns)})"
         )
+    for column in OPTIONAL_COLUMNS:
+        if column not in rows.columns:
+            rows[column] = ""  # a file from before the column
     for column in _TEXT_COLUMNS:
         if rows[column].isna().any():
             raise ReportInputError(f"{csv_path}: column {column!r} has empty cells")
@@ -226,7 +229,7 @@ def load_sweep(csv_path: str | Path) -> Run:
     if (rows["nodes"] < 1).any() or (rows["bytes"] < 0).any() or (rows["time_us"] < 0).any():
         raise ReportInputError(f"{csv_path}: negative bytes or time, or nodes < 1")
     key = ["backend", "sync", "nodes", "shared_devices", "dtype", "op", "bytes"]
-    key += [c for c in VARIANT_COLUMNS if c in rows.columns]
+    key += [c for c in ("algorithm", *VARIANT_COLUMNS) if c in rows.columns]
     duplicated = rows.duplicated(key)
     if duplicated.any():
         first = rows.loc[duplicated, key].iloc[0].to_dict()

@@ -35,6 +35,10 @@ Class attributes
                         (``"5(N-1)·S"``), or None when unknown.
     ``sync_modes``      the values of ``--sync`` it accepts, its default first; empty
                         when it has no choice (the CSV then says ``sync=none``).
+    ``algorithms``      the values of ``--algorithm`` it runs (the library's names,
+                        :mod:`ring.bench.algorithms`), its default first; empty for a peer
+                        that runs one algorithm of its own (the CSV's ``algorithm`` column
+                        then carries the backend's name).
     ``needs_mpirun``    True for backends whose nodes are MPI ranks: the run must be
                         launched by ``mpirun -n N``, ``--nodes`` defaults to (and must
                         equal) the world size, and such backends cannot share a run with
@@ -71,7 +75,9 @@ Methods (all ranks call each one, in the same order, under ``mpirun``)
                         block of rows (the gpu backend's ``--graphs 0,1``); the loop sets
                         ``backend.variant`` to each before ``open``, and the sessions
                         report it in a column of :data:`VARIANT_COLUMNS`.  Default: one
-                        block, ``variant == {}``.
+                        block, ``variant == {}``.  Likewise the loop sets
+                        ``backend.algorithm`` before each ``open`` (and before
+                        ``traffic_bytes`` for that series' rows).
 
 The session protocol, for each size (one "point")
     1. ``load(inputs)``: ``inputs`` are host NumPy arrays, fresh random non-zero data the

@@ -294,11 +294,14 @@ class Backend:
     """Base class of a backend plugin; see the module docstring for the contract."""
 
     variant: dict[str, Any] = {}  # noqa: RUF012 - replaced, never mutated
+    # The algorithm the next open() runs (one of ``algorithms``), set by the loop.
+    algorithm: str = ""
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     traffic: ClassVar[str | None] = None
     sync_modes: ClassVar[tuple[str, ...]] = ()
+    algorithms: ClassVar[tuple[str, ...]] = ()
     needs_mpirun: ClassVar[bool] = False
     extra_columns: ClassVar[tuple[str, ...]] = ()
 
@@ -332,5 +335,6 @@ class Backend:
             "description": cls.description,
             "traffic": cls.traffic,
             "sync_modes": list(cls.sync_modes),
+            "algorithms": list(cls.algorithms),
             "needs_mpirun": cls.needs_mpirun,
         }

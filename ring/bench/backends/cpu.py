@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...cpu import SYNC_MODES, CpuCommunicator
+from ..algorithms import library_algorithms
 from ..ceilings import copy_traffic_bytes
 from ..placement import add_pin_argument, pin_native_threads, pin_requested
 from .base import Backend, HostSession, Session, register_backend
@@ -16,9 +17,9 @@ __all__ = ["CpuBackend", "CpuSession", "ring_traffic_bytes"]
 
 
 class CpuSession(HostSession):
-    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world, algorithm: str = "ring"):
         super().__init__(nodes, sync, config, world)
-        self.communicator = CpuCommunicator(nodes, sync=sync)
+        self.communicator = CpuCommunicator(nodes, sync=sync, algorithm=algorithm)
         if pin_requested(config) and nodes > 1:
             # The communicator's worker threads, one per node (a caller only waits).
             threads = self.communicator._threads
@@ -52,6 +53,7 @@ class CpuBackend(Backend):
     # convention of ring.bench.ceilings, so the series and the ceilings count alike).
     traffic = "3(N-1)·S + 3(N-1)·S (2(N-1)·S for chunks at or above the memcpy NT threshold)"
     sync_modes = SYNC_MODES
+    algorithms = library_algorithms()
 
     @classmethod
     def add_arguments(cls, parser) -> None:
@@ -60,8 +62,9 @@ class CpuBackend(Backend):
     def check(self, config: BenchConfig, world) -> None:
         pin_requested(config)
 
-    def traffic_bytes(self, nbytes: int, nodes: int) -> int:
-        return ring_traffic_bytes(nbytes, nodes)
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int | None:
+        # The formula is the plain ring's; the other algorithms' traffic is not modelled.
+        return ring_traffic_bytes(nbytes, nodes) if self.algorithm in ("", "ring") else None
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return CpuSession(nodes, sync, config, world)
+        return CpuSession(nodes, sync, config, world, self.algorithm or "ring")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import gpu as ring_gpu
+from ..algorithms import library_algorithms
 from ..cli import BenchInputError
 from ..gpu_ceilings import (
     check_cupy_dtype,
@@ -54,9 +55,13 @@ def shared_devices_requested(config: BenchConfig) -> bool:
 class GpuRingSession(DeviceSession):
     """Working buffers and their pristine inputs live on each node's device."""
 
-    def __init__(self, nodes: int, config: BenchConfig, shared: bool, graphs: bool):
+    def __init__(
+        self, nodes: int, config: BenchConfig, shared: bool, graphs: bool, algorithm: str = "ring"
+    ):
         self.cupy = ring_gpu.import_cupy()
-        self.communicator = ring_gpu.GpuCommunicator(nodes, shared_devices=shared, graphs=graphs)
+        self.communicator = ring_gpu.GpuCommunicator(
+            nodes, shared_devices=shared, graphs=graphs, algorithm=algorithm
+        )
         self.shared_devices = self.communicator.shared_devices
         self.op = config.op
         self.buffers: list = []
@@ -131,6 +136,7 @@ class GpuRingBackend(Backend):
     # in reduce-scatter); busbw is the measure there.
     traffic = "5(N-1)·S"
     sync_modes = ("pairwise",)
+    algorithms = library_algorithms()
     extra_columns = ("devices", "graphs")
 
     @classmethod
@@ -182,8 +188,9 @@ class GpuRingBackend(Backend):
                 need[device] = max(need.get(device, 0), nbytes)
         check_device_memory(self.name, cupy, need)
 
-    def traffic_bytes(self, nbytes: int, nodes: int) -> int:
-        return 5 * (nodes - 1) * nbytes
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int | None:
+        # The plain ring's; the other algorithms' traffic is not modelled.
+        return 5 * (nodes - 1) * nbytes if self.algorithm in ("", "ring") else None
 
     def ceilings(self, config: BenchConfig, world) -> dict[str, Any]:
         return gpu_ceilings_for(config, self.name)
@@ -195,4 +202,5 @@ class GpuRingBackend(Backend):
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         graphs = self.variant.get("graphs", graphs_requested(config)[0])
-        return GpuRingSession(nodes, config, shared_devices_requested(config), graphs)
+        shared = shared_devices_requested(config)
+        return GpuRingSession(nodes, config, shared, graphs, self.algorithm or "ring")

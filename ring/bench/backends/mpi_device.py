@@ -67,8 +67,8 @@ def check_buffers(config, backend: str) -> None:
 class DeviceBuffers(DeviceSession, MpiSession):
     """Put before a host MPI session's class: the same collective on CuPy buffers."""
 
-    def __init__(self, nodes: int, sync: str, config, world):
-        super().__init__(nodes, sync, config, world)
+    def __init__(self, nodes: int, sync: str, config, world, **options):
+        super().__init__(nodes, sync, config, world, **options)
         self.cupy = require("cupy", "--buffers device")
         count = self.cupy.cuda.runtime.getDeviceCount()
         self.device = self.cupy.cuda.Device(world.local_rank % count)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...mpi import MpiRing
-from .base import MpiSession, register_backend
-from .mpi_device import MpiBackend
+from ..algorithms import library_algorithms
+from .base import MpiSession, Session, register_backend
+from .mpi_device import MpiBackend, device_session
 
 if TYPE_CHECKING:
     from ..cli import BenchConfig
@@ -20,9 +21,9 @@ __all__ = ["MpiRingBackend"]
 
 
 class MpiRingSession(MpiSession):
-    def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
+    def __init__(self, nodes: int, sync: str, config: BenchConfig, world, algorithm: str = "ring"):
         super().__init__(nodes, sync, config, world)
-        self.communicator = MpiRing(world.comm)
+        self.communicator = MpiRing(world.comm, algorithm=algorithm)
 
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
@@ -44,6 +45,12 @@ class MpiRingBackend(MpiBackend):
     # through a shared-memory queue moves more than this.
     traffic = "7(N-1)·S (one copy per message)"
     session_class = MpiRingSession
+    algorithms = library_algorithms()
 
-    def traffic_bytes(self, nbytes: int, nodes: int) -> int:
-        return 7 * (nodes - 1) * nbytes
+    def traffic_bytes(self, nbytes: int, nodes: int) -> int | None:
+        # The plain ring's; the other algorithms' traffic is not modelled.
+        return 7 * (nodes - 1) * nbytes if self.algorithm in ("", "ring") else None
+
+    def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
+        session = device_session(self.session_class, config)
+        return session(nodes, sync, config, world, algorithm=self.algorithm or "ring")

@@ -1,0 +1,67 @@
+"""Every algorithm of the MPI backend under ``mpirun -n 2..8``, and the one error every
+rank raises when the ranks' algorithms (or their options) are bad or differ.
+
+One launch per N runs every algorithm, option, collective, dtype and op inside
+(``tests/mpi_programs/algorithms.py``), so the file stays within a few minutes on two
+cores.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_mpi import json_lines, mpirun, pytestmark  # noqa: F401 - the same skip marks
+
+LAUNCH_TIMEOUT = 300
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LAUNCH_TIMEOUT + 30)
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5, 6, 7, 8])
+def test_every_algorithm_matches_reference(nodes):
+    large = ("--large",) if nodes == 3 else ()
+    code, out, err, _ = mpirun(nodes, "algorithms.py", *large, timeout=LAUNCH_TIMEOUT)
+    (result,) = json_lines(out)
+    assert result["nodes"] == nodes
+    reports = result["reports"]
+    assert [r["rank"] for r in reports] == list(range(nodes)), err
+    for report in reports:
+        assert report["cases"] > 300
+        assert report["failures"] == [], "\n".join(report["failures"])
+    assert code == 0, err
+
+
+EXPECTED = {
+    "algorithms_differ": ("ValueError", "algorithms differ between ranks"),
+    "unknown_everywhere": ("ValueError", "bad input on every rank: unknown algorithm 'nope'"),
+    "unknown_on_one_rank": ("ValueError", "bad input on rank 2: unknown algorithm 'nope'"),
+    "no_such_collective": ("ValueError", "'recursive-doubling' has no reduce_scatter"),
+    "group_sizes_differ": ("ValueError", "group_size differs between ranks"),
+    "group_size_not_a_divisor": ("ValueError", "group_size 3 does not divide 4 nodes"),
+    "segments_differ": ("ValueError", "segment_bytes differs between ranks"),
+    "constructor_algorithms_differ": ("ValueError", "algorithms differ between ranks"),
+}
+
+
+@pytest.fixture(scope="module")
+def mismatch_report():
+    code, out, err, _ = mpirun(4, "algorithm_mismatch.py")
+    assert code == 0, err
+    (report,) = json_lines(out)
+    assert report["nodes"] == 4
+    return report
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_bad_algorithm_same_error_on_every_rank(mismatch_report, scenario):
+    seen = mismatch_report["scenarios"][scenario]
+    assert len(seen) == 4
+    kind, text = EXPECTED[scenario]
+    for type_name, message, untouched in seen:
+        assert (type_name, message) == tuple(seen[0][:2])
+        assert type_name == kind, message
+        assert text in message
+        assert untouched
+
+
+def test_every_algorithm_works_after_the_bad_calls(mismatch_report):
+    assert mismatch_report["after"]
