@@ -4,7 +4,9 @@ Measures allreduce the way nccl-tests' ``all_reduce_perf`` does, for our ring an
 peers in one loop, next to the machine's memory ceilings measured in the same run, and
 writes a tidy CSV with the environment in a JSON beside it.
 
-* :mod:`ring.bench.cli`: flags and their checks (exit 2 on bad input);
+* :mod:`ring.bench.cli`: flags and their checks (exit 2 on bad input), over
+  :mod:`ring.bench.flags` (sizes, whole numbers, lists) and :mod:`ring.bench.sweep` (the
+  size sweep every measuring subcommand shares);
 * :mod:`ring.bench.backends`: the backend plugin interface and one module per backend;
 * :mod:`ring.bench.runner`: the loop; :mod:`ring.bench.data`: inputs and validation;
 * :mod:`ring.bench.ceilings`, :mod:`ring.bench.environment`, :mod:`ring.bench.results`;
