@@ -217,6 +217,11 @@ class CpuCommunicator(RingCommunicator):
     def _threads(self) -> list[threading.Thread]:
         return self._crew.threads
 
+    @property
+    def threads(self) -> tuple[threading.Thread, ...]:
+        """The worker threads, one per node, for a harness that pins them to cores."""
+        return tuple(self._crew.threads)
+
     def close(self) -> None:
         """Stop and join the worker threads.  Safe to call more than once, and after a
         call that failed or was interrupted."""

@@ -22,7 +22,7 @@ class CpuSession(HostSession):
         self.communicator = CpuCommunicator(nodes, sync=sync, algorithm=algorithm)
         if pin_requested(config) and nodes > 1:
             # The communicator's worker threads, one per node (a caller only waits).
-            threads = self.communicator._threads
+            threads = self.communicator.threads
             self.pinned = pin_native_threads(
                 t.native_id for t in threads if t.native_id is not None
             )
