@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..schedule_core import ALL_GATHER, REDUCE_SCATTER
+
 __all__ = ["PHASES", "calls_by_nodes"]
 
-PHASES = ("reduce_scatter", "all_gather")
+# The ring's phases in the order they run. ring.schedule_core.PHASES adds the other
+# algorithms' fold, exchange and unfold, whose step counts the arithmetic here does not fit.
+PHASES = (REDUCE_SCATTER, ALL_GATHER)
 
 
 def calls_by_nodes(step_rows: list[dict], phase: str) -> dict[int, int] | None:
