@@ -63,6 +63,7 @@ BAD = {
     "gpu profile nodes": ({"nsys": {"profiles": {"4gpu": {"nodes": 2}}}}, "profiles 4 nodes"),
     "name of a results folder": ({"name": "cpu"}, "name 'cpu' is a folder of results/ itself"),
     "name with a slash": ({"name": "a/b"}, "name: 'a/b' does not match"),
+    "op mean": ({"bench": {"op": "mean"}}, "bench.op: 'mean' is not one of ['sum', "),
 }
 
 
@@ -80,3 +81,11 @@ def test_bad_config_is_one_line_naming_the_key(case):
 def test_shipped_configs_pass(name):
     config = merged(yaml.safe_load((ROOT / "config" / name).read_text()) or {})
     check_config(config, SCHEMA)
+
+
+def test_schema_takes_every_op_the_harness_takes():
+    from ring.ops import OPS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    assert schema["$defs"]["sweep"]["properties"]["op"]["enum"] == list(OPS)
+    check_config(merged({"bench": {"op": "avg", "dtypes": ["float32", "float64"]}}), SCHEMA)
