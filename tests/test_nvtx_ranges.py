@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 FAKE_NVTX = """
 calls = []
@@ -59,3 +62,30 @@ def test_nvtx_ranges_use_reused_public_annotations(tmp_path):
         + [("push", step), ("pop",)] * 3
         + [("new", "allreduce", "ring"), ("push", "allreduce"), ("pop",)]
     )
+
+
+def test_nvtx_ranges_never_names_the_private_lib():
+    import ring.nvtx_ranges
+
+    assert "_lib" not in Path(ring.nvtx_ranges.__file__).read_text()
+
+
+def test_cost_script_times_every_way_against_the_private_calls():
+    pytest.importorskip("nvtx")
+    script = Path(__file__).resolve().parent.parent / "scripts" / "nvtx_cost.py"
+    env = {k: v for k, v in os.environ.items() if k != "NVTX_DISABLE"}
+    done = subprocess.run(
+        [sys.executable, str(script), "--number", "1000", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("nvtx 0.2.") and "1 timings of 1000 pairs" in lines[0]
+    ways = {line.split("private  ", 1)[1] for line in lines[1:]}
+    assert "private _lib.push_range/pop_range (partial)" in ways
+    assert "public annotate(...).__enter__/__exit__ (ring.nvtx_ranges)" in ways
+    assert "public nvtx.push_range/pop_range(domain=)" in ways
+    assert " 1.00x private  private _lib" in done.stdout
