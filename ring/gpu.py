@@ -25,19 +25,23 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
   on its own node's stream, so reusing it every step is ordered by the stream itself.
   Every call starts after the work already queued on the caller's current stream of each
   device, and the host waits once, at the end, on a single event.
+* **Several streams per node** (``streams=``, two by default for ring-segmented): each
+  move then waits for exactly the moves whose ranges it depends on (:mod:`ring.gpu_hazards`)
+  and independent chains run on different streams, so node ``i`` copies block ``k + 1``
+  while it reduces block ``k``.  Each stream has its own landing area.
 * **Graphs.** With ``graphs=True`` (the default) a collective that repeats on the same
   buffers is captured once as a CUDA graph and replayed with one launch
   (:mod:`ring.gpu_graphs`), which takes the host's per-step cost off small calls.
 
-The one schedule (:mod:`ring.schedule`) says which chunk moves when; this module only
-executes it.
+The one schedule (:mod:`ring.schedule`) says which chunk moves when; this package only
+executes it: this module checks calls and holds the communicator, :mod:`ring.gpu_resources`
+its streams, events and scratch, :mod:`ring.gpu_run` one call, :mod:`ring.gpu_steps` the
+moves.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,6 +60,7 @@ from .gpu_devices import (
     DeviceUnavailableError,
     check_algorithm_choice,
     check_options,
+    check_streams,
     device_count,
     enable_peer_access,
     import_cupy,
@@ -63,8 +68,8 @@ from .gpu_devices import (
 )
 from .gpu_graphs import GraphCache
 from .gpu_kernels import reducer
-from .gpu_steps import NodeMemory, enqueue_plan
-from .ops import AVERAGING
+from .gpu_resources import DeviceResources
+from .gpu_run import CallRunner
 from .schedule import Plan, check_collective, plan_for
 
 __all__ = [
@@ -96,9 +101,10 @@ def cache_key(nodes: int, **options) -> tuple:
     """The key under which :func:`ring.get_communicator` caches a GPU communicator: the
     algorithm is per call, so communicators differ only by their devices and settings."""
     devices, shared, force, graphs = check_options(options)
+    streams = check_streams(options)
     nodes = check_nodes(nodes)
     check_algorithm_choice(options, nodes)
-    return ("gpu", nodes, devices, shared, force, graphs)
+    return ("gpu", nodes, devices, shared, force, graphs, streams)
 
 
 def make_communicator(nodes: int, **options) -> GpuCommunicator:
@@ -107,12 +113,14 @@ def make_communicator(nodes: int, **options) -> GpuCommunicator:
     return GpuCommunicator(nodes, **options)
 
 
-class GpuCommunicator(RingCommunicator):
+class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
     """Runs ring collectives on lists of CuPy arrays, node ``i`` on ``self.devices[i]``.
 
     Peer access is enabled once, here, for every ordered pair of distinct devices that
     supports it; ``pairs_without_peer_access`` lists the others (a warning names them too).
-    Use it as a context manager, or call :meth:`close`.
+    ``streams``: CUDA streams per node (None: two for ring-segmented, whose blocks then
+    overlap, one for the other algorithms; see :mod:`ring.gpu_hazards`).  Use it as a
+    context manager, or call :meth:`close`.
     """
 
     backend = "gpu"
@@ -125,6 +133,7 @@ class GpuCommunicator(RingCommunicator):
         shared_devices: bool = False,
         force_peer_copies: bool = False,
         graphs: bool = True,
+        streams: int | None = None,
         algorithm: str = "ring",
         segment_bytes: int | None = None,
         group_size: int | None = None,
@@ -143,6 +152,7 @@ class GpuCommunicator(RingCommunicator):
                 "graphs": graphs,
             }
         )
+        self.streams = check_streams({"streams": streams})
         self.graphs = GraphCache(use_graphs)
         cupy = self._cp = import_cupy()
         self.devices = node_devices(self.nodes, requested, shared, device_count())
@@ -160,54 +170,6 @@ class GpuCommunicator(RingCommunicator):
         # Per plan and node, the NVTX range pusher of each of the node's steps.
         self._pushers: dict[Plan, list] = {}
 
-    def _make_streams_and_events(self) -> None:
-        cupy, n = self._cp, self.nodes
-        self._streams = []
-        self._events: list[list] = []
-        for node in range(n):
-            with cupy.cuda.Device(self.devices[node]):
-                # Non-blocking: the legacy default stream must not serialise the nodes; the
-                # dependency on the caller's work is made explicit in _prologue.
-                self._streams.append(cupy.cuda.Stream(non_blocking=True))
-                self._events.append([])
-        self._grow_events(max(2 * (n - 1), 1))
-        self._ready = {}
-        for d in sorted(set(self.devices)):
-            with cupy.cuda.Device(d):
-                self._ready[d] = cupy.cuda.Event(disable_timing=True)
-        with cupy.cuda.Device(self.devices[0]):
-            # Only these two carry timestamps: from "every input is ready" to "every node
-            # has finished", on node 0's device.
-            self._entry = cupy.cuda.Event()
-            self._done = cupy.cuda.Event()
-            # Forks the other nodes' streams off node 0's inside a graph capture.
-            self._fork = cupy.cuda.Event(disable_timing=True)
-
-    def _grow_events(self, steps: int) -> None:
-        """An event per node per step of the longest plan run so far."""
-        for node, events in enumerate(self._events):
-            if len(events) < steps:
-                with self._cp.cuda.Device(self.devices[node]):
-                    events.extend(
-                        self._cp.cuda.Event(disable_timing=True) for _ in range(steps - len(events))
-                    )
-
-    def _step_pushers(self, steps: Plan) -> list:
-        pushers = self._pushers.get(steps)
-        if pushers is None:
-            if len(self._pushers) > 64:
-                self._pushers.clear()
-            pushers = self._pushers[steps] = [
-                tuple(nvtx_ranges.pusher(s.name) for s in steps.node_steps(i))
-                for i in range(self.nodes)
-            ]
-        return pushers
-
-    def _direct(self, node: int, peer: int) -> bool:
-        """Node ``node`` reads ``peer``'s memory in place (kernel / plain copy) instead of
-        copying across a link when both live on one device."""
-        return self.devices[peer] == self.devices[node] and not self.force_peer_copies
-
     def last_elapsed_ms(self) -> float:
         """Device time of the last collective in milliseconds, measured with CUDA events
         from the moment every input was ready to the moment the last node finished (the
@@ -222,55 +184,12 @@ class GpuCommunicator(RingCommunicator):
             return
         with self._call_lock:
             self._closed = True
-            self._streams = []
-            self._events = []
-            self._scratch = []
-            self._ready = {}
+            self._release()
             self.graphs.clear()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"GpuCommunicator(nodes={self.nodes}, devices={list(self.devices)}, {state})"
-
-    # -- setup ---------------------------------------------------------------------------
-
-    def _enable_peer_access(self) -> tuple[dict, tuple]:
-        runtime = self._runtime
-        distinct = sorted(set(self.devices))
-        access: dict[tuple[int, int], bool] = {}
-        missing = []
-        for a in distinct:
-            for b in distinct:
-                if a == b:
-                    continue
-                ok = bool(runtime.deviceCanAccessPeer(a, b))
-                if ok:
-                    with self._cp.cuda.Device(a):
-                        enable_peer_access(runtime, b)
-                else:
-                    missing.append((a, b))
-                access[(a, b)] = ok
-        if missing:
-            pairs = ", ".join(f"{a}->{b}" for a, b in missing)
-            warnings.warn(
-                f"no peer access between CUDA devices {pairs}: cudaMemcpyPeerAsync stages "
-                "those copies through host memory, so they are slower",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return access, tuple(missing)
-
-    def _scratch_for(self, node: int, dtype: np.dtype, elements: int, role: str = "landing"):
-        """Node ``node``'s scratch (``landing`` for ranges received across a link,
-        ``algorithm`` for the plan's own), grown when a call needs more.  Only called
-        before any work of the call is queued, and every earlier call has finished, so
-        replacing it can never free memory a stream still uses."""
-        cache = self._scratch[node]
-        scratch = cache.get((role, dtype))
-        if scratch is None or scratch.size < elements:
-            with self._cp.cuda.Device(self.devices[node]):
-                scratch = cache[(role, dtype)] = self._cp.empty(elements, dtype=dtype)
-        return scratch
 
     # -- one collective --------------------------------------------------------------------
 
@@ -320,98 +239,3 @@ class GpuCommunicator(RingCommunicator):
             steps = plan_for(name, self.nodes, count, dtype.itemsize, choice["algorithm"], choice)
             with nvtx_ranges.annotate(name):
                 self._run(steps, list(call.buffers), op, reduce, dtype)
-
-    def _run(self, steps: Plan, buffers: list, op, reduce, dtype: np.dtype) -> None:
-        # avg divides each completed range once; integers need a temporary (landing) for it.
-        average = reduce is not None and op in AVERAGING
-        elements = steps.scratch_elements
-        memory = NodeMemory(
-            buffers,
-            [
-                self._scratch_for(i, dtype, elements)
-                if reduce is not None and (average or self._lands_in_scratch(steps, i))
-                else None
-                for i in range(self.nodes)
-            ],
-            [
-                self._scratch_for(i, dtype, elements, "algorithm") if steps.uses_scratch else None
-                for i in range(self.nodes)
-            ],
-        )
-        self._grow_events(steps.steps)
-        pushers = self._step_pushers(steps)
-        key = (
-            steps,
-            tuple(memory.ptrs),
-            tuple(s.data.ptr if s is not None else 0 for s in memory.landing),
-            tuple(s.data.ptr if s is not None else 0 for s in memory.scratch),
-            dtype.str,
-            op,
-        )
-        runtime = self._runtime
-        caller_device = runtime.getDevice()
-        first = self._streams[0]
-        try:
-            self._prologue()
-            how, graph = self.graphs.lookup(key)
-            if how == "capture":
-                graph = self.graphs.capture(
-                    key,
-                    first,
-                    lambda: self._steps(self._fork, steps, memory, reduce, average, pushers),
-                )
-            runtime.setDevice(self.devices[0])
-            if graph is not None:
-                graph.launch(stream=first)
-            else:
-                self._steps(self._entry, steps, memory, reduce, average, pushers)
-            self._finish()
-        except BaseException:
-            # Never hand back buffers that queued work may still be writing.
-            for stream in self._streams:
-                with contextlib.suppress(Exception):
-                    stream.synchronize()
-            raise
-        finally:
-            runtime.setDevice(caller_device)
-
-    def _steps(self, fork, steps: Plan, memory: NodeMemory, reduce, average: bool, pushers):
-        """Queue the whole collective (:func:`ring.gpu_steps.enqueue_plan`)."""
-        enqueue_plan(self, fork, steps, memory, reduce, average, pushers)
-
-    def _lands_in_scratch(self, steps: Plan, node: int) -> bool:
-        """Whether ``node`` receives some range to accumulate across a link (into its
-        landing area)."""
-        return any(
-            m.accumulate
-            and not m.from_scratch
-            and m.peer != node
-            and not self._direct(node, m.peer)
-            for s in steps.node_steps(node)
-            for m in s.moves
-        )
-
-    def _peer_copy(self, dst: int, dst_node: int, src: int, src_node: int, size: int, stream):
-        self._runtime.memcpyPeerAsync(
-            dst, self.devices[dst_node], src, self.devices[src_node], size, stream.ptr
-        )
-
-    def _prologue(self) -> None:
-        """Make node 0's stream start after the caller's queued work on every device
-        (e.g. whatever wrote the inputs), then record the timed entry event there."""
-        runtime = self._runtime
-        cuda = self._cp.cuda
-        for d, ready in self._ready.items():
-            runtime.setDevice(d)
-            ready.record(cuda.get_current_stream(d))
-        runtime.setDevice(self.devices[0])
-        first = self._streams[0]
-        for ready in self._ready.values():
-            first.wait_event(ready)
-        self._entry.record(first)
-
-    def _finish(self) -> None:
-        """Node 0's stream has joined every node's last step: the host waits once."""
-        self._done.record(self._streams[0])
-        self._timed = True
-        self._done.synchronize()

@@ -18,6 +18,7 @@ __all__ = [
     "DeviceUnavailableError",
     "check_algorithm_choice",
     "check_options",
+    "check_streams",
     "device_count",
     "enable_peer_access",
     "import_cupy",
@@ -26,7 +27,14 @@ __all__ = [
 
 # The options every call may override (compared with the call's collective).
 ALGORITHM_OPTIONS = ("algorithm", "segment_bytes", "group_size")
-OPTIONS = ("devices", "shared_devices", "force_peer_copies", "graphs", *ALGORITHM_OPTIONS)
+OPTIONS = (
+    "devices",
+    "shared_devices",
+    "force_peer_copies",
+    "graphs",
+    "streams",
+    *ALGORITHM_OPTIONS,
+)
 
 # cudaErrorPeerAccessAlreadyEnabled: another library (or CuPy itself) got there first.
 _PEER_ACCESS_ALREADY_ENABLED = 704
@@ -88,6 +96,19 @@ def check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool, bo
         _flag(options, "force_peer_copies", False),
         _flag(options, "graphs", True),
     )
+
+
+def check_streams(options: dict) -> int | None:
+    """``streams``: CUDA streams per node, or None (the default) for the backend's choice
+    per algorithm (:func:`ring.gpu_run.streams_for`)."""
+    value = options.get("streams")
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"streams must be a whole number of streams per node, got {value!r}")
+    if value < 1:
+        raise ValueError(f"streams must be >= 1 (streams per node), got {value}")
+    return int(value)
 
 
 def check_algorithm_choice(options: dict, nodes: int, collective: str | None = None) -> dict:

@@ -9,6 +9,10 @@ straight into place when it is copied.  A move that reads memory of its own devi
 it where it lies (the kernel reads the peer's range; a copy is a device-to-device copy).
 One landing area per node suffices: its copies and kernels run in stream order.  Ranges
 a move marks ``completes`` get ``avg``'s division right after, on the same stream.
+
+With several streams per node (:func:`enqueue_streams`) each move runs on the stream and
+after the events :mod:`ring.gpu_hazards` derived from its ranges instead, and every
+stream has its own landing area, so moves on different streams of a node never share one.
 """
 
 from __future__ import annotations
@@ -16,15 +20,16 @@ from __future__ import annotations
 from typing import Any
 
 from . import nvtx_ranges
+from .gpu_hazards import StreamSchedule
 from .ops import divide_by_nodes
 from .schedule import Plan
 
-__all__ = ["NodeMemory", "enqueue_plan"]
+__all__ = ["NodeMemory", "enqueue_plan", "enqueue_streams"]
 
 
 class NodeMemory:
-    """One call's device memory: every node's buffer, landing area and (for plans that
-    use it) the algorithm's scratch; ``None`` where a node needs none."""
+    """One call's device memory: every node's buffer, landing areas (one per stream) and
+    (for plans that use it) the algorithm's scratch; ``None`` where a node needs none."""
 
     __slots__ = ("buffers", "landing", "ptrs", "scratch")
 
@@ -61,8 +66,18 @@ def enqueue_plan(comm, fork, steps: Plan, memory: NodeMemory, reduce, average: b
                     for peer in step.waits:
                         if peer != i:
                             stream.wait_event(events[peer][t - 1])
+                landing = memory.landing[i]
                 for move in step.moves:
-                    _move(comm, i, move, memory, reduce, average, stream)
+                    _move(
+                        comm,
+                        i,
+                        move,
+                        memory,
+                        landing[0] if landing else None,
+                        reduce,
+                        average,
+                        stream,
+                    )
                 events[i][t].record(stream)
             finally:
                 pop()
@@ -72,7 +87,61 @@ def enqueue_plan(comm, fork, steps: Plan, memory: NodeMemory, reduce, average: b
         streams[0].wait_event(events[i][last])
 
 
-def _move(comm, node: int, move, memory: NodeMemory, reduce, average: bool, stream) -> None:
+def enqueue_streams(
+    comm, fork, steps: Plan, schedule: StreamSchedule, memory: NodeMemory, reduce, average, pushers
+):
+    """Queue the whole collective on ``schedule.streams`` streams per node: every stream
+    forks off node 0's first stream through ``fork``, each move waits for the events of
+    the moves it depends on, and node 0's first stream joins every stream's last event."""
+    runtime = comm._runtime
+    devices, streams, events = comm.devices, comm._node_streams, comm._move_events
+    per_node = [steps.node_steps(i) for i in range(comm.nodes)]
+    pop = nvtx_ranges.pop
+    runtime.setDevice(devices[0])
+    first = streams[0][0]
+    if fork is not comm._entry:
+        fork.record(first)
+    used = [(i, s) for i, row in enumerate(schedule.tails) for s, e in enumerate(row) if e >= 0]
+    for i, s in used:
+        if (i, s) != (0, 0):
+            streams[i][s].wait_event(fork)
+    current, opened = devices[0], None
+    try:
+        for op in schedule.ops:
+            if (op.node, op.step) != opened:
+                if opened is not None:
+                    pop()
+                opened = (op.node, op.step)
+                pushers[op.node][op.step]()
+            if devices[op.node] != current:
+                current = devices[op.node]
+                runtime.setDevice(current)
+            stream = streams[op.node][op.stream]
+            for peer, event in op.waits:
+                stream.wait_event(events[peer][event])
+            move = per_node[op.node][op.step].moves[op.index]
+            landing = memory.landing[op.node]
+            landing = landing[op.stream] if landing else None
+            _move(comm, op.node, move, memory, landing, reduce, average, stream)
+            if op.record >= 0:
+                events[op.node][op.record].record(stream)
+    finally:
+        if opened is not None:
+            pop()
+    for i, s in used:
+        if devices[i] != current:
+            current = devices[i]
+            runtime.setDevice(current)
+        events[i][schedule.tails[i][s]].record(streams[i][s])
+    runtime.setDevice(devices[0])
+    for i, s in used:
+        if (i, s) != (0, 0):
+            first.wait_event(events[i][schedule.tails[i][s]])
+
+
+def _move(
+    comm, node: int, move, memory: NodeMemory, landing, reduce, average: bool, stream
+) -> None:
     a, b = move.src
     if a == b:
         return  # an empty range (fewer elements than chunks): nothing to queue
@@ -86,7 +155,7 @@ def _move(comm, node: int, move, memory: NodeMemory, reduce, average: bool, stre
     elif move.peer == node or comm._direct(node, move.peer):
         source = memory.buffers[move.peer][a:b]
     else:
-        landed = memory.landing[node][: b - a] if move.accumulate else target
+        landed = landing[: b - a] if move.accumulate else target
         comm._peer_copy(
             landed.data.ptr,
             node,
@@ -110,4 +179,4 @@ def _move(comm, node: int, move, memory: NodeMemory, reduce, average: bool, stre
             )
     if average and move.completes and not move.to_scratch:
         with stream:
-            divide_by_nodes(target, comm.nodes, comm._cp, memory.landing[node])
+            divide_by_nodes(target, comm.nodes, comm._cp, landing)

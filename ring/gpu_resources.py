@@ -1,0 +1,128 @@
+"""What a :class:`ring.gpu.GpuCommunicator` holds on its devices between calls: peer
+access, streams, events and scratch, made once and grown when a call needs more.
+
+Every node has one stream from the start; a call that spreads its moves over more streams
+(:mod:`ring.gpu_hazards`) adds them, and the events its schedule records, the first time
+it runs.  Scratch is kept per node, role, stream and dtype: the ``landing`` area each
+stream receives into across a link, and the ``algorithm``'s own for plans that use one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .gpu_devices import enable_peer_access
+
+__all__ = ["DeviceResources"]
+
+
+class DeviceResources:
+    """Mixin of :class:`ring.gpu.GpuCommunicator`: its streams, events and scratch."""
+
+    _cp: Any
+    _runtime: Any
+    devices: tuple[int, ...]
+    nodes: int
+    _scratch: list[dict]
+
+    def _enable_peer_access(self) -> tuple[dict, tuple]:
+        runtime = self._runtime
+        distinct = sorted(set(self.devices))
+        access: dict[tuple[int, int], bool] = {}
+        missing = []
+        for a in distinct:
+            for b in distinct:
+                if a == b:
+                    continue
+                ok = bool(runtime.deviceCanAccessPeer(a, b))
+                if ok:
+                    with self._cp.cuda.Device(a):
+                        enable_peer_access(runtime, b)
+                else:
+                    missing.append((a, b))
+                access[(a, b)] = ok
+        if missing:
+            pairs = ", ".join(f"{a}->{b}" for a, b in missing)
+            warnings.warn(
+                f"no peer access between CUDA devices {pairs}: cudaMemcpyPeerAsync stages "
+                "those copies through host memory, so they are slower",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return access, tuple(missing)
+
+    def _make_streams_and_events(self) -> None:
+        cupy, n = self._cp, self.nodes
+        self._node_streams: list[list] = [[] for _ in range(n)]
+        self._events: list[list] = [[] for _ in range(n)]
+        self._move_events: list[list] = [[] for _ in range(n)]
+        self._grow_streams(1)
+        self._grow_events(max(2 * (n - 1), 1))
+        self._ready = {}
+        for d in sorted(set(self.devices)):
+            with cupy.cuda.Device(d):
+                self._ready[d] = cupy.cuda.Event(disable_timing=True)
+        with cupy.cuda.Device(self.devices[0]):
+            # Only these two carry timestamps: from "every input is ready" to "every node
+            # has finished", on node 0's device.
+            self._entry = cupy.cuda.Event()
+            self._done = cupy.cuda.Event()
+            # Forks the other streams off node 0's first inside a graph capture.
+            self._fork = cupy.cuda.Event(disable_timing=True)
+
+    @property
+    def _streams(self) -> list:
+        """Every node's first stream (the one a single-stream call runs on)."""
+        return [row[0] for row in self._node_streams]
+
+    def _grow_streams(self, count: int) -> None:
+        """``count`` streams per node at least."""
+        for node, row in enumerate(self._node_streams):
+            if len(row) < count:
+                with self._cp.cuda.Device(self.devices[node]):
+                    # Non-blocking: the legacy default stream must not serialise the nodes;
+                    # the dependency on the caller's work is made explicit in _prologue.
+                    row.extend(
+                        self._cp.cuda.Stream(non_blocking=True) for _ in range(count - len(row))
+                    )
+
+    def _grow_events(self, steps: int) -> None:
+        """An event per node per step of the longest single-stream plan run so far."""
+        self._grow(self._events, [steps] * self.nodes)
+
+    def _grow_move_events(self, counts: tuple[int, ...]) -> None:
+        """``counts[node]`` events for node ``node``'s moves of a multi-stream schedule."""
+        self._grow(self._move_events, counts)
+
+    def _grow(self, table: list[list], counts) -> None:
+        for node, (events, count) in enumerate(zip(table, counts, strict=True)):
+            if len(events) < count:
+                with self._cp.cuda.Device(self.devices[node]):
+                    events.extend(
+                        self._cp.cuda.Event(disable_timing=True) for _ in range(count - len(events))
+                    )
+
+    def _scratch_for(
+        self, node: int, dtype: np.dtype, elements: int, role: str = "landing", stream: int = 0
+    ):
+        """Node ``node``'s scratch (``landing`` for ranges its stream ``stream`` receives
+        across a link, ``algorithm`` for the plan's own), grown when a call needs more.
+        Only called before any work of the call is queued, and every earlier call has
+        finished, so replacing it can never free memory a stream still uses."""
+        cache = self._scratch[node]
+        key = (role, stream, dtype)
+        scratch = cache.get(key)
+        if scratch is None or scratch.size < elements:
+            with self._cp.cuda.Device(self.devices[node]):
+                scratch = cache[key] = self._cp.empty(elements, dtype=dtype)
+        return scratch
+
+    def _release(self) -> None:
+        self._node_streams = []
+        self._events = []
+        self._move_events = []
+        self._scratch = []
+        self._ready = {}
