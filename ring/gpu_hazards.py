@@ -16,10 +16,10 @@ move), which is an order a sequential executor may run them in:
 
 A move goes on the stream of the dependency it continues (the latest one: a chain of
 dependent moves stays on one stream and needs no event between its links); a move with
-no dependency starts a chain on the node's next stream, round-robin.  A wait on a
-stream's move at or before one already waited for is implied by stream order and left
-out.  Nothing here is specific to one algorithm; the result depends only on the plan and
-the stream count, so it is computed once per pair (:func:`stream_schedule`).
+no dependency starts a chain on the node's next stream, round-robin.  A wait that stream
+order and the other waits already imply is left out.  Nothing here is specific to one
+algorithm; the result depends only on the plan and the stream count, so it is computed
+once per pair (:func:`stream_schedule`).
 """
 
 from __future__ import annotations
@@ -49,14 +49,16 @@ class MoveOp:
 
 @dataclass(frozen=True)
 class StreamSchedule:
-    """Every move in queueing order, the stream count, and per node how many events it
-    records (``events[node]``) and its streams' last events (``tails[node][stream]``,
-    -1 for a stream that runs nothing)."""
+    """Every move in queueing order, the stream count, per node how many events it
+    records (``events[node]``), the (node, stream) pairs other than node 0's first stream
+    that run something (``forks``: they start after it), and the (node, stream, event)
+    whose last move node 0's first stream must still wait for at the end (``joins``)."""
 
     streams: int
     ops: tuple[MoveOp, ...]
     events: tuple[int, ...]
-    tails: tuple[tuple[int, ...], ...]
+    forks: tuple[tuple[int, int], ...]
+    joins: tuple[tuple[int, int, int], ...]
 
 
 class _Ranges:
@@ -139,22 +141,53 @@ def _place(moves: list[tuple[int, int, int, set[int]]], nodes: int, streams: int
     return placed
 
 
-def _needed(moves: list[tuple[int, int, int, set[int]]], placed: list[int]) -> list[list[int]]:
-    """Per move, the dependencies it must wait for by event: those on another stream, less
-    those stream order already implies (a move at or before one waited for)."""
-    waited: dict[tuple[int, int, int, int], int] = {}
+def _needed(
+    moves: list[tuple[int, int, int, set[int]]], placed: list[int], streams: int
+) -> list[list[int]]:
+    """Per move, the dependencies it must wait for by event: none that stream order and
+    the waits already made imply.  A vector clock per move (per stream, the latest move
+    known to come before it) says what is implied; the latest dependencies are taken
+    first, since an earlier move can never imply a later one."""
+    width = len(placed) and (max(m[0] for m in moves) + 1) * streams
+    clocks: list[list[int]] = []
+    last: dict[int, int] = {}  # stream index -> its latest move
     needs: list[list[int]] = []
     for op, (node, _, _, deps) in enumerate(moves):
-        here = (node, placed[op])
+        here = node * streams + placed[op]
+        clock = list(clocks[last[here]]) if here in last else [-1] * width
         wait: list[int] = []
         for d in sorted(deps, reverse=True):
-            there = (moves[d][0], placed[d])
-            if there == here or waited.get((*here, *there), -1) >= d:
+            if clock[moves[d][0] * streams + placed[d]] >= d:
                 continue
-            waited[(*here, *there)] = d
             wait.append(d)
+            clock = [max(a, b) for a, b in zip(clock, clocks[d], strict=True)]
+        clock[here] = op
+        clocks.append(clock)
+        last[here] = op
         needs.append(wait)
     return needs
+
+
+def _joins(moves, placed: list[int], needs: list[list[int]], event_of: dict, events: list):
+    """The streams to fork, and the (node, stream, event) of the last moves node 0's first
+    stream must join at the end: every stream's, unless it already waited for that move
+    directly (a capture must see each stream joined to its origin).  Gives the last moves
+    it joins an event where they have none."""
+    last = {(moves[op][0], stream): op for op, stream in enumerate(placed)}
+    origin = {
+        d for op, wait in enumerate(needs) if (moves[op][0], placed[op]) == (0, 0) for d in wait
+    }
+    forks = tuple(sorted(where for where in last if where != (0, 0)))
+    joins = []
+    for node, stream in forks:
+        op = last[(node, stream)]
+        if op in origin:
+            continue
+        if op not in event_of:
+            event_of[op] = events[node]
+            events[node] += 1
+        joins.append((node, stream, event_of[op]))
+    return forks, tuple(joins)
 
 
 @lru_cache(maxsize=32)
@@ -163,20 +196,13 @@ def stream_schedule(plan: Plan, streams: int) -> StreamSchedule:
     docstring)."""
     moves = _dependencies(plan)
     placed = _place(moves, plan.nodes, streams)
-    needs = _needed(moves, placed)
+    needs = _needed(moves, placed, streams)
     events = [0] * plan.nodes
     event_of: dict[int, int] = {}
     for op in sorted({d for wait in needs for d in wait}):
         node = moves[op][0]
         event_of[op], events[node] = events[node], events[node] + 1
-    used = {(moves[op][0], stream) for op, stream in enumerate(placed)}
-    tails = []
-    for node in range(plan.nodes):
-        row = []
-        for s in range(streams):
-            row.append(events[node] if (node, s) in used else -1)
-            events[node] += (node, s) in used
-        tails.append(tuple(row))
+    forks, joins = _joins(moves, placed, needs, event_of, events)
     ops = tuple(
         MoveOp(
             node,
@@ -188,4 +214,4 @@ def stream_schedule(plan: Plan, streams: int) -> StreamSchedule:
         )
         for op, (node, t, index, _) in enumerate(moves)
     )
-    return StreamSchedule(streams, ops, tuple(events), tuple(tails))
+    return StreamSchedule(streams, ops, tuple(events), forks, joins)

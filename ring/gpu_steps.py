@@ -92,7 +92,7 @@ def enqueue_streams(
 ):
     """Queue the whole collective on ``schedule.streams`` streams per node: every stream
     forks off node 0's first stream through ``fork``, each move waits for the events of
-    the moves it depends on, and node 0's first stream joins every stream's last event."""
+    the moves it depends on, and node 0's first stream joins the other streams' last moves."""
     runtime = comm._runtime
     devices, streams, events = comm.devices, comm._node_streams, comm._move_events
     per_node = [steps.node_steps(i) for i in range(comm.nodes)]
@@ -101,10 +101,8 @@ def enqueue_streams(
     first = streams[0][0]
     if fork is not comm._entry:
         fork.record(first)
-    used = [(i, s) for i, row in enumerate(schedule.tails) for s, e in enumerate(row) if e >= 0]
-    for i, s in used:
-        if (i, s) != (0, 0):
-            streams[i][s].wait_event(fork)
+    for i, s in schedule.forks:
+        streams[i][s].wait_event(fork)
     current, opened = devices[0], None
     try:
         for op in schedule.ops:
@@ -128,15 +126,9 @@ def enqueue_streams(
     finally:
         if opened is not None:
             pop()
-    for i, s in used:
-        if devices[i] != current:
-            current = devices[i]
-            runtime.setDevice(current)
-        events[i][schedule.tails[i][s]].record(streams[i][s])
     runtime.setDevice(devices[0])
-    for i, s in used:
-        if (i, s) != (0, 0):
-            first.wait_event(events[i][schedule.tails[i][s]])
+    for i, _, event in schedule.joins:
+        first.wait_event(events[i][event])
 
 
 def _move(

@@ -49,6 +49,8 @@ class FakeCuda:
         seed: int = 0,
         peer=None,
         drop_waits=False,
+        drop_wait=None,
+        priority=False,
         ensure=True,
         capture_fails=None,
     ):
@@ -66,6 +68,14 @@ class FakeCuda:
         self.peer_enabled: set[tuple[int, int]] = set()
         # True: every wait_event is ignored (a broken backend, for the self-tests)
         self.drop_waits = drop_waits
+        # drop_wait: the index (in self.waits) of the one wait_event to ignore
+        self.drop_wait = drop_wait
+        # priority: an adversary instead of random bursts: every stream gets a random rank
+        # and the ready stream of the highest rank always runs first, so a stream can be
+        # starved for as long as anything else is ready
+        self.priority = priority
+        # trace: a list to log (stream, op) of everything enqueued outside captures
+        self.trace: list | None = None
         self.current = 0
         self.clock = 0
         self.host_waits = 0
@@ -129,7 +139,9 @@ class FakeCuda:
             ready = [s for s in self._queues() if self._ready(s)]
             if not ready:
                 raise AssertionError("deadlock: the host waits for work that can never run")
-            if last in ready and self.rng.random() < 0.7:
+            if self.priority:
+                stream = max(ready, key=lambda s: s.rank)
+            elif last in ready and self.rng.random() < 0.7:
                 stream = last
             else:
                 stream = ready[self.rng.integers(len(ready))]
@@ -206,14 +218,18 @@ class FakeCuda:
                     1, f"peer copy names devices {srcDevice}->{dstDevice}, memory is "
                     f"on {src_dev}->{dst_dev}"
                 )  # fmt: skip
-            sim.stream_by_ptr(stream).enqueue(("run", lambda: np.copyto(dst_view, src_view)))
+            sim.stream_by_ptr(stream).enqueue(
+                ("run", lambda: np.copyto(dst_view, src_view), ("copy", dst, src, size))
+            )
 
         def memcpyAsync(dst, src, size, kind, stream):
             if kind != runtime.memcpyDeviceToDevice:
                 raise CUDARuntimeError(1, f"memcpy kind {kind} is not simulated")
             dst_view, _ = sim.resolve(dst, size)
             src_view, _ = sim.resolve(src, size)
-            sim.stream_by_ptr(stream).enqueue(("run", lambda: np.copyto(dst_view, src_view)))
+            sim.stream_by_ptr(stream).enqueue(
+                ("run", lambda: np.copyto(dst_view, src_view), ("copy", dst, src, size))
+            )
 
         def memGetInfo():
             return 64 << 30, 80 << 30
@@ -441,6 +457,7 @@ class FakeStream:
         self.device_id = device
         self.ptr = ptr
         self.queue: deque = deque()
+        self.rank = sim.rng.random() if sim.priority else 0.0
         self._stack: list = []
         self.capture: FakeCapture | None = None
 
@@ -449,6 +466,8 @@ class FakeStream:
             self.capture.add(self, op)  # captured into the graph, not run
         else:
             self.queue.append(op)
+            if self.sim.trace is not None:
+                self.sim.trace.append((self, op))
 
     # -- graph capture: the rules of CUDA's stream capture that the ring relies on ----------
 
@@ -497,7 +516,7 @@ class FakeStream:
 
     def wait_event(self, event: FakeEvent) -> None:
         self.sim.waits.append((self, event))
-        if self.sim.drop_waits:
+        if self.sim.drop_waits or len(self.sim.waits) - 1 == self.sim.drop_wait:
             return
         capture = event.capture
         if capture is not None:
@@ -691,7 +710,7 @@ class FakeUfunc:
             with np.errstate(all="ignore"):
                 ufunc(xv, yv, out=ov)
 
-        stream.enqueue(("run", kernel))
+        stream.enqueue(("run", kernel, ("kernel", out.data.ptr, out.size)))
         return out
 
 
@@ -740,7 +759,7 @@ class FakeRawKernel:
             with np.errstate(all="ignore"):
                 ufunc(xv, yv, out=xv)
 
-        stream.enqueue(("run", kernel))
+        stream.enqueue(("run", kernel, ("kernel", dst.data.ptr, n)))
 
 
 @contextlib.contextmanager
@@ -798,6 +817,32 @@ def test_simulator_honours_waits_and_catches_their_absence():
 
     assert all(run(False, seed) == ["write", "read"] for seed in range(30))
     assert any(run(True, seed) == ["read", "write"] for seed in range(30))
+
+
+def test_simulator_drops_one_chosen_wait_and_can_starve_a_stream():
+    def run(seed: int, drop_wait=None, drop_waits=False, priority=False) -> tuple:
+        sim = FakeCuda(1, seed=seed, drop_wait=drop_wait, drop_waits=drop_waits, priority=priority)
+        with fake_cupy(sim) as cp:
+            producer, consumer = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+            first, second = (cp.cuda.Event(disable_timing=True) for _ in range(2))
+            seen: list = []
+            producer.enqueue(("run", lambda: seen.append("write")))
+            first.record(producer)
+            second.record(producer)
+            consumer.wait_event(first)
+            consumer.wait_event(second)
+            consumer.enqueue(("run", lambda: seen.append("read")))
+            sim.drain()
+            return tuple(seen)
+
+    # One wait dropped, the other still orders them.
+    assert {run(seed, drop_wait=0) for seed in range(20)} == {("write", "read")}
+    # Without waits the adversary runs the higher-ranked stream to the end first: both
+    # orders occur, each seed always gives the same one.
+    orders = [run(seed, drop_waits=True, priority=True) for seed in range(20)]
+    assert set(orders) == {("write", "read"), ("read", "write")}
+    assert orders == [run(seed, drop_waits=True, priority=True) for seed in range(20)]
+    assert {run(seed, priority=True) for seed in range(20)} == {("write", "read")}
 
 
 def test_simulator_refuses_what_cuda_refuses():
