@@ -12,6 +12,9 @@
 #    devices there are (--shared-devices 1): N = 2 and 4 at 1 KiB - 1 GiB (x2), N = 8 at
 #    1 KiB - 1 GiB (x4), merged                              -> OUTDIR/gpu_sweep.csv + .json;
 #    with two or more GPUs also NCCL (NCCL_ALGO=Ring) beside it -> OUTDIR/gpu_nccl.csv + .json;
+#    then ring against ring-segmented (its blocks on two streams per node, copies of one
+#    overlapping reductions of the other) in one invocation, at 256 MiB, N = 2 and 4,
+#    shared devices, --force-peer-copies 1, graphs on     -> OUTDIR/gpu_overlap.csv + .json;
 # 4. a 4-node Nsight Systems profile (1 - 16 MiB, graphs off, shared devices), with the nsys
 #    on PATH or the one inside Nsight Compute; its importer link is made when missing and
 #    libraries carried in .nsyslib/ go on LD_LIBRARY_PATH (the recipe of NSYS.md)
@@ -181,6 +184,11 @@ if ((${#done_parts[@]})); then
 fi
 rm -rf "$parts"
 
+# Issue 11's GPU target: ring-segmented's busbw >= 1.2x the ring's, same run.
+run "gpu overlap ring vs ring-segmented" 50 "$PY" -m ring.bench -b 256M -e 256M -n 20 -w 5 \
+    -d float32 -o sum --backend gpu --shared-devices 1 --graphs 1 --force-peer-copies 1 \
+    --algorithm ring,ring-segmented --nodes 2,4 --out "$out/gpu_overlap.csv"
+
 if ((devices >= 2)); then
     nodes=2
     ((devices >= 4)) && nodes=2,4
@@ -283,7 +291,14 @@ for r in sweep:
         goal = targets.get(key)
         print(f"gpu N={r['nodes']} graphs={r.get('graphs', '0')} {int(r['bytes'])} B: time "
               f"{r['time_us']} us" + (f" (target <= {goal} us)" if goal else ""))
-every = kernel + sweep + rows("gpu_nccl.csv")
+overlap = rows("gpu_overlap.csv")
+busbw = {(r["nodes"], r["algorithm"]): num(r["busbw_GBps"]) for r in overlap}
+for nodes in sorted({r["nodes"] for r in overlap}, key=int):
+    ring, segmented = busbw.get((nodes, "ring")), busbw.get((nodes, "ring-segmented"))
+    ratio = segmented / ring if ring and segmented else None
+    print(f"gpu overlap N={nodes} 256 MiB --force-peer-copies 1: busbw ring {ring} GB/s, "
+          f"ring-segmented {segmented} GB/s, ratio {ratio} (target >= 1.2)")
+every = kernel + sweep + overlap + rows("gpu_nccl.csv")
 print(f"wrong elements in all sweeps: {sum(int(r['wrong'] or 0) for r in every)}")
 EOF
 say "done in $((SECONDS - start))s; results in $out; status $status"

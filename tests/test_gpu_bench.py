@@ -95,6 +95,51 @@ def test_gpu_backend_shares_a_device_only_when_asked(tmp_path, capsys):
     assert all(r["wrong"] == "0" for r in rows)
 
 
+def test_gpu_backend_forced_peer_copies_and_streams(tmp_path, capsys):
+    """The invocation of scripts/gpu_check.sh's overlap line: ring and ring-segmented with
+    --force-peer-copies 1 on one shared device, each row saying what it ran."""
+    out = tmp_path / "gpu.csv"
+    args = ["--shared-devices", "1", "--algorithm", "ring,ring-segmented"]
+    with fake_cupy(FakeCuda(1, seed=3)):
+        for bad, said in (("2", "--force-peer-copies must be 0 or 1"), ("x", "--streams takes")):
+            flag = "--force-peer-copies" if bad == "2" else "--streams"
+            assert _sweep("gpu", "2", out, *args, flag, bad) == 2
+            assert said in capsys.readouterr().err
+        assert not out.exists()
+        assert _sweep("gpu", "2,4", out, *args, "--force-peer-copies", "1") == 0
+        rows, _ = _read(out)
+        assert all(r["wrong"] == "0" and r["force_peer_copies"] == "1" for r in rows)
+        assert {(r["algorithm"], r["streams"]) for r in rows} == {
+            ("ring", "1"),
+            ("ring-segmented", "2"),
+        }
+        assert _sweep("gpu", "3", out, *args, "--streams", "3") == 0
+        rows, _ = _read(out)
+        assert {r["streams"] for r in rows} == {"3"} and all(r["wrong"] == "0" for r in rows)
+
+
+def test_gpu_check_overlap_line_runs_as_written(tmp_path):
+    """scripts/gpu_check.sh's ring vs ring-segmented line, its sizes made small: every flag
+    it passes is the harness's, and both algorithms' rows come out."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parent.parent / "scripts" / "gpu_check.sh").read_text()
+    line = re.search(r'run "gpu overlap[^"]*" \d+ "\$PY" -m ring\.bench (.*?--out)', script, re.S)
+    args = shlex.split(line.group(1).replace("\\\n", " "))[:-1]
+    assert args[args.index("-b") + 1] == args[args.index("-e") + 1] == "256M"
+    args[args.index("-b") + 1] = args[args.index("-e") + 1] = "4K"
+    out = tmp_path / "overlap.csv"
+    with fake_cupy(FakeCuda(1, seed=4)):
+        assert bench_main([*args, "-n", "2", "-w", "2", "--out", str(out)]) == 0
+    rows, _ = _read(out)
+    assert {(r["nodes"], r["algorithm"]) for r in rows} == {
+        (n, a) for n in ("2", "4") for a in ("ring", "ring-segmented")
+    }
+    assert all(r["wrong"] == "0" and r["force_peer_copies"] == "1" for r in rows)
+
+
 def test_a_wrong_reduction_fails_the_run(tmp_path, monkeypatch):
     from test_gpu_fakecuda import RAW_KERNEL_OPS
 

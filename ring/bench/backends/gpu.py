@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import gpu as ring_gpu
+from ...gpu_run import streams_for
 from ..algorithms import library_algorithms
 from ..cli import BenchInputError
 from ..gpu_ceilings import (
@@ -31,7 +32,14 @@ from .base import Backend, DeviceSession, Session, register_backend
 if TYPE_CHECKING:
     from ..cli import BenchConfig
 
-__all__ = ["GpuRingBackend", "GpuRingSession", "graphs_requested", "shared_devices_requested"]
+__all__ = [
+    "GpuRingBackend",
+    "GpuRingSession",
+    "force_peer_copies_requested",
+    "graphs_requested",
+    "shared_devices_requested",
+    "streams_requested",
+]
 
 
 def graphs_requested(config: BenchConfig) -> tuple[bool, ...]:
@@ -52,6 +60,27 @@ def shared_devices_requested(config: BenchConfig) -> bool:
     return value == "1"
 
 
+def force_peer_copies_requested(config: BenchConfig) -> bool:
+    """``--force-peer-copies 1``: nodes sharing a device still copy every received range
+    into scratch first, as between two GPUs."""
+    value = getattr(config, "force_peer_copies", "0")
+    if value not in ("0", "1"):
+        raise BenchInputError(f"--force-peer-copies must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def streams_requested(config: BenchConfig) -> int | None:
+    """``--streams N``: CUDA streams per node; empty for the backend's choice per algorithm."""
+    text = str(getattr(config, "streams", "") or "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise BenchInputError(
+            f"--streams takes a whole number >= 1 (streams per node), got {text!r}"
+        )
+    return int(text)
+
+
 class GpuRingSession(DeviceSession):
     """Working buffers and their pristine inputs live on each node's device."""
 
@@ -60,8 +89,14 @@ class GpuRingSession(DeviceSession):
     ):
         self.cupy = ring_gpu.import_cupy()
         self.communicator = ring_gpu.GpuCommunicator(
-            nodes, shared_devices=shared, graphs=graphs, algorithm=algorithm
+            nodes,
+            shared_devices=shared,
+            graphs=graphs,
+            algorithm=algorithm,
+            force_peer_copies=force_peer_copies_requested(config),
+            streams=streams_requested(config),
         )
+        self.algorithm = algorithm
         self.shared_devices = self.communicator.shared_devices
         self.op = config.op
         self.buffers: list = []
@@ -112,6 +147,8 @@ class GpuRingSession(DeviceSession):
         return {
             "devices": " ".join(map(str, self.communicator.devices)),
             "graphs": int(self.communicator.graphs.enabled),
+            "force_peer_copies": int(self.communicator.force_peer_copies),
+            "streams": streams_for(self.algorithm, self.communicator.streams),
         }
 
     def close(self) -> None:
@@ -137,7 +174,7 @@ class GpuRingBackend(Backend):
     traffic = "5(N-1)·S"
     sync_modes = ("pairwise",)
     algorithms = library_algorithms()
-    extra_columns = ("devices", "graphs")
+    extra_columns = ("devices", "graphs", "force_peer_copies", "streams")
 
     @classmethod
     def add_arguments(cls, parser) -> None:
@@ -161,12 +198,32 @@ class GpuRingBackend(Backend):
             ),
         )
 
+        parser.add_argument(
+            "--force-peer-copies",
+            default="0",
+            help=(
+                "backend gpu: 1 makes nodes that share a device copy each received range into "
+                "scratch before reducing it, as between two GPUs (CSV column "
+                "force_peer_copies); default 0: read it in place"
+            ),
+        )
+        parser.add_argument(
+            "--streams",
+            default="",
+            help=(
+                "backend gpu: CUDA streams per node (CSV column streams); default: 2 for "
+                "ring-segmented, whose blocks then overlap, 1 for the other algorithms"
+            ),
+        )
+
     def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
         return tuple({"graphs": value} for value in graphs_requested(config))
 
     def check(self, config: BenchConfig, world) -> None:
         shared = shared_devices_requested(config)
         graphs_requested(config)
+        force_peer_copies_requested(config)
+        streams_requested(config)
         cupy = cupy_or_input_error(self.name)
         available = device_count_or_input_error(self.name)
         check_cupy_dtype(self.name, config.dtype)
