@@ -177,3 +177,32 @@ def test_public_api():
     ring.allreduce(buffers, "max", backend="gpu", devices=[0], shared_devices=True)
     for result in download(buffers):
         check(result, inputs, "max")
+
+
+@pytest.mark.parametrize("streams", [2, 3])
+@pytest.mark.parametrize("force", [False, True], ids=["in-place", "peer-copies"])
+@pytest.mark.parametrize("algorithm", ["ring-segmented", "ring", "rabenseifner"])
+def test_several_streams_per_node(algorithm, force, streams):
+    """Waits derived from the ranges (ring.gpu_hazards), on the device's own scheduling;
+    the second and third calls on the same buffers capture and replay a CUDA graph."""
+    rng = np.random.default_rng(streams)
+    extra = {"segment_bytes": 64 << 10} if algorithm == "ring-segmented" else {}
+    for nodes in (2, 4):
+        with GpuCommunicator(
+            nodes,
+            shared_devices=True,
+            force_peer_copies=force,
+            algorithm=algorithm,
+            streams=streams,
+            **extra,
+        ) as comm:
+            inputs = random_inputs(rng, nodes, (1 << 20) + 7, np.float32, "sum")
+            buffers = upload(inputs, comm)
+            for _ in range(3):
+                for i, (buffer, values) in enumerate(zip(buffers, inputs, strict=True)):
+                    with cp.cuda.Device(comm.devices[i]):
+                        buffer.set(values)
+                comm.allreduce(buffers, "sum")
+                for result in download(buffers):
+                    check(result, inputs, "sum")
+            assert comm.graphs.replays >= 1
