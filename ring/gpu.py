@@ -69,7 +69,7 @@ from .gpu_devices import (
 from .gpu_graphs import GraphCache
 from .gpu_kernels import reducer
 from .gpu_resources import DeviceResources
-from .gpu_run import CallRunner
+from .gpu_run import CallRunner, streams_for
 from .schedule import Plan, check_collective, plan_for
 
 __all__ = [
@@ -167,6 +167,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         self._make_streams_and_events()
         self._scratch: list[dict] = [{} for _ in range(self.nodes)]
         self._reducers: dict = {}
+        self._l2_bytes: int | None = None  # the smallest L2 of the devices, once asked
         # Per plan and node, the NVTX range pusher of each of the node's steps.
         self._pushers: dict[Plan, list] = {}
 
@@ -235,7 +236,28 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             self._timed = False
             if self.nodes == 1 or count == 0:
                 return
-            choice = call.options or self.algorithm_choice
+            choice = self._with_segment(call.options or self.algorithm_choice)
             steps = plan_for(name, self.nodes, count, dtype.itemsize, choice["algorithm"], choice)
             with nvtx_ranges.annotate(name):
                 self._run(steps, list(call.buffers), op, reduce, dtype)
+
+    def _with_segment(self, choice: dict) -> dict:
+        """ring-segmented's block, when the call names none, from the devices' L2 cache:
+        each of a node's streams works on one block at a time, which all N nodes hold a
+        copy of, and each stream lands one piece (a block's N-th) per node, so the blocks
+        in flight take streams * (N + 1) * block bytes; they fit the smallest L2 of the
+        devices, so what a node writes is still there when its neighbour reads it.  A
+        device that reports no L2 size gets the schedule's default."""
+        if choice["algorithm"] != "ring-segmented" or choice.get("segment_bytes"):
+            return choice
+        if self._l2_bytes is None:
+            sizes = [
+                int(self._runtime.getDeviceProperties(d).get("l2CacheSize") or 0)
+                for d in sorted(set(self.devices))
+            ]
+            self._l2_bytes = min(sizes)
+        if not self._l2_bytes:
+            return choice
+        streams = streams_for(choice["algorithm"], self.streams)
+        segment = max(1, self._l2_bytes // (streams * (self.nodes + 1)))
+        return {**choice, "segment_bytes": segment}

@@ -53,8 +53,10 @@ class FakeCuda:
         priority=False,
         ensure=True,
         capture_fails=None,
+        l2_bytes=6 << 20,
     ):
         self.device_count = devices
+        self.l2_bytes = l2_bytes  # what getDeviceProperties reports as l2CacheSize
         # capture_fails: "begin" or "end" makes that capture call fail, as a driver or
         # CuPy without (multi-device) graph capture would
         self.capture_fails = capture_fails
@@ -240,6 +242,7 @@ class FakeCuda:
                 "name": b"Simulated GPU",
                 "totalGlobalMem": 80 << 30,
                 "multiProcessorCount": 4,
+                "l2CacheSize": sim.l2_bytes,
             }
 
         for f in (getDeviceCount, getDevice, setDevice, deviceCanAccessPeer, memGetInfo):
@@ -929,7 +932,7 @@ def test_simulated_calls_match_the_installed_cupy():
         assert isinstance(getattr(real, name), real.ufunc), name
     assert _parameters(real.cuda.Stream.begin_capture) == ["mode"]
     assert _parameters(real.cuda.Graph.launch) == ["stream"]
-    assert "multiProcessorCount" in real.cuda.runtime.getDeviceProperties(0)
+    assert {"multiProcessorCount", "l2CacheSize"} <= set(real.cuda.runtime.getDeviceProperties(0))
 
 
 def test_simulated_nccl_matches_the_installed_one():

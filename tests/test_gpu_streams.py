@@ -271,3 +271,36 @@ def test_schedule_is_derived_from_the_ranges_not_the_algorithm():
     ring = stream_schedule(plan("allreduce", 3, 30), 2)
     assert {op.stream for op in ring.ops} == {0}
     assert all(s == 0 for _, s in ring.forks)
+
+
+def test_ring_segmented_block_by_default_fits_the_devices_l2(monkeypatch):
+    """No segment_bytes: streams * (N + 1) blocks in flight fit the smallest L2 the devices
+    report; a device that reports none gets the schedule's default; a given one wins."""
+    import ring.gpu
+
+    seen = []
+    original = ring.gpu.plan_for
+
+    def recording(*args):
+        seen.append(args[-1].get("segment_bytes"))
+        return original(*args)
+
+    monkeypatch.setattr(ring.gpu, "plan_for", recording)
+    rng = np.random.default_rng(8)
+    for l2, streams, options, expected in (
+        (8 * 240, None, {}, 8 * 240 // (2 * 4)),
+        (8 * 240, 3, {}, 8 * 240 // (3 * 4)),
+        (0, None, {}, None),
+        (8 * 240, None, {"segment_bytes": 16}, 16),
+    ):
+        sim = FakeCuda(1, seed=1, l2_bytes=l2)
+        with fake_cupy(sim):
+            comm = GpuCommunicator(
+                3, shared_devices=True, algorithm="ring-segmented", streams=streams, **options
+            )
+            inputs = random_inputs(rng, 3, 360, np.float64, "sum")
+            buffers = upload(sim, comm, inputs)
+            comm.allreduce(buffers, "sum")
+            for buf in buffers:
+                check(sim.to_host(buf), inputs, "sum")
+        assert seen[-1] == expected

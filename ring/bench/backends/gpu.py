@@ -165,7 +165,7 @@ class GpuRingBackend(Backend):
     description = (
         "our ring on CuPy devices (ring.gpu.GpuCommunicator): node i on device i, "
         "cudaMemcpyPeerAsync between devices, one elementwise kernel per received chunk, "
-        "a stream per node and pairwise CUDA events; --shared-devices 1 puts several "
+        "a stream per node (--streams) and CUDA events; --shared-devices 1 puts several "
         "nodes on one device round-robin"
     )
     # Logical nodes on one device read their neighbour in place: the schedule's own bytes.
