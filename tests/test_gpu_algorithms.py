@@ -48,6 +48,27 @@ def upload(sim, comm, inputs):
     return [sim.to_device(x, comm.devices[i]) for i, x in enumerate(inputs)]
 
 
+def check_reduce_scatter(sim, comm, inputs, op, algorithm: str) -> None:
+    """reduce_scatter by ``algorithm``: each node's own chunk is the reduction."""
+    count, nodes = inputs[0].size, comm.nodes
+    buffers = upload(sim, comm, inputs)
+    comm._collective("reduce_scatter", buffers, op, algorithm=algorithm)
+    for i, buf in enumerate(buffers):
+        a, b = chunk_range(count, nodes, owned_chunk(i, nodes))
+        check(sim.to_host(buf)[a:b], [x[a:b] for x in inputs], op)
+
+
+def check_all_gather(sim, comm, inputs, algorithm: str) -> None:
+    """all_gather by ``algorithm``: every node ends with every node's own chunk."""
+    count, nodes = inputs[0].size, comm.nodes
+    buffers = upload(sim, comm, inputs)
+    comm._collective("all_gather", buffers, None, algorithm=algorithm)
+    for buf in buffers:
+        for i, x in enumerate(inputs):
+            a, b = chunk_range(count, nodes, owned_chunk(i, nodes))
+            np.testing.assert_array_equal(sim.to_host(buf)[a:b], x[a:b])
+
+
 @pytest.mark.parametrize("placement", sorted(PLACEMENTS))
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_allreduce_every_node_count_and_length(algorithm, placement):
@@ -87,18 +108,9 @@ def test_every_dtype_op_and_collective(algorithm):
                     for buf in buffers:
                         check(sim.to_host(buf), inputs, op)
                     if has(algorithm, "reduce_scatter"):
-                        buffers = upload(sim, comm, inputs)
-                        comm._collective("reduce_scatter", buffers, op, algorithm=algorithm)
-                        for i, buf in enumerate(buffers):
-                            a, b = chunk_range(count, nodes, owned_chunk(i, nodes))
-                            check(sim.to_host(buf)[a:b], [x[a:b] for x in inputs], op)
+                        check_reduce_scatter(sim, comm, inputs, op, algorithm)
                 if has(algorithm, "all_gather"):
-                    buffers = upload(sim, comm, inputs)
-                    comm._collective("all_gather", buffers, None, algorithm=algorithm)
-                    for buf in buffers:
-                        for i, x in enumerate(inputs):
-                            a, b = chunk_range(count, nodes, owned_chunk(i, nodes))
-                            np.testing.assert_array_equal(sim.to_host(buf)[a:b], x[a:b])
+                    check_all_gather(sim, comm, inputs, algorithm)
 
 
 @pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "ring"])

@@ -12,14 +12,33 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from reference import check, random_inputs
-from test_gpu_algorithms import PLACEMENTS, has, options_of, upload
+from test_gpu_algorithms import (
+    PLACEMENTS,
+    check_all_gather,
+    check_reduce_scatter,
+    has,
+    options_of,
+    upload,
+)
 from test_gpu_fakecuda import FakeCuda, fake_cupy
 
-from ring import owned_chunk
 from ring.gpu import GpuCommunicator, cache_key
 from ring.gpu_hazards import stream_schedule
 from ring.gpu_run import streams_for
-from ring.schedule import ALGORITHMS, chunk_range, plan, plan_for
+from ring.schedule import ALGORITHMS, plan, plan_for
+
+
+def _forced(nodes: int, algorithm: str, **options) -> GpuCommunicator:
+    """One shared device, every received range copied as between GPUs, no graphs: the
+    trace shows each move's copy and kernel as the host queued them."""
+    return GpuCommunicator(
+        nodes,
+        shared_devices=True,
+        force_peer_copies=True,
+        graphs=False,
+        algorithm=algorithm,
+        **options,
+    )
 
 
 def _fill(buffers, inputs) -> None:
@@ -59,22 +78,11 @@ def test_reduce_scatter_and_all_gather_on_several_streams(algorithm):
     nodes, count = 4, 61
     sim = FakeCuda(1, seed=2)
     with fake_cupy(sim):
-        comm = GpuCommunicator(
-            nodes, shared_devices=True, force_peer_copies=True, streams=2, graphs=False
-        )
+        comm = _forced(nodes, "ring", streams=2)
         inputs = random_inputs(rng, nodes, count, np.int32, "sum")
         if has(algorithm, "reduce_scatter"):
-            buffers = upload(sim, comm, inputs)
-            comm._collective("reduce_scatter", buffers, "sum", algorithm=algorithm)
-            for i, buf in enumerate(buffers):
-                a, b = chunk_range(count, nodes, owned_chunk(i, nodes))
-                check(sim.to_host(buf)[a:b], [x[a:b] for x in inputs], "sum")
-        buffers = upload(sim, comm, inputs)
-        comm._collective("all_gather", buffers, None, algorithm=algorithm)
-        for buf in buffers:
-            for i, x in enumerate(inputs):
-                a, b = chunk_range(count, nodes, owned_chunk(i, nodes))
-                np.testing.assert_array_equal(sim.to_host(buf)[a:b], x[a:b])
+            check_reduce_scatter(sim, comm, inputs, "sum", algorithm)
+        check_all_gather(sim, comm, inputs, algorithm)
 
 
 def test_streams_default_and_bad_values():
@@ -153,15 +161,7 @@ def _overlapping_pairs(streams: int) -> tuple[int, int]:
     nodes, count, segment_bytes = 4, 4 * 64, 64 * 8
     sim = FakeCuda(1, seed=1)
     with fake_cupy(sim):
-        comm = GpuCommunicator(
-            nodes,
-            shared_devices=True,
-            force_peer_copies=True,
-            graphs=False,
-            algorithm="ring-segmented",
-            segment_bytes=segment_bytes,
-            streams=streams,
-        )
+        comm = _forced(nodes, "ring-segmented", segment_bytes=segment_bytes, streams=streams)
         inputs = random_inputs(np.random.default_rng(0), nodes, count, np.float64, "sum")
         buffers = upload(sim, comm, inputs)
         sim.trace = []
@@ -204,15 +204,8 @@ def _run_dropping(wait: int | None, seed: int, algorithm: str, options: dict) ->
     nodes, count = 3, 36
     sim = FakeCuda(1, seed=seed, drop_wait=wait, priority=True)
     with fake_cupy(sim):
-        comm = GpuCommunicator(
-            nodes,
-            shared_devices=True,
-            force_peer_copies=True,
-            graphs=False,
-            algorithm=algorithm,
-            streams=2,
-            **{k: v for k, v in options.items() if k != "joins"},
-        )
+        extra = {k: v for k, v in options.items() if k != "joins"}
+        comm = _forced(nodes, algorithm, streams=2, **extra)
         inputs = random_inputs(np.random.default_rng(seed), nodes, count, np.float64, "sum")
         buffers = upload(sim, comm, inputs)
         start = len(sim.waits)
