@@ -19,8 +19,11 @@ that size so the scratch stays in cache.
 
 Every call first exchanges one small row per rank (``Allgather``): the collective, length,
 dtype, op, buffer kind, algorithm, its options and whether the local buffer passed
-validation.  All ranks see the
-same table, so a mismatch raises the same error on every rank before any data moves.  An
+validation (:mod:`ring.mpi_agree`).  All ranks see the same table, so a mismatch raises
+the same error on every rank before any data moves.  What a call needs is made on its
+first occurrence and kept: its checked form and row (per collective, op, dtype, length
+and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi_steps`), so a
+repeated call costs little more than its messages.  An
 error *after* data started moving (a rank whose reduction raises) cannot be undone: the rank
 prints it and calls ``Abort``, so the job fails instead of its peers waiting forever.  A rank
 that dies outright is handled by the MPI runtime (``mpirun`` ends the job).
@@ -41,51 +44,42 @@ as device pointers, and the reduction runs as a CuPy ufunc.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import traceback
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from . import nvtx_ranges
 from ._optional import require
-from .buffers import validate_buffers
 from .communicator import Call, CommunicatorClosedError, RingCommunicator
 from .mpi_agree import (
-    ALGORITHM_CODE,
-    COLLECTIVE_CODE,
-    OP_CODE,
-    ROW,
-    ROW_FORMAT,
-    STATUS,
+    SLOT,
+    SLOT_DATA,
+    CallForm,
     agree_on_segment,
-    dtype_code,
-    mismatch,
-    pack_row,
-    raise_local_errors,
-    resolve_call,
+    check_table,
+    error_row,
+    form_key,
+    local_form,
     shared_group_size,
 )
-from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, device_backend, import_mpi, is_device_array
+from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
 from .mpi_steps import (
     StepBuffers,
+    compile_gathered,
+    compile_plan,
+    compile_ring,
     landing_elements,
-    run_ring_steps,
-    run_step,
+    ring_cuts,
+    run_steps,
     scratch_elements,
 )
-from .ops import AVERAGING, divide_by_nodes, resolve_op
-from .schedule import (
-    COLLECTIVES,
-    Plan,
-    check_collective,
-    plan,
-    plan_for,
-    ring_schedule,
-)
+from .ops import OPS, divide_by_nodes
+from .schedule import COLLECTIVES, check_collective, plan, plan_for
 
 __all__ = [
     "CUDA_AWARE_ENV",
@@ -100,10 +94,11 @@ __all__ = [
 # Reduce-scatter receives each chunk in segments of at most this many bytes, so the scratch
 # segment stays in cache between the receive and the reduction that reads it.
 DEFAULT_SEGMENT_BYTES = 1 << 20
-_COLLECTIVES = COLLECTIVES
 _OPTIONS = frozenset({"comm", "segment_bytes", "algorithm", "group_size"})
 # The options a call takes (compared across ranks in its pre-flight row).
 _PER_CALL = ("segment_bytes", "algorithm", "group_size")
+# Kept forms and compiled programs: calls repeat a few shapes; a sweep moves on.
+_KEPT = 64
 
 
 class MpiRing(RingCommunicator):
@@ -154,25 +149,24 @@ class MpiRing(RingCommunicator):
         self._closed = False
         self._call_lock = threading.Lock()
         self._BYTE = MPI.BYTE
-        self._row = bytearray(ROW_FORMAT.size)
-        self._table = bytearray(ROW_FORMAT.size * self.nodes)
+        # The pre-flight exchange: this rank's slot, and every rank's (mpi_agree.SLOT).
+        self._slot = np.zeros(SLOT, dtype=np.uint8)
+        self._slot_view, self._slot_row = self._slot.data, b""
+        self._table = np.zeros((self.nodes, SLOT), dtype=np.uint8)
+        self._rows = self._table[:, : len(error_row("allreduce"))]
+        self._exchange = ([self._slot, MPI.BYTE], [self._table, MPI.BYTE])
         self._scratch: dict = {}
         self.algorithm = algorithm
         self.group_size = group_size
-        self._plan_pushers: dict = {}
-
-        schedule = ring_schedule(self.nodes)
-        self.left = schedule.left(self.rank)
-        self.right = schedule.right(self.rank)
-        # Per collective, the NVTX range pusher of each of this rank's steps.
+        self._forms: dict = {}
+        self._programs: dict = {}
+        self._plan_state: dict = {}
+        # Per collective, the NVTX range pusher of each of this rank's ring steps.
         self._pushers = {
-            name: tuple(
-                nvtx_ranges.pusher(f"{step.name} rank {self.rank}")
-                for step in plan(name, self.nodes, 0).node_steps(self.rank)
-            )
-            for name in _COLLECTIVES
+            name: self._step_pushers(plan(name, self.nodes, 0).node_steps(self.rank))
+            for name in COLLECTIVES
         }
-        self._outer = {name: nvtx_ranges.pusher(name) for name in _COLLECTIVES}
+        self._outer = {name: nvtx_ranges.pusher(name) for name in COLLECTIVES}
 
     @property
     def comm(self):
@@ -197,7 +191,7 @@ class MpiRing(RingCommunicator):
             MPI = self._MPI
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
                 self._comm.Free()
-            self._scratch = {}
+            self._scratch, self._programs = {}, {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -211,21 +205,18 @@ class MpiRing(RingCommunicator):
         across ranks, with the rest of the call)."""
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
-        settings = {
-            "segment_bytes": self.segment_bytes,
-            "algorithm": self.algorithm,
-            "group_size": self.group_size,
-        }
-        settings.update((k, v) for k, v in options.items() if v is not None)
+        settings: tuple = (self.segment_bytes, self.algorithm, self.group_size)
+        if options:  # a per-call None means the ring's own
+            given = (options.get(k) for k in _PER_CALL)
+            settings = tuple(d if v is None else v for v, d in zip(given, settings, strict=True))
         with self._call_lock:
             self._outer[name]()
             try:
-                buf, ufunc, device, how = self._preflight(name, buffers, op, settings)
+                buf, form = self._preflight(name, buffers, op, settings)
                 if self.nodes == 1 or buf.shape[0] == 0:
                     return
                 try:
-                    average = ufunc is not None and op in AVERAGING
-                    self._run(name, buf, ufunc, device, how, average)
+                    self._run(form, buf)
                 except BaseException:  # noqa: BLE001 - the peers are mid-collective
                     self._abort(name)
             finally:
@@ -237,64 +228,113 @@ class MpiRing(RingCommunicator):
         options = {k: call.options[k] for k in _PER_CALL if k in call.options}
         self._collective(call.name, call.buffers, call.op, **options)
 
-    def _validate_local(self, name: str, buffers, op: str | None, settings: dict):
-        """This rank's buffer, reduction, buffer kind and (algorithm, segment_bytes,
-        group_size); raises on bad local input."""
-        how = resolve_call(name, settings, self.nodes, self.host_group_size)
-        if is_device_array(buffers) or isinstance(buffers, np.ndarray):
-            raise TypeError("pass this rank's buffer in a list: [buf]")
-        if isinstance(buffers, Sequence) and not isinstance(buffers, (str, bytes)):
-            if len(buffers) != 1:
-                raise ValueError(
-                    f"the MPI backend takes one buffer per rank ([buf]), got {len(buffers)}"
+    def _preflight(self, name: str, buffers, op: str | None, settings: tuple):
+        """This rank's buffer and the call's form, once every rank agrees; raises the same
+        error on every rank otherwise, before any data moves."""
+        key = form_key(name, buffers, op, settings)
+        form: CallForm | None = self._forms.get(key) if key is not None else None
+        buf: Any = None
+        error = None
+        if form is not None:
+            buf = buffers[0]
+        else:
+            try:
+                buf, form = local_form(
+                    name, buffers, op, settings, self.nodes, self.host_group_size
                 )
-            device = is_device_array(buffers[0])
-        else:
-            device = False
-        if device:
-            cupy, array_type = device_backend()
-            validate_buffers(buffers, array_type=array_type, kind="CuPy")
-        else:
-            validate_buffers(buffers)
-        buf = buffers[0]
-        # all_gather reduces nothing; the others need an op, and None is not one.
-        ufunc = resolve_op(op, buf.dtype) if name != "all_gather" else None
-        if device and ufunc is not None:
-            ufunc = getattr(cupy, ufunc.__name__)
-        return buf, ufunc, device, how
+            except Exception as exc:  # noqa: BLE001 - reported to every rank below
+                error = exc
+            else:
+                if key is not None:
+                    if len(self._forms) >= _KEPT:
+                        self._forms.clear()
+                    self._forms[key] = form
+        row = error_row(name) if form is None else form.row
+        if row is not self._slot_row:  # calls repeat: the slot holds the row already
+            self._slot_view[: len(row)] = row
+            self._slot_row = row
+        if form is not None and form.gathered:
+            self._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes] = memoryview(buf).cast("B")
+        self._comm.Allgather(*self._exchange)
+        check_table(self._comm, self._rows, form, error)
+        assert form is not None  # check_table raised otherwise
+        return buf, form
 
-    def _preflight(self, name: str, buffers, op: str | None, settings: dict):
-        """Validate locally, then agree with every rank before any data moves."""
-        error: Exception | None
-        try:
-            buf, ufunc, device, how = self._validate_local(name, buffers, op, settings)
-        except Exception as exc:  # noqa: BLE001 - reported to every rank below
-            error = exc
-            pack_row(self._row, 0, 1, COLLECTIVE_CODE[name], 0, 0, 0, 0, 0, 0, 0)
+    def _run(self, form: CallForm, buf) -> None:
+        cupy = require("cupy", "the MPI backend with device buffers") if form.device else None
+        xp = np if cupy is None else cupy
+        ufunc = None
+        if form.op is not None:
+            ufunc = OPS[form.op] if cupy is None else getattr(cupy, OPS[form.op].__name__)
+        finish = None
+        if form.average:
+            nodes = self.nodes
+            finish = lambda values: divide_by_nodes(values, nodes, xp)  # noqa: E731
+        program = self._program(form, buf, cupy)
+        if cupy is None:
+            run_steps(self._comm, program, ufunc, None, finish)
+            return
+        with buf.device:
+            # MPI reads and writes device memory directly, outside CuPy's stream order, so
+            # every kernel that touched a range must be finished before MPI moves it.
+            synchronize = cupy.cuda.get_current_stream().synchronize
+            run_steps(self._comm, program, ufunc, synchronize, finish)
+            synchronize()
+
+    def _program(self, form: CallForm, buf, cupy) -> tuple:
+        """This call's compiled steps (:mod:`ring.mpi_steps`), made on the first call with
+        this form on this buffer (held weakly: a program never keeps a buffer alive)."""
+        key = (id(form), id(buf))  # ids: hashing the form costs more than the lookup
+        kept = self._programs.get(key)
+        if kept is not None and kept[0] is form and kept[1]() is buf:
+            return kept[2]
+        if form.gathered:
+            program = self._compile_gathered(form, buf)
+        elif form.algorithm == "ring":
+            program = self._compile_ring(form, buf, cupy)
         else:
-            error = None
-            algorithm, segment, group = how
-            pack_row(
-                self._row,
-                0,
-                0,
-                COLLECTIVE_CODE[name],
-                buf.shape[0],
-                dtype_code(buf.dtype),
-                OP_CODE[op] if name != "all_gather" else -1,
-                int(device),
-                segment,
-                ALGORITHM_CODE[algorithm],
-                group,
-            )
-        self._comm.Allgather([self._row, self._BYTE], [self._table, self._BYTE])
-        # Byte-wise equality of every row with ours is the fast path of the check.
-        if error is None and self._table == self._row * self.nodes:
-            return buf, ufunc, device, how
-        table = np.frombuffer(self._table, dtype=np.int64).reshape(self.nodes, ROW)
-        if table[:, STATUS].any():
-            raise_local_errors(self._comm, table, error)
-        raise mismatch(table)
+            program = self._compile_plan(form, buf, cupy)
+        if _weakrefable(buf):
+            if len(self._programs) >= _KEPT:
+                self._programs.clear()
+            self._programs[key] = (form, weakref.ref(buf), program)
+        return program
+
+    def _compile_ring(self, form: CallForm, buf, cupy) -> tuple:
+        steps = plan(form.name, self.nodes, buf.shape[0])
+        # Every rank and step cuts ranges into the same number of segments, so sender and
+        # receiver pair their messages one for one even when range lengths differ.
+        cuts = ring_cuts(steps.scratch_elements, buf.itemsize, form.segment)
+        scratch = None if form.op is None else self._scratch_for(buf, cuts[0] * buf.itemsize, cupy)
+        memory = StepBuffers(buf, None, scratch)
+        mine = steps.node_steps(self.rank)
+        return compile_ring(mine, memory, self._BYTE, cuts, self._pushers[form.name])
+
+    def _compile_gathered(self, form: CallForm, buf) -> tuple:
+        slots = self._table[:, SLOT_DATA : SLOT_DATA + buf.nbytes].view(buf.dtype)
+        steps = plan_for(form.name, self.nodes, buf.shape[0], buf.itemsize, "direct", {})
+        pushers = self._step_pushers(steps.node_steps(self.rank))
+        return compile_gathered(steps, self.rank, buf, slots, pushers)
+
+    def _compile_plan(self, form: CallForm, buf, cupy) -> tuple:
+        """Any other algorithm's plan, step by step."""
+        options = {"segment_bytes": form.segment, "group_size": form.group}
+        steps = plan_for(
+            form.name, self.nodes, buf.shape[0], buf.dtype.itemsize, form.algorithm, options
+        )
+        mine = steps.node_steps(self.rank)
+        landing = landing_elements(mine, self.rank)
+        scratch = scratch_elements(mine)
+        itemsize = buf.dtype.itemsize
+        memory = StepBuffers(
+            buf,
+            self._scratch_for(buf, scratch * itemsize, cupy, "algorithm") if scratch else None,
+            self._scratch_for(buf, landing * itemsize, cupy) if landing else None,
+        )
+        return compile_plan(mine, self.rank, memory, self._BYTE, self._step_pushers(mine))
+
+    def _step_pushers(self, steps: tuple) -> tuple:
+        return tuple(nvtx_ranges.pusher(f"{s.name} rank {self.rank}") for s in steps)
 
     def _scratch_for(self, buf, nbytes: int, cupy=None, role: str = "landing"):
         """A preallocated scratch area of ``nbytes`` on the memory that holds ``buf``:
@@ -304,89 +344,9 @@ class MpiRing(RingCommunicator):
         if scratch is None or scratch.nbytes < nbytes:
             scratch = (np if cupy is None else cupy).empty(nbytes, dtype=np.uint8)
             self._scratch[key] = scratch
+            # Compiled programs hold views of the old area: drop them with it.
+            self._programs = {}
         return scratch[:nbytes].view(buf.dtype)
-
-    def _run(self, name: str, buf, ufunc, device: bool, how: tuple, average: bool) -> None:
-        algorithm, segment_bytes, group = how
-        cupy = require("cupy", "the MPI backend with device buffers") if device else None
-        xp = np if cupy is None else cupy
-        finish = self._divider(xp) if average else None
-        with buf.device if cupy is not None else contextlib.nullcontext():
-            # MPI reads and writes device memory directly, outside CuPy's stream order, so
-            # every kernel that touched a range must be finished before MPI moves it.
-            synchronize = cupy.cuda.get_current_stream().synchronize if cupy else None
-            if algorithm == "ring":
-                self._run_ring(name, buf, ufunc, cupy, segment_bytes, synchronize, finish)
-            else:
-                options = {"segment_bytes": segment_bytes, "group_size": group}
-                steps = plan_for(
-                    name, self.nodes, buf.shape[0], buf.dtype.itemsize, algorithm, options
-                )
-                self._run_plan(name, buf, ufunc, cupy, steps, synchronize, finish)
-            if synchronize is not None:
-                synchronize()
-
-    def _run_ring(self, name, buf, ufunc, cupy, segment_bytes, synchronize, finish) -> None:
-        count, itemsize = buf.shape[0], buf.dtype.itemsize
-        steps = plan(name, self.nodes, count)
-        largest = steps.scratch_elements
-        seg = largest
-        if segment_bytes:
-            seg = min(largest, max(1, segment_bytes // itemsize))
-        # Every rank and step cuts ranges into the same number of segments, so sender and
-        # receiver pair their messages one for one even when range lengths differ.
-        segments = -(-largest // seg)
-        scratch = None if ufunc is None else self._scratch_for(buf, seg * itemsize, cupy)
-        run_ring_steps(
-            self._comm,
-            self._BYTE,
-            steps.node_steps(self.rank),
-            StepBuffers(buf, None, scratch),
-            ufunc,
-            (seg, segments),
-            synchronize,
-            finish,
-            self._pushers[name],
-        )
-
-    def _run_plan(self, name, buf, ufunc, cupy, steps: Plan, synchronize, finish) -> None:
-        """Any algorithm's plan, step by step (:mod:`ring.mpi_steps`)."""
-        mine = steps.node_steps(self.rank)
-        landing, scratch, pushers = self._plan_state(steps, mine)
-        itemsize = buf.dtype.itemsize
-        memory = StepBuffers(
-            buf,
-            self._scratch_for(buf, scratch * itemsize, cupy, "algorithm") if scratch else None,
-            self._scratch_for(buf, landing * itemsize, cupy) if landing else None,
-        )
-        comm, byte, rank, pop = self._comm, self._BYTE, self.rank, nvtx_ranges.pop
-        for push, step in zip(pushers, mine, strict=True):
-            push()
-            try:
-                if synchronize is not None:
-                    synchronize()
-                run_step(comm, byte, rank, step, memory, ufunc, finish)
-            finally:
-                pop()
-
-    def _plan_state(self, steps: Plan, mine: tuple) -> tuple[int, int, tuple]:
-        """(landing elements, scratch elements, NVTX pushers) of this rank's steps of a
-        plan, computed on its first call: calls repeat the same plans."""
-        state = self._plan_pushers.get(steps)
-        if state is None:
-            if len(self._plan_pushers) > 64:
-                self._plan_pushers.clear()
-            state = self._plan_pushers[steps] = (
-                landing_elements(mine, self.rank),
-                scratch_elements(mine),
-                tuple(nvtx_ranges.pusher(f"{s.name} rank {self.rank}") for s in mine),
-            )
-        return state
-
-    def _divider(self, xp):
-        """``avg``'s last touch on the range a rank completes (see :mod:`ring.ops`)."""
-        nodes = self.nodes
-        return lambda values: divide_by_nodes(values, nodes, xp)
 
     def _abort(self, name: str) -> None:
         sys.stderr.write(

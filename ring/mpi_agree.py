@@ -5,29 +5,49 @@ Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allg
 status, collective, length, dtype, op, buffer kind, segment size, algorithm and group
 size.  Every rank sees the same table, so every rank raises the same error, naming each
 rank's value, instead of some ranks waiting forever for a message that never comes.
+
+Each rank's slot of the exchange also carries its buffer when that is at most
+:data:`GATHERED_BYTES` (the slot's size is fixed, so the exchange matches whatever the
+ranks passed): then ``direct`` needs no other message (:func:`ring.mpi_steps.compile_gathered`).
+
+What a rank's checks found is a :class:`CallForm`, made once per (collective, op, dtype,
+length, options) and kept by the ring: a repeated call is checked by one key lookup and
+a few flag tests (:func:`form_key`), and its row is packed already.
 """
 
 from __future__ import annotations
 
 import importlib
 import struct
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .ops import OPS
+from .buffers import validate_buffers
+from .mpi_cuda import device_backend, is_device_array
+from .ops import AVERAGING, OPS, resolve_op
 from .schedule import ALGORITHMS, COLLECTIVES, check_algorithm, check_algorithm_options
 
 __all__ = [
     "ALGORITHM_CODE",
     "COLLECTIVE_CODE",
+    "GATHERED_BYTES",
     "OP_CODE",
     "ROW",
     "ROW_FORMAT",
+    "SLOT",
+    "SLOT_DATA",
     "STATUS",
+    "CallForm",
     "agree_on_segment",
     "check_segment_bytes",
+    "check_table",
     "dtype_code",
+    "error_row",
+    "form_key",
+    "local_form",
     "mismatch",
     "pack_row",
     "raise_local_errors",
@@ -42,6 +62,12 @@ STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT, _ALGORITHM, _GROUP 
 ROW = 9
 ROW_FORMAT = struct.Struct(f"<{ROW}q")
 pack_row = ROW_FORMAT.pack_into
+# A rank's slot in the pre-flight exchange: its row, padded so the data after it is aligned
+# for every dtype, then up to GATHERED_BYTES of its buffer.  1 KiB: the smallest size the
+# study compares with MPI_Allreduce, where a second exchange would double the call.
+GATHERED_BYTES = 1024
+SLOT_DATA = 80
+SLOT = SLOT_DATA + GATHERED_BYTES
 COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
 ALGORITHM_CODE = {name: i for i, name in enumerate(ALGORITHMS)}
 OP_CODE: dict[str | None, int] = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
@@ -200,3 +226,119 @@ def resolve_call(name: str, settings: dict, nodes: int, host_group_size: int) ->
         group = host_group_size
     checked = check_algorithm_options(algorithm, nodes, {"group_size": group})
     return algorithm, segment, checked["group_size"]
+
+
+class CallForm(NamedTuple):
+    """What this rank's checks found for one kind of call, and its pre-flight row."""
+
+    name: str
+    op: str | None  # None for all_gather, which reduces nothing
+    device: bool
+    algorithm: str
+    segment: int
+    group: int
+    average: bool
+    gathered: bool  # the buffer travels in the pre-flight exchange (direct, small, host)
+    row: bytes  # this rank's pre-flight row
+    table: bytes  # the pre-flight table when every rank's row is this one
+
+
+_PLAIN_OPTION = (int, type(None))
+
+
+def form_key(name: str, buffers, op, settings: tuple) -> tuple | None:
+    """The key of a NumPy call's :class:`CallForm`, or None when the call needs the full
+    checks: only a plain one-buffer list, an aligned, writeable, one-dimensional array and
+    options of plain types (``True`` is no segment size) can reuse a form."""
+    if type(buffers) is not list or len(buffers) != 1:
+        return None
+    buf = buffers[0]
+    if type(buf) is not np.ndarray or buf.ndim != 1:
+        return None
+    flags = buf.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    segment, algorithm, group = settings
+    if type(segment) is not int or type(algorithm) is not str or type(group) not in _PLAIN_OPTION:
+        return None
+    if op is not None and type(op) is not str:
+        return None
+    return name, op, buf.dtype, buf.shape[0], settings
+
+
+def local_form(name: str, buffers, op, settings: tuple, nodes: int, host_group_size: int):
+    """``(buffer, form)`` of a call that passes this rank's checks; raises otherwise."""
+    segment_bytes, algorithm, group_size = settings
+    algorithm, segment, group = resolve_call(
+        name,
+        {"segment_bytes": segment_bytes, "algorithm": algorithm, "group_size": group_size},
+        nodes,
+        host_group_size,
+    )
+    if is_device_array(buffers) or isinstance(buffers, np.ndarray):
+        raise TypeError("pass this rank's buffer in a list: [buf]")
+    device = False
+    if isinstance(buffers, Sequence) and not isinstance(buffers, (str, bytes)):
+        if len(buffers) != 1:
+            raise ValueError(
+                f"the MPI backend takes one buffer per rank ([buf]), got {len(buffers)}"
+            )
+        device = is_device_array(buffers[0])
+    if device:
+        validate_buffers(buffers, array_type=device_backend()[1], kind="CuPy")
+    else:
+        validate_buffers(buffers)
+    buf: Any = buffers[0]
+    if name != "all_gather":
+        resolve_op(op, buf.dtype)  # all_gather reduces nothing; the others need an op
+    else:
+        op = None
+    row = bytearray(ROW_FORMAT.size)
+    pack_row(
+        row,
+        0,
+        0,
+        COLLECTIVE_CODE[name],
+        buf.shape[0],
+        dtype_code(buf.dtype),
+        OP_CODE[op],
+        int(device),
+        segment,
+        ALGORITHM_CODE[algorithm],
+        group,
+    )
+    average = op in AVERAGING
+    row_bytes = bytes(row)
+    gathered = algorithm == "direct" and not device and buf.nbytes <= GATHERED_BYTES
+    form = CallForm(
+        name,
+        op,
+        device,
+        algorithm,
+        segment,
+        group,
+        average,
+        gathered,
+        row_bytes,
+        row_bytes * nodes,
+    )
+    return buf, form
+
+
+def error_row(name: str) -> bytes:
+    """The pre-flight row of a rank whose checks failed."""
+    row = bytearray(ROW_FORMAT.size)
+    pack_row(row, 0, 1, COLLECTIVE_CODE[name], 0, 0, 0, 0, 0, 0, 0)
+    return bytes(row)
+
+
+def check_table(comm, rows: np.ndarray, form: CallForm | None, error) -> None:
+    """Raise, on every rank alike, when the pre-flight rows (an (N, ROW_FORMAT.size) view
+    of the exchange's slots) are not every rank's ``form``."""
+    table = rows.tobytes()
+    if error is None and form is not None and table == form.table:
+        return
+    rows = np.frombuffer(table, dtype=np.int64).reshape(-1, ROW)
+    if rows[:, STATUS].any():
+        raise_local_errors(comm, rows, error)
+    raise mismatch(rows)

@@ -1,4 +1,4 @@
-"""One rank's steps of any algorithm's plan, executed with MPI point-to-point messages.
+"""One rank's steps of any algorithm's plan, compiled once into MPI messages and ufunc calls.
 
 A step's moves that read another rank's buffer are messages: that rank lists the same
 range in its ``sends`` at the same step, in the order this rank applies its moves, so the
@@ -11,40 +11,70 @@ in place.  Moves that read this rank's own buffer or scratch need no message.  E
 ranges send nothing on either side (both sides know the range).  After the messages the
 moves are applied in order, which is all the plan asks (see :mod:`ring.schedule_core`).
 
-The plain ring has its own loop (:func:`run_ring_steps`): one ``Sendrecv`` per step, or
-per segment of ``segment_bytes`` in reduce-scatter, so the landing segment is still in
-cache when the reduction reads it.
+Small ``direct`` calls run on the pre-flight exchange (:func:`compile_gathered`).
+
+The plain ring is compiled by :func:`compile_ring`: one ``Sendrecv`` per step, or per
+segment of ``segment_bytes`` in reduce-scatter, so the landing segment is still in cache
+when the reduction reads it.
+
+Compiling is done once per (plan, buffer) (:class:`ring.mpi.MpiRing` keeps the result):
+every slice, ``[range, MPI.BYTE]`` message spec, peer and NVTX pusher is made then, so a
+repeated call only posts messages and runs ufuncs.  At 1 KiB the Python around the
+messages, not the messages, was most of a call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from . import nvtx_ranges
 
-__all__ = ["StepBuffers", "landing_elements", "run_ring_steps", "run_step", "scratch_elements"]
+__all__ = [
+    "StepBuffers",
+    "compile_gathered",
+    "compile_plan",
+    "compile_ring",
+    "landing_elements",
+    "ring_cuts",
+    "run_steps",
+    "scratch_elements",
+]
+
+# How a round's messages go: one Sendrecv, all posted then waited for, or none.
+SENDRECV, POSTED, LOCAL = 0, 1, 2
 
 
-class StepBuffers:
+class StepBuffers(NamedTuple):
     """What a rank's steps read and write: its buffer, the algorithm's scratch (moves
     ``to_scratch`` / ``from_scratch``) and the landing area of received ranges."""
 
-    __slots__ = ("buf", "landing", "scratch")
+    buf: Any
+    scratch: Any
+    landing: Any
 
-    def __init__(self, buf, scratch, landing):
-        self.buf = buf
-        self.scratch = scratch
-        self.landing = landing
+
+# One move applied after a round's messages: accumulate ``data`` into ``target`` with the
+# call's ufunc, or copy it (``data`` None: it landed in place), then, if ``completes``,
+# the op's last touch on ``target`` (avg's division).
+Apply = tuple[bool, Any, Any, bool]
+# One round: how its messages go, the sends and receives ([spec, peer] pairs; one pair
+# each for SENDRECV), then the moves it applies.
+Round = tuple[int, Any, Any, tuple[Apply, ...]]
+# One step: its NVTX pusher and its rounds.
+Compiled = tuple[Callable[[], Any], tuple[Round, ...]]
 
 
 def _is_message(move, rank: int) -> bool:
     return move.peer != rank and not move.from_scratch
 
 
+def _reads_own(step, rank: int) -> bool:
+    return any(not _is_message(m, rank) for m in step.moves)
+
+
 def landing_elements(steps: tuple, rank: int) -> int:
-    """The most elements one of ``steps`` receives into the landing area (see
-    :func:`run_step`)."""
+    """The most elements one of ``steps`` receives into the landing area."""
     most = 0
     for step in steps:
         local = _reads_own(step, rank)
@@ -69,108 +99,148 @@ def scratch_elements(steps: tuple) -> int:
     )
 
 
-def _reads_own(step, rank: int) -> bool:
-    return any(not _is_message(m, rank) for m in step.moves)
+def _round(byte, sends: list, receives: list, applies: list) -> Round:
+    sends = [([data, byte], peer) for data, peer in sends]
+    receives = [([place, byte], peer) for place, peer in receives]
+    if len(sends) == 1 and len(receives) == 1:
+        return SENDRECV, sends[0], receives[0], tuple(applies)
+    kind = POSTED if sends or receives else LOCAL
+    return kind, tuple(sends), tuple(receives), tuple(applies)
 
 
-def run_step(
-    comm,
-    byte,
-    rank: int,
-    step,
-    memory: StepBuffers,
-    ufunc,
-    finish: Callable[[Any], None] | None,
-) -> None:
-    """Exchange ``step``'s messages, then apply its moves in order."""
+def _compile_step(step, rank: int, memory: StepBuffers, byte) -> tuple[Round, ...]:
     buf, scratch = memory.buf, memory.scratch
-    moves, sends = step.moves, step.sends
-    if not moves and not sends:
-        return  # an idle step
+    if not step.moves and not step.sends:
+        return ()  # an idle step
     local = _reads_own(step, rank)
-    landed: list[Any] = []
-    receives = []
+    receives, applies = [], []
     offset = 0
-    for m in moves:
-        a, b = m.src
-        if not _is_message(m, rank) or a == b:
-            landed.append(None)
-            continue
-        if m.accumulate or local:
-            place = memory.landing[offset : offset + b - a]
-            offset += b - a
-        else:
-            place = _target(m, buf, scratch)
-        landed.append(place)
-        receives.append((place, m.peer))
-    outgoing = [(buf[a:b], s.peer) for s in sends for a, b in (s.src,) if b > a]
-    _exchange(comm, byte, outgoing, receives)
-    for m, data in zip(moves, landed, strict=True):
+    for m in step.moves:
         a, b = m.src
         if a == b:
-            continue
-        target = _target(m, buf, scratch)
-        if data is None:
+            continue  # an empty range: nothing travels, nothing to apply
+        lo, hi = m.dst
+        target = (scratch if m.to_scratch else buf)[lo:hi]
+        data: Any
+        if not _is_message(m, rank):
             data = (scratch if m.from_scratch else buf)[a:b]
-        elif data is target:
+        elif m.accumulate or local:
+            data = memory.landing[offset : offset + b - a]
+            offset += b - a
+            receives.append((data, m.peer))
+        else:
+            receives.append((target, m.peer))
             data = None  # copied in place by the receive
-        if data is not None:
+        applies.append((m.accumulate, target, data, m.completes and not m.to_scratch))
+    sends = [(buf[a:b], s.peer) for s in step.sends for a, b in (s.src,) if b > a]
+    return (_round(byte, sends, receives, applies),)
+
+
+def compile_plan(steps: tuple, rank: int, memory: StepBuffers, byte, pushers) -> tuple:
+    """Any algorithm's steps on this rank, compiled (see the module docstring)."""
+    return tuple(
+        (push, _compile_step(step, rank, memory, byte))
+        for push, step in zip(pushers, steps, strict=True)
+    )
+
+
+def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
+    """``direct`` when every rank's buffer came with the pre-flight exchange (``slots[j]``:
+    rank j's input): its moves read the peers' inputs from there instead of messages, and
+    a range it would copy from the rank that completed it is completed here instead, by
+    that rank's own moves in its order, so the result is the one the messages would bring.
+    Two calls less than the plan's steps, which at 1 KiB is most of the call."""
+    completing: dict[tuple[int, int], list] = {}
+    for node in range(steps.nodes):
+        for step in steps.node_steps(node):
+            for m in step.moves:
+                if m.accumulate:
+                    completing.setdefault(m.dst, [(node, m)]).append((node, m))
+    compiled = []
+    for push, step in zip(pushers, steps.node_steps(rank), strict=True):
+        applies: list[Apply] = []
+        for m in step.moves:
+            a, b = m.src
+            if a == b:
+                continue
+            target = buf[a:b]
             if m.accumulate:
-                ufunc(target, data, out=target)
-            else:
-                target[...] = data
-        if finish is not None and m.completes and not m.to_scratch:
-            finish(target)
+                applies.append((True, target, slots[m.peer][a:b], m.completes))
+                continue
+            # A copy: of the owner's input (all_gather), or of what the owner completed.
+            (owner, _), *moves = completing.get(m.dst, [(m.peer, m)])
+            applies.append((False, target, slots[owner][a:b], False))
+            applies += [(True, target, slots[x.peer][a:b], x.completes) for _, x in moves]
+        compiled.append((push, ((LOCAL, (), (), tuple(applies)),)))
+    return tuple(compiled)
 
 
-def _target(move, buf, scratch):
-    lo, hi = move.dst
-    return (scratch if move.to_scratch else buf)[lo:hi]
+def ring_cuts(largest: int, itemsize: int, segment_bytes: int) -> tuple[int, int]:
+    """(segment elements, segments per range) of the plain ring's reduce-scatter, whose
+    longest range is ``largest`` elements (0 ``segment_bytes``: whole ranges)."""
+    seg = largest
+    if segment_bytes:
+        seg = min(largest, max(1, segment_bytes // itemsize))
+    return seg, -(-largest // seg)
 
 
-def _exchange(comm, byte, outgoing: Sequence, receives: Sequence) -> None:
-    if len(outgoing) == 1 and len(receives) == 1:
-        (data, right), (place, left) = outgoing[0], receives[0]
-        comm.Sendrecv([data, byte], right, 0, [place, byte], left, 0)
-        return
-    requests = [comm.Irecv([place, byte], peer, 0) for place, peer in receives]
-    requests += [comm.Isend([data, byte], peer, 0) for data, peer in outgoing]
-    if requests:
-        requests[0].Waitall(requests)
-
-
-def run_ring_steps(
-    comm, byte, steps, memory: StepBuffers, ufunc, cuts, synchronize, finish, pushers
-):
+def compile_ring(steps: tuple, memory: StepBuffers, byte, cuts, pushers) -> tuple:
     """The plain ring's steps: each one move from the left neighbour and one send to the
     right one.  ``cuts`` = (segment elements, segments per range): every rank and step cuts
     ranges into the same number of segments, so sender and receiver pair their messages
     one for one even when range lengths differ."""
     buf, landing = memory.buf, memory.landing
     seg, segments = cuts
-    sendrecv = comm.Sendrecv
-    pop = nvtx_ranges.pop
+    compiled = []
     for push, step in zip(pushers, steps, strict=True):
         ((left, (a, b), _, accumulate, completes, _, _),) = step.moves
         ((right, (sa, sb)),) = step.sends
+        rounds = []
+        if not accumulate:
+            rounds.append(_round(byte, [(buf[sa:sb], right)], [(buf[a:b], left)], []))
+        else:
+            for k in range(segments):
+                lo, hi = min(a + k * seg, b), min(a + (k + 1) * seg, b)
+                slo, shi = min(sa + k * seg, sb), min(sa + (k + 1) * seg, sb)
+                incoming = landing[: hi - lo]
+                mine = buf[lo:hi]
+                applies = [(True, mine, incoming, False)] if hi > lo else []
+                rounds.append(_round(byte, [(buf[slo:shi], right)], [(incoming, left)], applies))
+        if completes:
+            kind, sends, receives, last = rounds[-1]
+            rounds[-1] = kind, sends, receives, (*last, (False, buf[a:b], None, True))
+        compiled.append((push, tuple(rounds)))
+    return tuple(compiled)
+
+
+def run_steps(
+    comm, program: tuple, ufunc, synchronize, finish: Callable[[Any], None] | None
+) -> None:
+    """Run a compiled program: each round's messages, then its moves in order.
+
+    ``synchronize`` (device buffers) runs before every round: MPI reads and writes device
+    memory outside the stream, so the kernels of the round before must have finished."""
+    sendrecv, irecv, isend = comm.Sendrecv, comm.Irecv, comm.Isend
+    pop = nvtx_ranges.pop
+    for push, rounds in program:
         push()
         try:
-            if synchronize is not None:
-                synchronize()
-            if not accumulate:
-                sendrecv([buf[sa:sb], byte], right, 0, [buf[a:b], byte], left, 0)
-            else:
-                for k in range(segments):
-                    lo, hi = min(a + k * seg, b), min(a + (k + 1) * seg, b)
-                    slo, shi = min(sa + k * seg, sb), min(sa + (k + 1) * seg, sb)
-                    if synchronize is not None and k:
-                        synchronize()  # the previous reduction still reads the landing area
-                    incoming = landing[: hi - lo]
-                    sendrecv([buf[slo:shi], byte], right, 0, [incoming, byte], left, 0)
-                    if hi > lo:
-                        mine = buf[lo:hi]
-                        ufunc(mine, incoming, out=mine)
-            if finish is not None and completes:
-                finish(buf[a:b])
+            for kind, sends, receives, applies in rounds:
+                if synchronize is not None:
+                    synchronize()
+                if kind == SENDRECV:
+                    sendrecv(sends[0], sends[1], 0, receives[0], receives[1], 0)
+                elif kind == POSTED:
+                    requests = [irecv(spec, peer, 0) for spec, peer in receives]
+                    requests += [isend(spec, peer, 0) for spec, peer in sends]
+                    requests[0].Waitall(requests)
+                for accumulate, target, data, completes in applies:
+                    if data is not None:
+                        if accumulate:
+                            ufunc(target, data, out=target)
+                        else:
+                            target[...] = data
+                    if completes and finish is not None:
+                        finish(target)
         finally:
             pop()
