@@ -68,18 +68,9 @@ from .mpi_agree import (
     shared_group_size,
 )
 from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
-from .mpi_steps import (
-    StepBuffers,
-    compile_gathered,
-    compile_plan,
-    compile_ring,
-    landing_elements,
-    ring_cuts,
-    run_steps,
-    scratch_elements,
-)
+from .mpi_steps import Programs, run_steps, weakrefable
 from .ops import OPS, divide_by_nodes
-from .schedule import COLLECTIVES, check_collective, plan, plan_for
+from .schedule import COLLECTIVES, check_collective
 
 __all__ = [
     "CUDA_AWARE_ENV",
@@ -97,7 +88,7 @@ DEFAULT_SEGMENT_BYTES = 1 << 20
 _OPTIONS = frozenset({"comm", "segment_bytes", "algorithm", "group_size"})
 # The options a call takes (compared across ranks in its pre-flight row).
 _PER_CALL = ("segment_bytes", "algorithm", "group_size")
-# Kept forms and compiled programs: calls repeat a few shapes; a sweep moves on.
+# Kept forms: calls repeat a few shapes; a sweep moves on.
 _KEPT = 64
 
 
@@ -135,7 +126,7 @@ class MpiRing(RingCommunicator):
         if comm == MPI.COMM_NULL:
             raise ValueError("comm is MPI.COMM_NULL")
         self._MPI = MPI
-        self._user_comm = weakref.ref(comm) if _weakrefable(comm) else None
+        self._user_comm = weakref.ref(comm) if weakrefable(comm) else None
         self._comm = comm.Dup()
         try:
             self.segment_bytes = agree_on_segment(self._comm, segment_bytes)
@@ -155,17 +146,10 @@ class MpiRing(RingCommunicator):
         self._table = np.zeros((self.nodes, SLOT), dtype=np.uint8)
         self._rows = self._table[:, : len(error_row("allreduce"))]
         self._exchange = ([self._slot, MPI.BYTE], [self._table, MPI.BYTE])
-        self._scratch: dict = {}
         self.algorithm = algorithm
         self.group_size = group_size
         self._forms: dict = {}
-        self._programs: dict = {}
-        self._plan_state: dict = {}
-        # Per collective, the NVTX range pusher of each of this rank's ring steps.
-        self._pushers = {
-            name: self._step_pushers(plan(name, self.nodes, 0).node_steps(self.rank))
-            for name in COLLECTIVES
-        }
+        self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
         self._outer = {name: nvtx_ranges.pusher(name) for name in COLLECTIVES}
 
     @property
@@ -191,7 +175,7 @@ class MpiRing(RingCommunicator):
             MPI = self._MPI
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
                 self._comm.Free()
-            self._scratch, self._programs = {}, {}
+            self._programs.clear()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -270,7 +254,7 @@ class MpiRing(RingCommunicator):
         if form.average:
             nodes = self.nodes
             finish = lambda values: divide_by_nodes(values, nodes, xp)  # noqa: E731
-        program = self._program(form, buf, cupy)
+        program = self._programs.get(form, buf, cupy)
         if cupy is None:
             run_steps(self._comm, program, ufunc, None, finish)
             return
@@ -281,73 +265,6 @@ class MpiRing(RingCommunicator):
             run_steps(self._comm, program, ufunc, synchronize, finish)
             synchronize()
 
-    def _program(self, form: CallForm, buf, cupy) -> tuple:
-        """This call's compiled steps (:mod:`ring.mpi_steps`), made on the first call with
-        this form on this buffer (held weakly: a program never keeps a buffer alive)."""
-        key = (id(form), id(buf))  # ids: hashing the form costs more than the lookup
-        kept = self._programs.get(key)
-        if kept is not None and kept[0] is form and kept[1]() is buf:
-            return kept[2]
-        if form.gathered:
-            program = self._compile_gathered(form, buf)
-        elif form.algorithm == "ring":
-            program = self._compile_ring(form, buf, cupy)
-        else:
-            program = self._compile_plan(form, buf, cupy)
-        if _weakrefable(buf):
-            if len(self._programs) >= _KEPT:
-                self._programs.clear()
-            self._programs[key] = (form, weakref.ref(buf), program)
-        return program
-
-    def _compile_ring(self, form: CallForm, buf, cupy) -> tuple:
-        steps = plan(form.name, self.nodes, buf.shape[0])
-        # Every rank and step cuts ranges into the same number of segments, so sender and
-        # receiver pair their messages one for one even when range lengths differ.
-        cuts = ring_cuts(steps.scratch_elements, buf.itemsize, form.segment)
-        scratch = None if form.op is None else self._scratch_for(buf, cuts[0] * buf.itemsize, cupy)
-        memory = StepBuffers(buf, None, scratch)
-        mine = steps.node_steps(self.rank)
-        return compile_ring(mine, memory, self._BYTE, cuts, self._pushers[form.name])
-
-    def _compile_gathered(self, form: CallForm, buf) -> tuple:
-        slots = self._table[:, SLOT_DATA : SLOT_DATA + buf.nbytes].view(buf.dtype)
-        steps = plan_for(form.name, self.nodes, buf.shape[0], buf.itemsize, "direct", {})
-        pushers = self._step_pushers(steps.node_steps(self.rank))
-        return compile_gathered(steps, self.rank, buf, slots, pushers)
-
-    def _compile_plan(self, form: CallForm, buf, cupy) -> tuple:
-        """Any other algorithm's plan, step by step."""
-        options = {"segment_bytes": form.segment, "group_size": form.group}
-        steps = plan_for(
-            form.name, self.nodes, buf.shape[0], buf.dtype.itemsize, form.algorithm, options
-        )
-        mine = steps.node_steps(self.rank)
-        landing = landing_elements(mine, self.rank)
-        scratch = scratch_elements(mine)
-        itemsize = buf.dtype.itemsize
-        memory = StepBuffers(
-            buf,
-            self._scratch_for(buf, scratch * itemsize, cupy, "algorithm") if scratch else None,
-            self._scratch_for(buf, landing * itemsize, cupy) if landing else None,
-        )
-        return compile_plan(mine, self.rank, memory, self._BYTE, self._step_pushers(mine))
-
-    def _step_pushers(self, steps: tuple) -> tuple:
-        return tuple(nvtx_ranges.pusher(f"{s.name} rank {self.rank}") for s in steps)
-
-    def _scratch_for(self, buf, nbytes: int, cupy=None, role: str = "landing"):
-        """A preallocated scratch area of ``nbytes`` on the memory that holds ``buf``:
-        ``landing`` for received ranges, ``algorithm`` for the plan's own scratch."""
-        key = (role, "NumPy") if cupy is None else (role, "CuPy", buf.device.id)
-        scratch = self._scratch.get(key)
-        if scratch is None or scratch.nbytes < nbytes:
-            scratch = (np if cupy is None else cupy).empty(nbytes, dtype=np.uint8)
-            self._scratch[key] = scratch
-            # Compiled programs hold views of the old area: drop them with it.
-            self._programs = {}
-        return scratch[:nbytes].view(buf.dtype)
-
     def _abort(self, name: str) -> None:
         sys.stderr.write(
             f"ring.mpi: rank {self.rank} failed during {name} after data started moving; "
@@ -355,14 +272,6 @@ class MpiRing(RingCommunicator):
         )
         sys.stderr.flush()
         self._MPI.COMM_WORLD.Abort(1)
-
-
-def _weakrefable(obj) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True
 
 
 # -- the entry points ring.api calls ------------------------------------------------------

@@ -17,7 +17,7 @@ The plain ring is compiled by :func:`compile_ring`: one ``Sendrecv`` per step, o
 segment of ``segment_bytes`` in reduce-scatter, so the landing segment is still in cache
 when the reduction reads it.
 
-Compiling is done once per (plan, buffer) (:class:`ring.mpi.MpiRing` keeps the result):
+Compiling is done once per (call form, buffer), and kept (:class:`Programs`):
 every slice, ``[range, MPI.BYTE]`` message spec, peer and NVTX pusher is made then, so a
 repeated call only posts messages and runs ufuncs.  At 1 KiB the Python around the
 messages, not the messages, was most of a call.
@@ -25,12 +25,17 @@ messages, not the messages, was most of a call.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from . import nvtx_ranges
+from .schedule import COLLECTIVES, plan, plan_for
 
 __all__ = [
+    "Programs",
     "StepBuffers",
     "compile_gathered",
     "compile_plan",
@@ -39,6 +44,7 @@ __all__ = [
     "ring_cuts",
     "run_steps",
     "scratch_elements",
+    "weakrefable",
 ]
 
 # How a round's messages go: one Sendrecv, all posted then waited for, or none.
@@ -244,3 +250,96 @@ def run_steps(
                         finish(target)
         finally:
             pop()
+
+
+# Kept programs: calls repeat a few (plan, buffer) pairs; a sweep moves on.
+_KEPT = 64
+
+
+def weakrefable(obj) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+class Programs:
+    """One ring's compiled programs, per (call form, buffer), and the preallocated areas
+    they use: ``landing`` for received ranges, ``algorithm`` for the plan's own scratch.
+    A program holds its buffer weakly, so it never keeps a buffer alive; ``slots`` are the
+    data parts of the pre-flight exchange's slots (small ``direct`` calls read them)."""
+
+    def __init__(self, rank: int, nodes: int, byte, slots):
+        self.rank, self.nodes, self._byte, self._slots = rank, nodes, byte, slots
+        self._kept: dict = {}
+        self._areas: dict = {}
+        # Per collective, the NVTX range pusher of each of this rank's ring steps.
+        self._ring_pushers = {
+            name: self._pushers(plan(name, nodes, 0).node_steps(rank)) for name in COLLECTIVES
+        }
+
+    def clear(self) -> None:
+        self._kept, self._areas = {}, {}
+
+    def get(self, form, buf, cupy) -> tuple:
+        """The compiled steps of a call of ``form`` on ``buf``, made on its first call."""
+        key = (id(form), id(buf))  # ids: hashing the form costs more than the lookup
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is form and kept[1]() is buf:
+            return kept[2]
+        if form.gathered:
+            program = self._gathered(form, buf)
+        elif form.algorithm == "ring":
+            program = self._ring(form, buf, cupy)
+        else:
+            program = self._plan(form, buf, cupy)
+        if weakrefable(buf):
+            if len(self._kept) >= _KEPT:
+                self._kept.clear()
+            self._kept[key] = (form, weakref.ref(buf), program)
+        return program
+
+    def _ring(self, form, buf, cupy) -> tuple:
+        steps = plan(form.name, self.nodes, buf.shape[0])
+        cuts = ring_cuts(steps.scratch_elements, buf.dtype.itemsize, form.segment)
+        landing = None if form.op is None else self._area(buf, cuts[0] * buf.dtype.itemsize, cupy)
+        memory = StepBuffers(buf, None, landing)
+        mine = steps.node_steps(self.rank)
+        return compile_ring(mine, memory, self._byte, cuts, self._ring_pushers[form.name])
+
+    def _gathered(self, form, buf) -> tuple:
+        slots = self._slots[:, : buf.nbytes].view(buf.dtype)
+        steps = plan_for(form.name, self.nodes, buf.shape[0], buf.dtype.itemsize, "direct", {})
+        pushers = self._pushers(steps.node_steps(self.rank))
+        return compile_gathered(steps, self.rank, buf, slots, pushers)
+
+    def _plan(self, form, buf, cupy) -> tuple:
+        options = {"segment_bytes": form.segment, "group_size": form.group}
+        steps = plan_for(
+            form.name, self.nodes, buf.shape[0], buf.dtype.itemsize, form.algorithm, options
+        )
+        mine = steps.node_steps(self.rank)
+        landing = landing_elements(mine, self.rank)
+        scratch = scratch_elements(mine)
+        itemsize = buf.dtype.itemsize
+        memory = StepBuffers(
+            buf,
+            self._area(buf, scratch * itemsize, cupy, "algorithm") if scratch else None,
+            self._area(buf, landing * itemsize, cupy) if landing else None,
+        )
+        return compile_plan(mine, self.rank, memory, self._byte, self._pushers(mine))
+
+    def _pushers(self, steps: tuple) -> tuple:
+        return tuple(nvtx_ranges.pusher(f"{s.name} rank {self.rank}") for s in steps)
+
+    def _area(self, buf, nbytes: int, cupy=None, role: str = "landing"):
+        """A preallocated area of ``nbytes`` on the memory that holds ``buf``."""
+        key = (role, "NumPy") if cupy is None else (role, "CuPy", buf.device.id)
+        area = self._areas.get(key)
+        if area is None or area.nbytes < nbytes:
+            area = (np if cupy is None else cupy).empty(nbytes, dtype=np.uint8)
+            self._areas[key] = area
+            # Compiled programs hold views of the old area: drop them with it.
+            self._kept = {}
+        return area[:nbytes].view(buf.dtype)

@@ -30,6 +30,22 @@ def test_every_algorithm_matches_reference(nodes):
     assert code == 0, err
 
 
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_repeated_calls_and_small_direct_calls(nodes):
+    """Kept forms and compiled steps never stand in for what changed between calls; small
+    ``direct`` calls send nothing but the pre-flight exchange (tests/mpi_programs/reuse.py)."""
+    code, out, err, _ = mpirun(nodes, "reuse.py", timeout=LAUNCH_TIMEOUT)
+    (reports,) = json_lines(out)
+    assert [r["nodes"] for r in reports] == [nodes] * nodes, err
+    for report in reports:
+        assert report["cases"] > 100
+        assert report["failures"] == [], "\n".join(report["failures"])
+        assert report["messages"]["at the slot"] == 0
+        assert report["messages"]["above it"] >= 2 * (nodes - 1)
+        assert report["freed"]
+    assert code == 0, err
+
+
 EXPECTED = {
     "algorithms_differ": ("ValueError", "algorithms differ between ranks"),
     "unknown_everywhere": ("ValueError", "bad input on every rank: unknown algorithm 'nope'"),
@@ -39,6 +55,8 @@ EXPECTED = {
     "group_size_not_a_divisor": ("ValueError", "group_size 3 does not divide 4 nodes"),
     "segments_differ": ("ValueError", "segment_bytes differs between ranks"),
     "constructor_algorithms_differ": ("ValueError", "algorithms differ between ranks"),
+    # Rank 0's buffer does not fit the pre-flight slot, the others' do.
+    "direct_lengths_straddle_the_slot": ("ValueError", "buffer lengths differ between ranks"),
 }
 
 

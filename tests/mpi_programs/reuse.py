@@ -1,0 +1,124 @@
+"""Run under ``mpirun -n N``: what a repeated call keeps (its checked form and compiled
+steps) must never stand in for what changed, and small ``direct`` calls move their data
+in the pre-flight exchange alone.
+
+* One buffer object per (algorithm, length), refilled with new random data before each of
+  several calls and ops (as the harness restores its buffers): every result is checked
+  against the float64 / exact reference, so a program compiled for an earlier call that
+  read stale views, or a kept form that skipped a needed check, shows up here.
+* ``direct`` at most ``ring.mpi_agree.GATHERED_BYTES`` per rank sends no point-to-point
+  message (counted by a proxy around the ring's communicator); just above it, it does.
+* A kept program holds its buffer weakly: a dropped buffer is freed.
+Rank 0 prints one JSON line: every rank's ``{"nodes", "cases", "failures", "messages",
+"freed"}``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import traceback
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mpi4py import MPI
+from reference import check, random_inputs
+
+from ring.mpi import MpiRing
+from ring.mpi_agree import GATHERED_BYTES
+from ring.schedule import ALGORITHMS
+
+world = MPI.COMM_WORLD
+rank, nodes = world.Get_rank(), world.Get_size()
+
+
+class CountingComm:
+    """The ring's communicator, counting the point-to-point calls made through it."""
+
+    def __init__(self, comm):
+        self._comm, self.calls = comm, 0
+
+    def __getattr__(self, name):
+        found = getattr(self._comm, name)
+        if name in ("Sendrecv", "Isend", "Irecv", "Send", "Recv"):
+
+            def counted(*args, **kwargs):
+                self.calls += 1
+                return found(*args, **kwargs)
+
+            return counted
+        return found
+
+
+def reused_buffers(failures: list[str]) -> int:
+    cases, seed = 0, 0
+    with MpiRing(world) as comm:
+        for algorithm in ALGORITHMS:
+            for count, dtype in (
+                (1, np.float32),
+                (250, np.float32),
+                (300, np.float64),
+                (5003, np.int64),
+            ):
+                buf = np.empty(count, dtype=dtype)
+                for op in ("sum", "avg", "max", "sum"):
+                    seed += 1
+                    cases += 1
+                    inputs = random_inputs(np.random.default_rng(seed), nodes, count, dtype, op)
+                    buf[...] = inputs[rank]
+                    comm._collective("allreduce", [buf], op, algorithm=algorithm)
+                    try:
+                        check(buf, inputs, op)
+                    except AssertionError:
+                        failures.append(f"{algorithm} n={count} {op}: {traceback.format_exc(1)}")
+    return cases
+
+
+def messages_of_direct(count: int) -> int:
+    comm = MpiRing(world, algorithm="direct")
+    counting = CountingComm(comm._comm)
+    comm._comm = counting
+    buf = np.full(count, rank + 1.0, dtype=np.float32)
+    comm.allreduce([buf])
+    comm._comm = counting._comm
+    comm.close()
+    assert (buf == nodes * (nodes + 1) / 2).all()
+    return counting.calls
+
+
+def freed() -> bool:
+    comm = MpiRing(world, algorithm="rabenseifner")
+    buf = np.ones(1000)
+    comm.allreduce([buf])
+    ref = weakref.ref(buf)
+    del buf
+    gc.collect()
+    comm.close()
+    return ref() is None
+
+
+def main() -> int:
+    failures: list[str] = []
+    cases = reused_buffers(failures)
+    small = GATHERED_BYTES // 4
+    messages = {"at the slot": messages_of_direct(small), "above it": messages_of_direct(small + 1)}
+    report = {
+        "nodes": nodes,
+        "cases": cases,
+        "failures": failures[:10],
+        "messages": messages,
+        "freed": freed(),
+    }
+    reports = world.gather(report, root=0)
+    if rank == 0:
+        print(json.dumps(reports), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
