@@ -60,10 +60,11 @@ class StepBuffers(NamedTuple):
     landing: Any
 
 
-# One move applied after a round's messages: accumulate ``data`` into ``target`` with the
-# call's ufunc, or copy it (``data`` None: it landed in place), then, if ``completes``,
-# the op's last touch on ``target`` (avg's division).
-Apply = tuple[bool, Any, Any, bool]
+# One move applied after a round's messages: accumulate (``target = first op data``, with
+# the call's ufunc; ``first`` is ``target`` but where a copy into it is folded in) or copy
+# ``data`` into ``target`` (``data`` None: it landed in place), then, if ``completes``, the
+# op's last touch on ``target`` (avg's division).
+Apply = tuple[bool, Any, Any, Any, bool]
 # One round: how its messages go, the sends and receives ([spec, peer] pairs; one pair
 # each for SENDRECV), then the moves it applies.
 Round = tuple[int, Any, Any, tuple[Apply, ...]]
@@ -137,7 +138,7 @@ def _compile_step(step, rank: int, memory: StepBuffers, byte) -> tuple[Round, ..
         else:
             receives.append((target, m.peer))
             data = None  # copied in place by the receive
-        applies.append((m.accumulate, target, data, m.completes and not m.to_scratch))
+        applies.append((m.accumulate, target, target, data, m.completes and not m.to_scratch))
     sends = [(buf[a:b], s.peer) for s in step.sends for a, b in (s.src,) if b > a]
     return (_round(byte, sends, receives, applies),)
 
@@ -171,12 +172,17 @@ def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
                 continue
             target = buf[a:b]
             if m.accumulate:
-                applies.append((True, target, slots[m.peer][a:b], m.completes))
+                applies.append((True, target, target, slots[m.peer][a:b], m.completes))
                 continue
-            # A copy: of the owner's input (all_gather), or of what the owner completed.
+            # A copy: of the owner's input (all_gather), or of what the owner completed,
+            # starting from its input (folded into its first accumulation: the same sum).
             (owner, _), *moves = completing.get(m.dst, [(m.peer, m)])
-            applies.append((False, target, slots[owner][a:b], False))
-            applies += [(True, target, slots[x.peer][a:b], x.completes) for _, x in moves]
+            first = slots[owner][a:b]
+            if not moves:
+                applies.append((False, target, target, first, False))
+            for _, x in moves:
+                applies.append((True, first, target, slots[x.peer][a:b], x.completes))
+                first = target
         compiled.append((push, ((LOCAL, (), (), tuple(applies)),)))
     return tuple(compiled)
 
@@ -210,11 +216,11 @@ def compile_ring(steps: tuple, memory: StepBuffers, byte, cuts, pushers) -> tupl
                 slo, shi = min(sa + k * seg, sb), min(sa + (k + 1) * seg, sb)
                 incoming = landing[: hi - lo]
                 mine = buf[lo:hi]
-                applies = [(True, mine, incoming, False)] if hi > lo else []
+                applies = [(True, mine, mine, incoming, False)] if hi > lo else []
                 rounds.append(_round(byte, [(buf[slo:shi], right)], [(incoming, left)], applies))
         if completes:
             kind, sends, receives, last = rounds[-1]
-            rounds[-1] = kind, sends, receives, (*last, (False, buf[a:b], None, True))
+            rounds[-1] = kind, sends, receives, (*last, (False, buf[a:b], buf[a:b], None, True))
         compiled.append((push, tuple(rounds)))
     return tuple(compiled)
 
@@ -240,10 +246,10 @@ def run_steps(
                     requests = [irecv(spec, peer, 0) for spec, peer in receives]
                     requests += [isend(spec, peer, 0) for spec, peer in sends]
                     requests[0].Waitall(requests)
-                for accumulate, target, data, completes in applies:
+                for accumulate, first, target, data, completes in applies:
                     if data is not None:
                         if accumulate:
-                            ufunc(target, data, out=target)
+                            ufunc(first, data, out=target)
                         else:
                             target[...] = data
                     if completes and finish is not None:
