@@ -35,7 +35,8 @@ def test_repeated_calls_and_small_direct_calls(nodes):
     """Kept forms and compiled steps never stand in for what changed between calls; small
     ``direct`` calls send nothing but the pre-flight exchange (tests/mpi_programs/reuse.py)."""
     code, out, err, _ = mpirun(nodes, "reuse.py", timeout=LAUNCH_TIMEOUT)
-    (reports,) = json_lines(out)
+    (result,) = json_lines(out)
+    reports = result["reports"]
     assert [r["nodes"] for r in reports] == [nodes] * nodes, err
     for report in reports:
         assert report["cases"] > 100

@@ -9,8 +9,8 @@ in the pre-flight exchange alone.
 * ``direct`` at most ``ring.mpi_agree.GATHERED_BYTES`` per rank sends no point-to-point
   message (counted by a proxy around the ring's communicator); just above it, it does.
 * A kept program holds its buffer weakly: a dropped buffer is freed.
-Rank 0 prints one JSON line: every rank's ``{"nodes", "cases", "failures", "messages",
-"freed"}``.
+Rank 0 prints one JSON line ``{"reports": [...]}``, every rank's ``{"nodes", "cases",
+"failures", "messages", "freed"}``.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def main() -> int:
     }
     reports = world.gather(report, root=0)
     if rank == 0:
-        print(json.dumps(reports), flush=True)
+        print(json.dumps({"reports": reports}), flush=True)
     return 1 if failures else 0
 
 
