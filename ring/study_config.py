@@ -18,9 +18,11 @@ import numpy as np
 from .ops import resolve_op
 
 __all__ = [
+    "ALGORITHM_KINDS",
     "KINDS",
     "MAX_BUFFER_BYTES",
     "ConfigError",
+    "algorithm_settings",
     "check_config",
     "results_dir",
     "size_bytes",
@@ -29,6 +31,8 @@ __all__ = [
 
 # The sweeps of the workflow and the keys each takes from `bench` unless it overrides them.
 KINDS = ("cpu", "mpi", "gpu", "kernel_bw")
+# The sweeps whose ring backend (of the same name) runs every algorithm of the library.
+ALGORITHM_KINDS = ("cpu", "mpi", "gpu")
 SWEEP_KEYS = (
     *("min_bytes", "max_bytes", "step_factor", "iters", "warmup"),
     *("check", "dtypes", "op", "seed", "timeout"),
@@ -63,6 +67,13 @@ def sweep_settings(config: Mapping, kind: str) -> dict:
     """The `bench` settings with the overrides of `kind` (cpu, mpi, gpu, kernel_bw)."""
     own = config[kind]
     return {key: own.get(key, config["bench"][key]) for key in SWEEP_KEYS}
+
+
+def algorithm_settings(config: Mapping, kind: str) -> dict:
+    """The settings of `kind`'s algorithm sweep: the kind's own, then the `algorithms`
+    section's overrides (a lighter size range than the kind's sweep, typically)."""
+    own = config["algorithms"]
+    return {key: own.get(key, value) for key, value in sweep_settings(config, kind).items()}
 
 
 def results_dir(config: Mapping) -> str:
@@ -112,8 +123,8 @@ def _apply_schema(config: dict, schema: Mapping) -> None:
             config.setdefault(key, spec["default"])
 
 
-def _check_sweep(config: Mapping, kind: str) -> None:
-    settings = sweep_settings(config, kind)
+def _check_sweep(config: Mapping, kind: str, settings: dict | None = None) -> None:
+    settings = sweep_settings(config, kind) if settings is None else settings
     low, high = size_bytes(settings["min_bytes"]), size_bytes(settings["max_bytes"])
     if low > high:
         raise ConfigError(
@@ -136,7 +147,7 @@ def _check_sweep(config: Mapping, kind: str) -> None:
             resolve_op(settings["op"], np.dtype(dtype))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"config: {kind}.op {settings['op']!r} with {dtype}: {exc}") from None
-    if "seed-cpp" in config[kind].get("backends", ()):
+    if "seed-cpp" in config.get(kind, {}).get("backends", ()):
         from .bench.seed_cpp import DTYPE_CODES
 
         refused = [dtype for dtype in settings["dtypes"] if dtype not in DTYPE_CODES]
@@ -178,4 +189,7 @@ def check_config(config: dict, schema_path: str | Path) -> None:
     # `compare` (alternated launches of the threaded ring and MPI_Allreduce) is optional.
     for kind in (*KINDS, *(("compare",) if "compare" in config else ())):
         _check_sweep(config, kind)
+    if "algorithms" in config:  # optional, like `compare`
+        for kind in config["algorithms"]["kinds"]:
+            _check_sweep(config, "algorithms", algorithm_settings(config, kind))
     _check_profiles(config)

@@ -37,6 +37,21 @@ FIGURES = (
         "line per backend, one panel per node count N; the band spans the 25th to 75th "
         "percentile of the timed calls.",
     ),
+    *(
+        FigureSpec(
+            f"algorithms_{backend}",
+            f"Which algorithm of the {backend} ring is fastest at each buffer size?",
+            "Median time per allreduce (µs) against the size of one node's buffer (log–log), "
+            f"one line per algorithm of our {backend} backend, all measured in one run per "
+            "node count N (one panel each, titled with N, the machine where it is not this "
+            "one, and the workers per core where N exceeds the cores: oversubscribed). The "
+            "band spans the 25th to 75th percentile of the timed calls; at each size a black "
+            "ring marks the fastest algorithm and the strip along the panel's foot takes its "
+            "colour. A panel whose run measured only the ring says so: the other algorithms "
+            "were not measured there.",
+        )
+        for backend in ("cpu", "mpi", "gpu")
+    ),
     FigureSpec(
         "bandwidth_vs_size",
         "How close does each backend come to the machine's ceilings?",

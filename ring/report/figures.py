@@ -8,10 +8,12 @@ is imported only when a figure is drawn, so ``import ring.report`` stays cheap.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
+from . import algorithms
 from .analysis import DEVICE_BACKENDS, busbw_factor
 from .drawing import (
     DASHES,
@@ -291,6 +293,10 @@ def _kernel_bandwidth(model, out_dir: Path):
 
 _DRAW: dict[str, Callable] = {
     "time_vs_size": _time_vs_size,
+    **{
+        f"algorithms_{backend}": partial(algorithms.draw, backend=backend)
+        for backend in ("cpu", "mpi", "gpu")
+    },
     "bandwidth_vs_size": _bandwidth_vs_size,
     "ring_vs_peers": _ring_vs_peers,
     "gpu_vs_cpu_speedup": _gpu_vs_cpu,

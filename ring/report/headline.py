@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .algorithms import fastest_table
 from .fmt import format_bytes, format_fraction, format_number, format_ratio
 from .model import ReportModel
 from .table import Table
@@ -30,6 +31,9 @@ def headline_tables(model: ReportModel) -> list[Table]:
     kernel = _kernel_table(model)
     if kernel is not None:
         headline.append(kernel)
+    fastest = fastest_table(model)
+    if fastest is not None:
+        headline.append(fastest)
     return headline
 
 

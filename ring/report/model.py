@@ -6,7 +6,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from . import analysis, ceilings, coverage, intervals, profiles, trust
+from . import algorithms, analysis, ceilings, coverage, intervals, profiles, trust
 from . import caveats as caveat_notes
 from . import findings as finding_text
 from .coverage import Missing
@@ -27,7 +27,14 @@ class ReportModel:
 
     @cached_property
     def rows(self) -> pd.DataFrame:
-        return analysis.label_series(self.inputs.sweep_rows())
+        """The plain ring and its peers: what every table and figure but the per-algorithm
+        ones compares (ring.report.algorithms.headline_rows)."""
+        return analysis.label_series(algorithms.headline_rows(self.inputs.sweep_rows()))
+
+    @cached_property
+    def algorithm_rows(self) -> pd.DataFrame:
+        """Every row, every algorithm included (the per-algorithm figures and table)."""
+        return self.inputs.sweep_rows()
 
     @cached_property
     def plot_rows(self) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..study_config import results_dir, sweep_settings
+from ..study_config import algorithm_settings, results_dir, sweep_settings
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 
@@ -52,7 +52,22 @@ class Study:
 
     def sweep_args(self, kind: str) -> str:
         """The harness flags of a `kind` sweep, in nccl-tests' vocabulary."""
-        s = sweep_settings(self.config, kind)
+        args = self._sweep_flags(kind, sweep_settings(self.config, kind))
+        if "sync" in self.config[kind]:
+            args.append(f"--sync {','.join(self.config[kind]['sync'])}")
+        return " ".join(args)
+
+    def algorithm_args(self, kind: str) -> str:
+        """The harness flags of `kind`'s algorithm sweep: every configured algorithm of the
+        kind's ring backend in one run (so their times compare within it), one sync mode."""
+        section = self.config["algorithms"]
+        args = self._sweep_flags(kind, algorithm_settings(self.config, kind))
+        args.append(f"--algorithm {','.join(section['names'])}")
+        if "sync" in self.config[kind]:
+            args.append(f"--sync {section.get('sync', self.config[kind]['sync'][0])}")
+        return " ".join(args)
+
+    def _sweep_flags(self, kind: str, s: Mapping) -> list[str]:
         args = [
             *(f"-b {s['min_bytes']}", f"-e {s['max_bytes']}", f"-f {s['step_factor']}"),
             *(f"-n {s['iters']}", f"-w {s['warmup']}", f"-c {s['check']}"),
@@ -60,9 +75,7 @@ class Study:
         ]
         if kind != "kernel_bw":  # one process on one GPU: no peer to leave waiting
             args.append(f"--timeout {s['timeout']}")
-        if "sync" in self.config[kind]:
-            args.append(f"--sync {','.join(self.config[kind]['sync'])}")
-        return " ".join(args)
+        return args
 
     def profile_args(self, name: str) -> str:
         """The harness flags of the fixed bench run that profile `name` wraps."""
@@ -132,12 +145,24 @@ class Study:
             for dtype in self._dtypes("gpu")
         ]
 
+    def algorithm_files(self, kind: str) -> list[str]:
+        """`kind`'s algorithm sweep, one file per N (none unless the config asks for it)."""
+        section = self.config.get("algorithms")
+        if not section or kind not in section["kinds"]:
+            return []
+        return [
+            self.path(f"{kind}/algorithms_n{nodes}_{dtype}.csv")
+            for nodes in self.config[kind]["nodes"]
+            if kind != "gpu" or self.gpu_shortfall(nodes) is None
+            for dtype in algorithm_settings(self.config, kind)["dtypes"]
+        ]
+
     def sweeps_here(self) -> list[str]:
         """Every sweep result this machine can produce, in the order the report lists them."""
-        files = self.joint_sweep_files("cpu")
+        files = self.joint_sweep_files("cpu") + self.algorithm_files("cpu")
         if self.machine.mpi.ok:
-            files += self.joint_sweep_files("mpi")
-        return files + self.gpu_files_here()
+            files += self.joint_sweep_files("mpi") + self.algorithm_files("mpi")
+        return files + self.gpu_files_here() + self.algorithm_files("gpu")
 
     def kernel_bw_files(self) -> list[str]:
         return [self.path(f"gpu/kernel_bw_{dtype}.csv") for dtype in self._dtypes("kernel_bw")]

@@ -42,13 +42,13 @@ def cpu_target(wildcards):
         print(
             f"note: target cpu leaves out seed-cpp: {MACHINE.cxx.why}", file=sys.stderr
         )
-    return STUDY.joint_sweep_files("cpu")
+    return STUDY.joint_sweep_files("cpu") + STUDY.algorithm_files("cpu")
 
 
 def mpi_target(wildcards):
     if not MACHINE.mpi.ok:
         stop(f"target mpi: {MACHINE.mpi.why}; {MPI_HINT}")
-    return STUDY.joint_sweep_files("mpi")
+    return STUDY.joint_sweep_files("mpi") + STUDY.algorithm_files("mpi")
 
 
 def gpu_target(wildcards):
@@ -56,7 +56,7 @@ def gpu_target(wildcards):
         shortfall = STUDY.gpu_shortfall(nodes)
         if shortfall:
             stop(f"target gpu: the sweep at N = {nodes} {shortfall}")
-    return STUDY.gpu_files_here()
+    return STUDY.gpu_files_here() + STUDY.algorithm_files("gpu")
 
 
 def kernel_bw_target(wildcards):
