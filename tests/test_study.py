@@ -103,3 +103,26 @@ def test_one_host_label_comes_from_the_mpi_host_count():
     assert labelled.loc["old", "base"] == "mpi (one host)"
     assert labelled.loc["threads", "base"] == "cpu"
     assert list(labelled["one_host"]) == [True, False, True, False]
+
+
+def test_algorithm_sweep_flags_reach_the_harness():
+    import yaml
+
+    from ring.study import Machine, Probe, Study
+    from ring.study_config import check_config
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["algorithms"].update(names=["ring", "rabenseifner", "direct"], max_bytes="4M")
+    check_config(config, ROOT / "workflow/schemas/config.schema.yaml")
+    here = Probe(True, "stub")
+    study = Study(config, Machine(0, "none", here, here, here))
+    cpu = study.algorithm_args("cpu").split()
+    assert cpu[cpu.index("--algorithm") + 1] == "ring,rabenseifner,direct"
+    assert cpu[cpu.index("--sync") + 1] == "pairwise"
+    assert cpu[cpu.index("-e") + 1] == "4M"  # the algorithms' range, not the sweep's 256M
+    assert "--algorithm" not in study.sweep_args("cpu")  # the ring-only sweep stays so
+    assert "--sync" not in study.algorithm_args("mpi")
+    assert study.algorithm_files("gpu") == []  # no GPU here
+    assert study.algorithm_files("mpi") == [
+        f"results/mpi/algorithms_n{n}_float32.csv" for n in config["mpi"]["nodes"]
+    ]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ring.schedule import ALGORITHMS
 from ring.study_config import ConfigError, check_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ BAD = {
     ),
     "empty launcher": ({"mpi": {"launcher": "  "}}, "mpi.launcher: '  ' does not match"),
     "typo'd key": ({"cpu": {"nodez": [2]}}, "'nodez' was unexpected); allowed keys: backends"),
-    "typo'd top-level key": ({"bnech": {}}, "allowed keys: bench, compare, cpu"),
+    "typo'd top-level key": ({"bnech": {}}, "allowed keys: algorithms, bench, compare, cpu"),
     "bad size": ({"bench": {"max_bytes": "64X"}}, "expected bytes per node buffer"),
     "min above max": (
         {"bench": {"min_bytes": "1M", "max_bytes": "1K"}},
@@ -64,6 +65,15 @@ BAD = {
     "name of a results folder": ({"name": "cpu"}, "name 'cpu' is a folder of results/ itself"),
     "name with a slash": ({"name": "a/b"}, "name: 'a/b' does not match"),
     "op mean": ({"bench": {"op": "mean"}}, "bench.op: 'mean' is not one of ['sum', "),
+    "unknown algorithm": (
+        {"algorithms": {"names": ["ring", "rign"]}},
+        "algorithms.names.1: 'rign' is not one of ['ring', 'ring-segmented'",
+    ),
+    "algorithm sweep of no kind": ({"algorithms": {"kinds": ["tpu"]}}, "'tpu' is not one of"),
+    "algorithm sweep above the maximum": (
+        {"algorithms": {"max_bytes": "65G"}},
+        "algorithms.max_bytes 65G is above the workflow's maximum",
+    ),
 }
 
 
@@ -89,3 +99,13 @@ def test_schema_takes_every_op_the_harness_takes():
     schema = yaml.safe_load(SCHEMA.read_text())
     assert schema["$defs"]["sweep"]["properties"]["op"]["enum"] == list(OPS)
     check_config(merged({"bench": {"op": "avg", "dtypes": ["float32", "float64"]}}), SCHEMA)
+
+
+def test_algorithm_names_are_the_librarys():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    names = schema["properties"]["algorithms"]["properties"]["names"]["items"]["enum"]
+    assert names == list(ALGORITHMS)
+    # The shipped configurations measure every one of them.
+    for name in ("config.yaml", "full.yaml"):
+        config = merged(yaml.safe_load((ROOT / "config" / name).read_text()) or {})
+        assert config["algorithms"]["names"] == list(ALGORITHMS)

@@ -159,7 +159,14 @@ CPU_JOBS = 2
 MPI_JOBS = 1
 # The threaded ring against MPI_Allreduce, alternated launches: one job per mpi N.
 COMPARE_JOBS = 1
+# The algorithm sweeps (config key `algorithms`): one job per N of their kind.
+ALL_ALGORITHMS = (
+    "ring,ring-segmented,ring-bidirectional,recursive-doubling,rabenseifner,hierarchical,direct"
+)
 TIMED_RULES = {
+    "cpu_algorithms",
+    "mpi_algorithms",
+    "gpu_algorithms",
     "compare_bench",
     "nsys_overhead_cpu",
     "cpu_bench",
@@ -179,7 +186,9 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     jobs = dry_run(workdir, ["all"], pinned_config(tmp_path, stubs), config_args=["gpus=0"])
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
+        "cpu_algorithms": CPU_JOBS,
         "mpi_bench": MPI_JOBS,
+        "mpi_algorithms": MPI_JOBS,
         "compare_bench": COMPARE_JOBS,
         "nsys_profile_cpu": 1,
         "nsys_overhead_cpu": 1,
@@ -197,7 +206,15 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         "results/report/index.html",
         "results/report/report.md",
     ]
-    assert report.shell.count("--sweep ") == CPU_JOBS + MPI_JOBS
+    assert report.shell.count("--sweep ") == 2 * (CPU_JOBS + MPI_JOBS)
+    # Every algorithm in one run per N, over the algorithms' own (ci: tiny) size range; the
+    # ring-only sweeps stay as they were.
+    for rule in ("cpu_algorithms", "mpi_algorithms"):
+        shell = next(job.shell for job in jobs if job.rule == rule)
+        assert f"--algorithm {ALL_ALGORITHMS}" in shell and "-e 16K -f 4" in shell, shell
+        assert f"--sweep results/{rule[:3]}/algorithms_n2_float32.csv" in report.shell
+    assert "--algorithm" not in cpu_shell
+    assert "--sync pairwise " in next(j.shell for j in jobs if j.rule == "cpu_algorithms")
     assert report.shell.count("--alternated ") == COMPARE_JOBS
     compare = next(job for job in jobs if job.rule == "compare_bench")
     assert "alternate --nodes 2 --rounds 2" in compare.shell and "-- -d float32" in compare.shell
@@ -221,6 +238,7 @@ def test_all_with_four_gpus_adds_gpu_sweeps_kernel_and_profiles(workdir, stubs, 
     )
     plan = counts(jobs)
     assert plan["gpu_bench"] == 4
+    assert plan["gpu_algorithms"] == 2
     assert plan["kernel_bw_sweep"] == 1
     assert plan["nsys_profile_gpu"] == 2
     assert plan["mpi_bench"] == 0
@@ -252,6 +270,8 @@ def test_two_gpus_leave_out_n4_unless_devices_may_be_shared(workdir, stubs, tmp_
     assert "--shared-devices 1" in n4[0].shell
     n2 = [job for job in shared if job.rule == "gpu_bench" and job.wildcards["nodes"] == "2"]
     assert len(n2) == 2 and all("--shared-devices" not in job.shell for job in n2)
+    algorithms = {j.wildcards["nodes"]: j for j in shared if j.rule == "gpu_algorithms"}
+    assert "--shared-devices 1" in algorithms["4"].shell and algorithms["4"].resources["gpu"] == "2"
     profile = next(
         job for job in shared if job.rule == "nsys_profile_gpu" and job.wildcards["nodes"] == "4"
     )
@@ -288,9 +308,14 @@ def test_gpus_auto_counts_what_nvidia_smi_lists_and_cuda_lets_us_see(workdir, st
 @pytest.mark.parametrize(
     ("target", "config_args", "expected"),
     [
-        ("cpu", [], {"cpu_bench": CPU_JOBS, "cpu": 1}),
-        pytest.param("mpi", [], {"mpi_bench": MPI_JOBS, "mpi": 1}, marks=needs_mpi4py),
-        ("gpu", ["gpus=4"], {"gpu_bench": 4, "gpu": 1}),
+        ("cpu", [], {"cpu_bench": CPU_JOBS, "cpu_algorithms": CPU_JOBS, "cpu": 1}),
+        pytest.param(
+            "mpi",
+            [],
+            {"mpi_bench": MPI_JOBS, "mpi_algorithms": MPI_JOBS, "mpi": 1},
+            marks=needs_mpi4py,
+        ),
+        ("gpu", ["gpus=4"], {"gpu_bench": 4, "gpu_algorithms": 2, "gpu": 1}),
         ("kernel_bw", ["gpus=4"], {"kernel_bw_sweep": 1, "kernel_bw": 1}),
         ("nsys_cpu", [], {"nsys_profile_cpu": 1, "nsys_overhead_cpu": 1, "nsys_cpu": 1}),
         ("nsys_2gpu", ["gpus=4"], {"nsys_profile_gpu": 1, "nsys_2gpu": 1}),
@@ -313,6 +338,7 @@ def test_report_target_builds_the_report_from_everything_measurable(workdir, stu
     jobs = dry_run(workdir, ["report"], pinned, config_args=["gpus=0"])
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
+        "cpu_algorithms": CPU_JOBS,
         "nsys_profile_cpu": 1,
         "nsys_overhead_cpu": 1,
         "not_measured": 1,
@@ -327,7 +353,8 @@ def test_every_timed_job_takes_the_exclusive_resource(workdir, stubs, tmp_path):
     jobs = dry_run(workdir, ["all"], pinned_config(tmp_path, stubs), config_args=["gpus=4"])
     planned = {job.rule for job in jobs}
     mpi = importlib.util.find_spec("mpi4py") is not None
-    assert planned >= (TIMED_RULES if mpi else TIMED_RULES - {"mpi_bench", "compare_bench"})
+    without_mpi = TIMED_RULES - {"mpi_bench", "mpi_algorithms", "compare_bench"}
+    assert planned >= (TIMED_RULES if mpi else without_mpi)
     for job in jobs:
         if job.rule in TIMED_RULES:
             assert job.resources.get("bench") == "1", job
@@ -422,6 +449,7 @@ def test_all_without_nsys_or_mpi_still_plans_the_rest(workdir, stubs, tmp_path):
     jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=0"])
     assert counts(jobs) == {
         "cpu_bench": CPU_JOBS,
+        "cpu_algorithms": CPU_JOBS,
         "not_measured": 1,
         "build_report": 1,
         "all": 1,

@@ -13,6 +13,7 @@ SLURM_ENV = {"RING_SLURM_PARTITION": "test-partition", "RING_SLURM_ACCOUNT": "te
 workdir = test_workflow.workdir
 stubs = test_workflow.stubs
 TIMED = {"cpu_bench", "mpi_bench", "gpu_bench", "kernel_bw_sweep", "nsys_profile_cpu"}
+TIMED |= {"cpu_algorithms", "mpi_algorithms", "gpu_algorithms"}
 
 
 def slurm_plan(workdir, env, target, *args):
@@ -51,8 +52,9 @@ def test_every_job_gets_the_slurm_profile_resources(workdir, stubs, tmp_path):
         assert job.resources["runtime"] == "120", job
         if job.rule in TIMED:
             assert job.resources["slurm_extra"] == "--exclusive", job
-    mpi = [job for job in jobs if job.rule == "mpi_bench"]
-    assert mpi and all(job.resources["mpi"] == "srun" for job in mpi)
+    mpi = [job for job in jobs if job.rule in ("mpi_bench", "mpi_algorithms")]
+    assert len({job.rule for job in mpi}) == 2
+    assert all(job.resources["mpi"] == "srun" for job in mpi)
     assert all(job.resources["tasks"] == job.wildcards["nodes"] for job in mpi)
     assert all("nodes" not in job.resources for job in mpi)
 
