@@ -173,13 +173,19 @@ def test_figures_drawn_and_absent_ones_listed(built, markdown):
     drawn = set(built.drawn)
     assert drawn == {
         "time_vs_size",
+        "algorithms_cpu",
         "bandwidth_vs_size",
         "ring_vs_peers",
         "scaling_nodes",
         "sync_barrier_vs_pairwise",
         "profile_steps",
     }
-    assert set(built.not_drawn) == {"gpu_vs_cpu_speedup", "kernel_bandwidth"}
+    assert set(built.not_drawn) == {
+        "algorithms_mpi",
+        "algorithms_gpu",
+        "gpu_vs_cpu_speedup",
+        "kernel_bandwidth",
+    }
     figures_dir = built.figures[0].png.parent
     for name in drawn:
         assert (figures_dir / f"{name}.png").stat().st_size > 10_000
@@ -358,7 +364,8 @@ def test_cli_builds_and_reports(results, tmp_path):
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    assert "not drawn (data absent): gpu_vs_cpu_speedup, kernel_bandwidth" in done.stdout
+    absent = "algorithms_mpi, algorithms_gpu, gpu_vs_cpu_speedup, kernel_bandwidth"
+    assert f"not drawn (data absent): {absent}" in done.stdout
     assert (tmp_path / "report" / "index.html").is_file()
 
 

@@ -38,9 +38,9 @@ _CHOICE = ["machine", "run", "sync", "dtype", "op"]
 
 def _algorithm(rows: pd.DataFrame) -> pd.Series:
     """Each row's algorithm; the plain ring for results written before the column."""
-    named = rows["algorithm"].fillna("").astype(str) if "algorithm" in rows else None
-    if named is None:
+    if "algorithm" not in rows:
         return pd.Series(PLAIN, index=rows.index)
+    named = rows["algorithm"].fillna("").astype(str)
     return named.where(~named.isin(["", "nan"]), PLAIN)
 
 
@@ -66,6 +66,10 @@ def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return kept[~(mixed & points.isin(elsewhere))]
 
 
+def _order(name: str) -> tuple[int, str]:
+    return (ALGORITHMS.index(name) if name in ALGORITHMS else len(ALGORITHMS), name)
+
+
 @dataclass(frozen=True)
 class Panel:
     """One backend at one N: every algorithm one run measured there."""
@@ -81,9 +85,7 @@ class Panel:
     @property
     def algorithms(self) -> list[str]:
         """The algorithms measured, in the library's order (others, e.g. peers, after)."""
-        found = set(self.rows["algorithm"])
-        order = [a for a in ALGORITHMS if a in found]
-        return order + sorted(found - set(order))
+        return sorted(set(self.rows["algorithm"]), key=_order)
 
     @property
     def only_ring(self) -> bool:
@@ -212,10 +214,6 @@ def draw(model, out_dir, backend: str):
         ax.set_ylabel("time per allreduce (µs, median)")
     legend_right(fig, axes.flat)
     return save(fig, plt, out_dir, f"algorithms_{backend}")
-
-
-def _order(name: str) -> tuple[int, str]:
-    return (ALGORITHMS.index(name) if name in ALGORITHMS else len(ALGORITHMS), name)
 
 
 def _mark_fastest(ax, fastest: pd.DataFrame, palette: dict) -> None:
