@@ -178,7 +178,7 @@ def fastest_table(model) -> Table | None:
         return None
     return Table(
         "Fastest algorithm per size",
-        ["backend", "N", "sizes", "fastest", "next fastest takes", "run"],
+        ["backend", "N", "sizes", "fastest", "next fastest / fastest (time)", "run"],
         body,
         "Lowest median time per allreduce among the algorithms one run measured at that N "
         "(all in one run, so drift between runs does not decide); the next fastest's time "
