@@ -18,7 +18,6 @@ import numpy as np
 from .ops import resolve_op
 
 __all__ = [
-    "ALGORITHM_KINDS",
     "KINDS",
     "MAX_BUFFER_BYTES",
     "ConfigError",
@@ -31,8 +30,6 @@ __all__ = [
 
 # The sweeps of the workflow and the keys each takes from `bench` unless it overrides them.
 KINDS = ("cpu", "mpi", "gpu", "kernel_bw")
-# The sweeps whose ring backend (of the same name) runs every algorithm of the library.
-ALGORITHM_KINDS = ("cpu", "mpi", "gpu")
 SWEEP_KEYS = (
     *("min_bytes", "max_bytes", "step_factor", "iters", "warmup"),
     *("check", "dtypes", "op", "seed", "timeout"),
