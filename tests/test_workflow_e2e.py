@@ -98,7 +98,8 @@ def test_benchmark_jobs_never_overlap_even_with_spare_cores(tmp_path):
     config = ("--configfile", "config/ci.yaml", "--config", "gpus=0")
     run_ok(workdir, "--cores", "8", "cpu", *config)
     intervals = job_intervals(workdir)
-    assert len(intervals) == CPU_JOBS  # one job per N, every cpu backend in it
+    # Per N: the sweep (every cpu backend in it) and the algorithm sweep.
+    assert len(intervals) == 2 * CPU_JOBS
     assert overlaps(intervals) == []
 
     # Control: the same jobs with the limit lifted do run side by side on 8 cores, so the
