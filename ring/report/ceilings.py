@@ -110,7 +110,8 @@ def ceiling_fractions(
             known = group[group[metric].notna()]
             if known.empty:
                 continue  # e.g. NCCL's memory traffic, which the harness cannot see
-            records.append(_fraction_record(series, nodes, ceiling, metric, known, llc.get(run)))
+            record = _fraction_record(series, nodes, ceiling, metric, known, llc.get(run))
+            records.append({**record, "run": run})
     return pd.DataFrame.from_records(records, columns=_FRACTION_COLUMNS)
 
 
@@ -128,6 +129,7 @@ _FRACTION_COLUMNS = [
     "llc_bytes",
     "max_fraction_beyond_llc",
     "beyond_llc_at_bytes",
+    "run",
 ]
 
 

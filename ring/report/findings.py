@@ -120,7 +120,6 @@ def _ceiling_reached(model) -> list[str]:
     far = far.astype({"max_fraction_beyond_llc": float})
     top = far.loc[far["max_fraction_beyond_llc"].idxmax()]
     low = far.loc[far["max_fraction_beyond_llc"].idxmin()]
-    run = model.rows.loc[model.rows["series"] == top.series, "run"].iloc[0]
     verdict = (
         "none is above 105 %"
         if top.max_fraction_beyond_llc <= trust.ABOVE_CEILING
@@ -131,7 +130,7 @@ def _ceiling_reached(model) -> list[str]:
         f"({format_bytes(LLC_MULTIPLE * int(top.llc_bytes))} here), the series reach between "
         f"{format_number(100 * low.max_fraction_beyond_llc)} % ({low.series} N={low.nodes}) and "
         f"{format_number(100 * top.max_fraction_beyond_llc)} % ({top.series} N={top.nodes}, "
-        f"run {run}) of their own run's memory ceiling ({top.ceiling}, "
+        f"run {top.run}) of their own run's memory ceiling ({top.ceiling}, "
         f"{format_number(top.ceiling_GBps)} GB/s); {verdict}{_drift(model)}."
     ]
 
