@@ -68,3 +68,11 @@ def test_sysconf_fills_what_sysfs_lacks(tmp_path, monkeypatch):
 def test_the_default_block_follows_the_probed_caches(monkeypatch, nodes, expected):
     monkeypatch.setattr(schedule, "cache_bytes", lambda: (512 << 10, 32 << 20))
     assert schedule.default_segment_bytes(nodes) == expected
+
+
+def test_the_harness_records_the_probed_caches(monkeypatch):
+    from ring.bench import environment
+
+    monkeypatch.setattr(environment, "cache_bytes", lambda: (3 << 20, 96 << 20))
+    recorded = environment.collect_environment()["cache_bytes"]
+    assert recorded == {"l2": 3 << 20, "last_level": 96 << 20}
