@@ -69,16 +69,19 @@ def node_pushers(nodes: int) -> list[Pushers]:
 
 
 class Between:
-    """``value`` at steps ``start <= t < stop``, nothing elsewhere: one node's queues when
-    they are the same at every step (the ring family), in O(1) state."""
+    """``value`` at every step ``t`` but those where ``(t + shift) % period == 0``, nothing
+    there: one node's queues when they are the same at every step but a block's first (the
+    ring family, whose blocks are independent ring passes of ``period`` steps), in O(1)
+    state.  A node takes tokens before every step but a block's first (shift 0) and puts
+    them after every step but a block's last (shift 1)."""
 
-    __slots__ = ("start", "stop", "value")
+    __slots__ = ("period", "shift", "value")
 
-    def __init__(self, value: tuple, start: int, stop: int):
-        self.value, self.start, self.stop = value, start, stop
+    def __init__(self, value: tuple, period: int, shift: int):
+        self.value, self.period, self.shift = value, period, shift
 
     def __getitem__(self, t: int) -> tuple:
-        return self.value if self.start <= t < self.stop else ()
+        return self.value if (t + self.shift) % self.period else ()
 
 
 class Program(NamedTuple):
@@ -124,9 +127,10 @@ def _queues(waits: list, last: int, pairs: dict) -> tuple[list, list]:
     for i in range(n):
         if isinstance(waits[i], Between):
             w = waits[i].value
-            gets.append(Between(tuple(pairs[j, i] for j in w), 1, last + 1))
+            period = waits[i].period
+            gets.append(Between(tuple(pairs[j, i] for j in w), period, 0))
             takers = tuple(pairs[i, k] for k in range(n) if i in waits[k].value)
-            puts.append(Between(takers, 0, last))
+            puts.append(Between(takers, period, 1))
         else:
             gets.append([tuple(pairs[j, i] for j in w) for w in waits[i]])
             puts.append(
@@ -137,11 +141,12 @@ def _queues(waits: list, last: int, pairs: dict) -> tuple[list, list]:
 
 
 def _waits(steps: Plan) -> list:
-    """Per node, the peers each step waits for; the same at every step but the first
-    in the ring family (:class:`Between`)."""
+    """Per node, the peers each step waits for; in the ring family the same at every
+    step but the first of each block (:class:`Between`)."""
     n = steps.nodes
     if steps.algorithm in RING_FAMILY:
-        if steps.steps < 2:
-            return [Between((), 1, 1)] * n
-        return [Between(steps.node_steps(i)[1].waits, 1, steps.steps) for i in range(n)]
+        period = steps.steps // steps.blocks
+        if period < 2:
+            return [Between((), 1, 0)] * n
+        return [Between(steps.node_steps(i)[1].waits, period, 0) for i in range(n)]
     return [[s.waits for s in steps.node_steps(i)] for i in range(n)]

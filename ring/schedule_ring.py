@@ -186,7 +186,7 @@ def ring_family_steps(
     pieces = lanes.pieces
     neighbour = {1: (node - 1) % n, -1: (node + 1) % n}
     # The left-going ring needs both neighbours done; the ring alone needs only its left
-    # one (see ring.cpu for why that suffices).
+    # one (see ring.cpu_sync for why that suffices).
     waits = tuple(dict.fromkeys(neighbour[d] for d in directions))
     steps: list[Step] = []
     for block in range(blocks):
@@ -203,7 +203,11 @@ def ring_family_steps(
                     taker = neighbour[-d]
                     sends.append(Send(taker, ranges[_lane_chunk(d, phase, taker, s, n)]))
                 number = block * (n - 1) + s
-                started = bool(steps)
+                # Blocks touch disjoint ranges, so a block's first step waits for no one:
+                # a node may start block k + 1 while its neighbour still finishes block k.
+                # It cannot get further ahead: its next step waits for that neighbour's
+                # first step of block k + 1.
+                started = s > 0 or phase != COLLECTIVE_PHASES[collective][0]
                 steps.append(
                     Step(
                         algorithm,
