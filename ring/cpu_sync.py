@@ -12,7 +12,9 @@ ahead of its consumer without a separate signal per step, so the state stays lin
   with events; non-neighbours run ahead.  This is enough: node ``i`` at step ``t``
   transitively waits for node ``i + 1`` at step ``t - (N - 1)``, the last step at which
   node ``i + 1`` reads a chunk that node ``i`` overwrites at step ``t``
-  (``tests/test_schedule.py`` checks every hazard of every algorithm).  A plan whose
+  (``tests/test_schedule.py`` checks every hazard of every algorithm).  ring-segmented's
+  blocks touch disjoint ranges, so this holds block by block and a block's first step
+  waits for no one: one wakeup fewer per block.  A plan whose
   waits pair more than ``8 N`` nodes (``direct``) runs with the barrier instead.
 * ``sync="barrier"``: after every step all nodes wait for each other, as the original
   study's CPU code does with ``std::barrier``.  The last node to arrive puts a token in
