@@ -21,11 +21,10 @@ Both keep the chunk each node owns, so their reduce-scatter means what the ring'
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from pathlib import Path
 
+from .machine import cache_bytes
 from .schedule_core import (
     ALL_GATHER,
     COLLECTIVE_PHASES,
@@ -187,7 +186,7 @@ def ring_family_steps(
     pieces = lanes.pieces
     neighbour = {1: (node - 1) % n, -1: (node + 1) % n}
     # The left-going ring needs both neighbours done; the ring alone needs only its left
-    # one (see ring.cpu for why that suffices).
+    # one (see ring.cpu_sync for why that suffices).
     waits = tuple(dict.fromkeys(neighbour[d] for d in directions))
     steps: list[Step] = []
     for block in range(blocks):
@@ -204,7 +203,11 @@ def ring_family_steps(
                     taker = neighbour[-d]
                     sends.append(Send(taker, ranges[_lane_chunk(d, phase, taker, s, n)]))
                 number = block * (n - 1) + s
-                started = bool(steps)
+                # Blocks touch disjoint ranges, so a block's first step waits for no one:
+                # a node may start block k + 1 while its neighbour still finishes block k.
+                # It cannot get further ahead: its next step waits for that neighbour's
+                # first step of block k + 1.
+                started = s > 0 or phase != COLLECTIVE_PHASES[collective][0]
                 steps.append(
                     Step(
                         algorithm,
@@ -217,30 +220,3 @@ def ring_family_steps(
                     )
                 )
     return tuple(steps)
-
-
-@lru_cache(maxsize=1)
-def cache_bytes() -> tuple[int, int]:
-    """(per-core L2, shared last-level) cache sizes the machine reports, in bytes; 1 MiB
-    and 32 MiB when it reports none (sysfs absent, e.g. not Linux)."""
-    sizes: dict[int, int] = {}
-    root = Path("/sys/devices/system/cpu/cpu0/cache")
-    for index in sorted(root.glob("index*")) if root.is_dir() else ():
-        try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            size = (index / "size").read_text().strip()
-        except (OSError, ValueError):
-            continue
-        if kind == "Instruction" or not size[:-1].isdigit():
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 1)
-        sizes[level] = int(size.rstrip("KMG")) * scale
-    names = {2: "SC_LEVEL2_CACHE_SIZE", 3: "SC_LEVEL3_CACHE_SIZE"}
-    for level, name in names.items():
-        if level not in sizes and name in os.sysconf_names:
-            value = os.sysconf(name)
-            if value > 0:
-                sizes[level] = value
-    l2 = sizes.get(2, 1 << 20)
-    return l2, max(sizes.values(), default=32 << 20)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..machine import cache_bytes
 from .parallel import usable_cores
 
 __all__ = [
@@ -209,6 +210,8 @@ def collect_environment(world=None) -> dict:
         "cores": os.cpu_count(),
         "usable_cores": usable_cores(),
         "memory_bytes": memory_bytes(),
+        # What sizes ring-segmented's default block and the cpu backend's tiles.
+        "cache_bytes": dict(zip(("l2", "last_level"), cache_bytes(), strict=True)),
         "os": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "python_executable": sys.executable,

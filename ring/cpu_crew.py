@@ -1,0 +1,279 @@
+"""The CPU backend's worker threads, one per logical node, and how a node runs its steps.
+
+All nodes share one address space, so a "link" is a node reading a peer's array at the
+range the plan names; reductions are NumPy ufuncs with ``out=``, which release the GIL on
+large ranges so nodes really run in parallel (queues and barrier: :mod:`ring.cpu_sync`).
+
+A step whose moves all accumulate into one range (``direct`` reduces its chunk from every
+peer in one step) runs tile by tile: every peer's tile is added while the target tile is
+still in the core's cache, so the target crosses the memory bus once instead of once per
+peer.  Each element still sees the same operations in the same order, so the result is
+bit for bit the untiled one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import nvtx_ranges
+from .cpu_sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
+from .machine import cache_bytes
+from .ops import divide_by_nodes
+from .schedule import RING_FAMILY, Plan
+from .schedule_core import Move, Range, Step
+
+__all__ = ["PROGRAMS", "Aborted", "Crew", "Tiled", "tile_bytes", "tiled_moves"]
+
+# Programs kept per communicator (one per plan: collective, algorithm, length, options).
+PROGRAMS = 32
+_STOP = None  # what a worker's start queue receives instead of a job when it must exit
+
+
+class Aborted(Exception):
+    """Raised inside a healthy worker when another worker failed."""
+
+
+def tile_bytes() -> int:
+    """Bytes of one tile of a tiled step: a quarter of the per-core L2, so the target
+    tile and the source streaming past it stay in it (16 KiB at least)."""
+    return max(16 << 10, cache_bytes()[0] // 4)
+
+
+class Tiled(NamedTuple):
+    """Moves of one step that all accumulate into ``dst``, run tile by tile: ``sources``
+    are (peer, first element of its range, from_scratch) in the plan's order."""
+
+    dst: Range
+    to_scratch: bool
+    sources: tuple[tuple[int, int, bool], ...]
+    completes: bool
+
+
+def _joins(group: list[Move], move: Move, node: int) -> bool:
+    """Whether ``move`` can run in the same tiles as ``group``: same target, and it neither
+    reads that target nor follows a move that completes it."""
+    first = group[0]
+    reads_target = move.from_scratch if move.to_scratch else move.peer == node
+    return (
+        move.accumulate
+        and move.dst == first.dst
+        and move.to_scratch == first.to_scratch
+        and not reads_target
+        and not group[-1].completes
+    )
+
+
+def tiled_moves(step: Step) -> tuple:
+    """``step.moves`` with each run of two or more moves into one range as a :class:`Tiled`."""
+    groups: list[list[Move]] = []
+    for move in step.moves:
+        if groups and groups[-1][0].accumulate and _joins(groups[-1], move, step.node):
+            groups[-1].append(move)
+        else:
+            groups.append([move])
+    if all(len(g) == 1 for g in groups):
+        return step.moves
+    return tuple(
+        g[0]
+        if len(g) == 1
+        else Tiled(
+            g[0].dst,
+            g[0].to_scratch,
+            tuple((m.peer, m.src[0], m.from_scratch) for m in g),
+            g[-1].completes,
+        )
+        for g in groups
+    )
+
+
+class _Job(NamedTuple):
+    buffers: list
+    ufunc: Any
+    plan: Plan
+    average: bool
+    scratch: list
+    program: list
+    actions: list  # per node: the steps' moves (tiled), or None to run step.moves
+    tile: int  # elements per tile
+
+
+class Crew:
+    """The worker threads and all they share.  It holds no reference to its communicator."""
+
+    def __init__(self, nodes: int, sync: str):
+        n = self.nodes = nodes
+        self.pairwise = sync == "pairwise"
+        self.pushers = node_pushers(n) if n > 1 else []
+        self.pop = nvtx_ranges.pop if n <= STEP_RANGE_MAX_NODES else no_range
+        # ready[i]: node i's barrier tokens; pairs[(j, i)]: node j's tokens for node i.
+        self.ready: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
+        self.pairs: dict[tuple[int, int], queue.SimpleQueue] = {}
+        self.arrivals: list[itertools.count] = []
+        self.programs: dict[Plan, tuple[list[Program], list]] = {}
+        self.scratch: list[np.ndarray | None] = [None] * n
+        self.start: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
+        self.done: queue.SimpleQueue = queue.SimpleQueue()
+        self.finished = itertools.count()
+        self.fail_lock = threading.Lock()
+        self.error: BaseException | None = None
+        self.failed = False
+        self.threads: list[threading.Thread] = []
+        for node in range(n if n > 1 else 0):
+            thread = threading.Thread(
+                target=self.worker, args=(node,), name=f"ring-cpu-node{node}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    # -- the caller's side, before the workers start a call ------------------------------
+
+    def job(self, buffers: list, ufunc, steps: Plan, average: bool) -> _Job:
+        """Everything the workers need for one call of ``steps`` on ``buffers``: each
+        node's scratch (when the plan uses it), program and tiled moves."""
+        dtype = buffers[0].dtype
+        scratch: list = [None] * self.nodes
+        if steps.uses_scratch:
+            for node, array in enumerate(self.scratch):
+                if array is None or array.dtype != dtype or array.size < steps.scratch_elements:
+                    array = self.scratch[node] = np.empty(steps.scratch_elements, dtype)
+                scratch[node] = array
+        compiled = self.programs.get(steps)
+        if compiled is None:
+            if len(self.programs) >= PROGRAMS:
+                del self.programs[next(iter(self.programs))]
+            compiled = self.programs[steps] = self._compile(steps)
+        while len(self.arrivals) < steps.steps:
+            self.arrivals.append(itertools.count())
+        tile = max(1, tile_bytes() // dtype.itemsize)
+        return _Job(buffers, ufunc, steps, average, scratch, *compiled, tile)
+
+    def _compile(self, steps: Plan) -> tuple[list[Program], list]:
+        programs = program(steps, self.pushers, self.pairwise, self.pairs)
+        if steps.algorithm in RING_FAMILY:  # one move per lane and step: nothing to tile
+            return programs, [None] * self.nodes
+        actions = [[tiled_moves(s) for s in steps.node_steps(i)] for i in range(self.nodes)]
+        return programs, actions
+
+    def run(self, job: _Job) -> BaseException | None:
+        """Run one collective on every node; return a worker's exception, if any.
+
+        If the caller is interrupted while the nodes run, every waiting node is woken to
+        stop; the caller then stops and joins them (:meth:`stop`) before the interruption
+        propagates, so no node touches a buffer afterwards.
+        """
+        try:
+            for start in self.start:
+                start.put(job)
+            self.done.get()
+        except BaseException as interruption:
+            self.fail(interruption)
+            raise
+        return self.error if self.failed else None
+
+    def stop(self, join: bool) -> None:
+        """Make every worker exit after its current step; with ``join``, wait for them."""
+        self.fail(Aborted("stopped"))
+        for start in self.start:
+            start.put(_STOP)
+        if join:
+            for thread in self.threads:
+                thread.join()
+
+    def fail(self, exc: BaseException) -> None:
+        with self.fail_lock:
+            if self.failed:
+                return
+            self.error = exc
+            self.failed = True
+        # One token wakes whichever node waits on each queue; it then sees `failed`.
+        for ready in [*self.ready, *self.pairs.values()]:
+            ready.put(None)
+
+    # -- the workers' side -------------------------------------------------------------
+
+    def worker(self, node: int) -> None:
+        start, n = self.start[node], self.nodes
+        while True:
+            job = start.get()
+            if job is _STOP:
+                return
+            try:
+                self.steps(node, job)
+            except Aborted:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self.fail(exc)
+            finally:
+                # itertools.count is atomic under the GIL: exactly one node sees n - 1.
+                if next(self.finished) % n == n - 1:
+                    self.done.put(None)
+
+    def steps(self, node: int, job: _Job) -> None:
+        steps = job.plan.node_steps(node)
+        pushers, gets, puts = job.program[node]
+        actions = job.actions[node]
+        last = len(steps) - 1
+        pop = self.pop
+        for t, step in enumerate(steps):
+            pushers[t]()
+            try:
+                if gets is not None:
+                    for ready in gets[t]:
+                        ready.get()
+                if self.failed:
+                    raise Aborted
+                self.moves(node, job, step.moves if actions is None else actions[t])
+                if t < last:
+                    if puts is None:
+                        self.barrier(node, t)
+                    else:
+                        for ready in puts[t]:
+                            ready.put(None)
+            finally:
+                pop()
+
+    def moves(self, node: int, job: _Job, moves: tuple) -> None:
+        """Apply one step's moves (and tiled runs of moves) to this node's arrays."""
+        buffers, ufunc, average = job.buffers, job.ufunc, job.average
+        mine, own = buffers[node], job.scratch[node]
+        for move in moves:
+            if move.__class__ is Tiled:
+                self.tiled(move, mine, own, job)
+                continue
+            peer, (a, b), (c, d), accumulate, completes, from_scratch, to_scratch = move
+            src = (own if from_scratch else buffers[peer])[a:b]
+            dst = (own if to_scratch else mine)[c:d]
+            if accumulate:
+                ufunc(dst, src, out=dst)
+                if completes and average:
+                    divide_by_nodes(dst, self.nodes)
+            else:
+                dst[...] = src
+
+    def tiled(self, run: Tiled, mine: np.ndarray, own, job: _Job) -> None:
+        c, d = run.dst
+        target, ufunc, buffers = (own if run.to_scratch else mine), job.ufunc, job.buffers
+        sources = [(own if s else buffers[peer], a - c) for peer, a, s in run.sources]
+        for lo in range(c, d, job.tile):
+            hi = min(lo + job.tile, d)
+            out = target[lo:hi]
+            for array, shift in sources:
+                ufunc(out, array[lo + shift : hi + shift], out=out)
+            if run.completes and job.average:
+                divide_by_nodes(out, self.nodes)
+
+    def barrier(self, node: int, t: int) -> None:
+        n = self.nodes
+        if next(self.arrivals[t]) % n == n - 1:
+            for other in range(n):
+                if other != node:
+                    self.ready[other].put(None)
+        else:
+            self.ready[node].get()
+            if self.failed:
+                raise Aborted
