@@ -8,7 +8,8 @@ the same four things, so the API has no backend-specific branch:
 * ``cache_key(nodes, **options)`` and ``make_communicator(nodes, **options)``;
 * :meth:`RingCommunicator.execute`, which runs a :class:`Call` and raises
   :class:`CommunicatorClosedError` only before any of its work started, so a caller can
-  retry on a fresh communicator.
+  retry on a fresh communicator; it turns ``algorithm="auto"`` into the algorithm to run
+  with :func:`resolve_algorithm` once the size of the call is known.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .schedule import check_collective
+from .schedule import AUTO, check_collective
 
 __all__ = [
     "MAX_NODES",
@@ -28,6 +29,7 @@ __all__ = [
     "RingCommunicator",
     "check_buffer_list",
     "check_nodes",
+    "resolve_algorithm",
 ]
 
 MAX_NODES = 1024
@@ -55,6 +57,18 @@ def check_buffer_list(buffers: object) -> int:
     if len(buffers) == 0:
         raise ValueError("buffers is empty: pass one array per node")
     return len(buffers)
+
+
+def resolve_algorithm(
+    backend: str, collective: str, nodes: int, nbytes: int, algorithm: str
+) -> str:
+    """``algorithm``, or for ``auto`` the one the fitted cost model predicts fastest for this
+    backend, N and bytes per node (:func:`ring.model.auto.choose`, cached per call shape)."""
+    if algorithm != AUTO:
+        return algorithm
+    from .model.auto import choose  # the model (and its fit files) only when auto is used
+
+    return choose(backend, collective, nodes, nbytes)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from .communicator import (
     RingCommunicator,
     check_buffer_list,
     check_nodes,
+    resolve_algorithm,
 )
 from .cpu_crew import Crew
 from .cpu_sync import Pushers
@@ -192,9 +193,11 @@ class CpuCommunicator(RingCommunicator):
             self._check_open()
             return
         options = dict(call.options)
-        algorithm = options.pop("algorithm", self.algorithm)
         buffers = list(call.buffers)
-        steps = plan_for(name, self.nodes, count, buffers[0].dtype.itemsize, algorithm, options)
+        itemsize = buffers[0].dtype.itemsize
+        algorithm = options.pop("algorithm", self.algorithm)
+        algorithm = resolve_algorithm(self.backend, name, self.nodes, count * itemsize, algorithm)
+        steps = plan_for(name, self.nodes, count, itemsize, algorithm, options)
         with self._call_lock:
             self._check_open()
             try:

@@ -54,6 +54,7 @@ from .communicator import (
     RingCommunicator,
     check_buffer_list,
     check_nodes,
+    resolve_algorithm,
 )
 from .gpu_devices import (
     OPTIONS,
@@ -236,8 +237,13 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             self._timed = False
             if self.nodes == 1 or count == 0:
                 return
-            choice = self._with_segment(call.options or self.algorithm_choice)
-            steps = plan_for(name, self.nodes, count, dtype.itemsize, choice["algorithm"], choice)
+            choice = call.options or self.algorithm_choice
+            algorithm = resolve_algorithm(
+                self.backend, name, self.nodes, count * dtype.itemsize, choice["algorithm"]
+            )
+            # auto's pick gets the defaults the algorithm gets when named (its segment).
+            choice = self._with_segment({**choice, "algorithm": algorithm})
+            steps = plan_for(name, self.nodes, count, dtype.itemsize, algorithm, choice)
             with nvtx_ranges.annotate(name):
                 self._run(steps, list(call.buffers), op, reduce, dtype)
 

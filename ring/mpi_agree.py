@@ -26,9 +26,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .buffers import validate_buffers
+from .communicator import resolve_algorithm
 from .mpi_cuda import device_backend, is_device_array
 from .ops import AVERAGING, OPS, resolve_op
-from .schedule import ALGORITHMS, COLLECTIVES, check_algorithm, check_algorithm_options
+from .schedule import ALGORITHMS, AUTO, COLLECTIVES, check_algorithm, check_algorithm_options
 
 __all__ = [
     "ALGORITHM_CODE",
@@ -289,6 +290,17 @@ def local_form(name: str, buffers, op, settings: tuple, nodes: int, host_group_s
     else:
         validate_buffers(buffers)
     buf: Any = buffers[0]
+    if algorithm == AUTO:  # the size is known now; every rank's row then names the pick
+        algorithm, segment, group = resolve_call(
+            name,
+            {
+                "segment_bytes": segment_bytes,
+                "algorithm": resolve_algorithm("mpi", name, nodes, buf.nbytes, AUTO),
+                "group_size": group_size,
+            },
+            nodes,
+            host_group_size,
+        )
     if name != "all_gather":
         resolve_op(op, buf.dtype)  # all_gather reduces nothing; the others need an op
     else:

@@ -51,6 +51,7 @@ __all__ = [
     "ALGORITHMS",
     "ALGORITHM_OPTIONS",
     "ALL_GATHER",
+    "AUTO",
     "COLLECTIVES",
     "COLLECTIVE_PHASES",
     "PHASES",
@@ -82,6 +83,9 @@ ALGORITHMS = (*RING_FAMILY, *TABLE_BUILDERS)
 ALGORITHM_COLLECTIVES = {a: COLLECTIVES for a in ALGORITHMS} | {
     "recursive-doubling": ("allreduce", "all_gather")
 }
+# algorithm="auto": each call runs the algorithm the fitted cost model predicts fastest for
+# its backend, N and size (ring.model.auto; ring.communicator.resolve_algorithm).
+AUTO = "auto"
 # The options each algorithm takes through the API (a plan takes them in elements).
 ALGORITHM_OPTIONS: dict[str, tuple[str, ...]] = {
     "ring-segmented": ("segment_bytes",),
@@ -90,10 +94,13 @@ ALGORITHM_OPTIONS: dict[str, tuple[str, ...]] = {
 
 
 def check_algorithm(algorithm: object, collective: str | None = None) -> str:
-    """``algorithm`` if it is one, and has ``collective``; else one line naming the choices."""
+    """``algorithm`` if it is one (or ``auto``), and has ``collective``; else one line naming
+    the choices."""
+    if isinstance(algorithm, str) and algorithm == AUTO:
+        return AUTO
     if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise ValueError(
-            f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}"
+            f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)} or {AUTO}"
         )
     if collective is not None and collective not in ALGORITHM_COLLECTIVES[algorithm]:
         having = [a for a in ALGORITHMS if collective in ALGORITHM_COLLECTIVES[a]]
@@ -275,7 +282,8 @@ def plan(
     elements per block of ring-segmented (0: :func:`default_segment_bytes` at 4-byte
     elements); ``group_size``: hierarchical's (0: :func:`default_group_size`)."""
     check_collective(collective)
-    check_algorithm(algorithm, collective)
+    if check_algorithm(algorithm, collective) == AUTO:
+        raise ValueError("a plan needs a concrete algorithm: resolve 'auto' first")
     nodes = _check_int("nodes", nodes, 1)
     length = _check_int("length", length, 0)
     segment = _check_int("segment", segment, 0)

@@ -13,7 +13,15 @@ from ..report.fmt import format_bytes
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups
 from .fit import Fit, fit_group
-from .table import decision_table, load_fits, save_fits, select, table_lines
+from .table import (
+    TABLE_NODES,
+    crossover_lines,
+    decision_table,
+    load_fits,
+    save_fits,
+    select,
+    table_lines,
+)
 
 HELD_OUT_MIN_BYTES = 4096
 
@@ -80,11 +88,27 @@ def _predict(args: argparse.Namespace) -> None:
         )
 
 
+def _auto_fits(backend: str | None) -> list[Fit]:
+    """The fit ``algorithm="auto"`` uses on each backend (or the one asked for)."""
+    from .auto import FIT_ENV, fit_for
+
+    fits = []
+    for name in [backend] if backend else ["cpu", "mpi", "gpu"]:
+        fit, path = fit_for(name)
+        print(f"auto on {name}: {path} ({FIT_ENV} to use your own fit)")
+        fits.append(fit)
+    return fits
+
+
 def _table(args: argparse.Namespace) -> None:
-    fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
-    names = list(ALGORITHMS) if args.all else None
+    if args.fit:
+        fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
+    else:
+        fits = _auto_fits(args.backend)
     for fit in fits:
+        names = list(ALGORITHMS) if args.all else list(fit.algorithms)
         print("\n".join(table_lines(fit, decision_table(fit, names))))
+        print("\n".join(crossover_lines(fit, names, TABLE_NODES)))
         if not args.all and len(fit.algorithms) == 1:
             print(f"  (only {fit.algorithms[0]} measured; --all ranks every algorithm's model)")
 
@@ -103,7 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", help="fit JSON (default: model_fit.json beside the first CSV)")
     for name in ("predict", "table"):
         sub = commands.add_parser(name)
-        sub.add_argument("--fit", required=True, help="a fit JSON from `fit`")
+        sub.add_argument(
+            "--fit",
+            required=name == "predict",
+            help="a fit JSON from `fit` (table: default, the fits algorithm='auto' uses)",
+        )
         sub.add_argument("--backend")
         sub.add_argument("--machine")
     predict = commands.choices["predict"]

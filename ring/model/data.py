@@ -25,6 +25,10 @@ REQUIRED_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "time_us
 # numpy-direct, reduce all N buffers on `cores` threads, not one per node), so they are not
 # fitted to any algorithm's coefficients.
 ALGORITHM_OF_BACKEND = {"cpu": "ring", "mpi": "ring", "gpu": "ring", "seed-cpp": "ring"}
+# Backends whose nodes are threads of one process: every node's bytes go through the one
+# memory bus, whether or not the harness filled ``shared_devices`` (it leaves it empty on
+# host rows since device sharing became its meaning).
+SHARED_BUS = frozenset({"cpu"})
 # Bytes of memory traffic per byte reduced by `a += b` (two reads, one write), the convention
 # of the ceilings the harness records (ring.bench.ceilings, ring.bench.gpu).
 ADD_TRAFFIC = 3
@@ -138,7 +142,9 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c)}
         key = {"machine": machine, **{c: row[c] for c in ("backend", "sync", "dtype", "op")}}
         key.update(variant)
-        shared = str(row.get("shared_devices", "")).lower() == "true"
+        shared = (
+            str(row.get("shared_devices", "")).lower() == "true" or row["backend"] in SHARED_BUS
+        )
         group = groups.setdefault((tuple(key.items()), shared), Group(key, shared))
         group.points.append(Point(algorithm, nodes, nbytes, seconds))
         if str(csv_path) not in group.sources:

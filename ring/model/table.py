@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -12,11 +13,13 @@ from .fit import Fit
 __all__ = [
     "TABLE_NODES",
     "TABLE_SIZES",
+    "crossovers",
     "decision_table",
     "fastest",
     "load_fits",
     "save_fits",
     "select",
+    "switches",
 ]
 
 SCHEMA = 1
@@ -93,9 +96,70 @@ def decision_table(
     return rows
 
 
+def approx_bytes(size: int) -> str:
+    """A size to three digits in binary units (a crossover falls between round sizes)."""
+    value, unit = float(size), 0
+    while unit < 3 and value >= 1024:
+        value, unit = value / 1024, unit + 1
+    return f"{value:.3g} {('B', 'KiB', 'MiB', 'GiB')[unit]}"
+
+
 def table_lines(fit: Fit, rows: list[tuple[int, int, int, str]]) -> list[str]:
     lines = [f"{' '.join(fit.key.values())}: fastest predicted allreduce"]
     lines.append(f"{'N':>4}  {'from':>9}  {'to':>9}  algorithm")
     for nodes, low, high, pick in rows:
         lines.append(f"{nodes:>4}  {format_bytes(low):>9}  {format_bytes(high):>9}  {pick}")
+    return lines
+
+
+def _crossing(fit: Fit, a: str, b: str, nodes: int, low: int, high: int) -> int:
+    """The least size in (low, high] at which ``a`` and ``b`` swap order (bisection; the
+    order at ``low`` differs from the order at ``high``)."""
+    first = fit.predict(a, nodes, low) < fit.predict(b, nodes, low)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if (fit.predict(a, nodes, middle) < fit.predict(b, nodes, middle)) == first:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def crossovers(
+    fit: Fit,
+    algorithms: list[str] | None = None,
+    nodes: int = 2,
+    sizes: tuple[int, ...] = TABLE_SIZES,
+) -> list[tuple[str, str, int]]:
+    """(faster below, faster from, size) for every pair of algorithms whose predicted order
+    changes between two neighbouring sizes of ``sizes``, the size found to the byte."""
+    names = list(fit.algorithms if algorithms is None else algorithms)
+    found = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            for low, high in itertools.pairwise(sizes):
+                below = fit.predict(a, nodes, low) < fit.predict(b, nodes, low)
+                if below != (fit.predict(a, nodes, high) < fit.predict(b, nodes, high)):
+                    size = _crossing(fit, a, b, nodes, low, high)
+                    found.append((a, b, size) if below else (b, a, size))
+    return sorted(found, key=lambda c: c[2])
+
+
+def switches(rows: list[tuple[int, int, int, str]]) -> list[tuple[int, str, str, int]]:
+    """(N, from algorithm, to algorithm, first size) where a decision table changes pick."""
+    pairs = itertools.pairwise(rows)
+    return [(b[0], a[3], b[3], b[1]) for a, b in pairs if a[0] == b[0]]
+
+
+def crossover_lines(fit: Fit, algorithms: list[str], nodes: tuple[int, ...]) -> list[str]:
+    rows = decision_table(fit, algorithms, nodes)
+    lines = ["auto switches (the table's picks change) at:"]
+    lines += [
+        f"  N={n}: {a} -> {b} from {format_bytes(size)}" for n, a, b, size in switches(rows)
+    ] or ["  nowhere: one pick at every size"]
+    lines.append("crossovers (predicted times of two algorithms cross) at:")
+    for n in nodes:
+        pairs = crossovers(fit, algorithms, n)
+        lines.append(f"  N={n}:" + ("" if pairs else " none between 1 KiB and 1 GiB"))
+        lines += [f"    {a} < {b} below {approx_bytes(size)}" for a, b, size in pairs]
     return lines

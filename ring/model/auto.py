@@ -1,0 +1,117 @@
+"""``algorithm="auto"``: per call, the algorithm the fitted model predicts fastest.
+
+The fit is the user's own when ``RING_MODEL_FIT`` names a fit file (``python -m ring.model
+fit``), else the committed default of the closest reference machine (``defaults/<machine>/
+model_fit.json``, package data, refitted by the tests from the CSVs beside it).  Within the
+fit, the backend's group with the most measured algorithms decides, among the algorithms
+it measured (the ones its decision table names): an extrapolated cost never picks.
+
+The choice depends only on the fit, the backend, the collective, N and the bytes per node,
+which are the same on every MPI rank (the pre-flight row compares the resolved algorithm
+too, so ranks that read different fits fail together instead of deadlocking).  It is cached
+per (backend, collective, N, bytes): a repeated call costs one dictionary look-up.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from ..schedule import ALGORITHM_COLLECTIVES
+from .costs import ModelInputError
+from .data import machine_label
+from .fit import Fit
+from .table import fastest, load_fits
+
+__all__ = [
+    "DEFAULTS",
+    "FIT_ENV",
+    "candidates",
+    "choose",
+    "default_fit_files",
+    "fit_for",
+    "reset",
+]
+
+FIT_ENV = "RING_MODEL_FIT"
+DEFAULTS = Path(__file__).with_name("defaults")
+
+
+def default_fit_files() -> list[Path]:
+    """The committed fits of the reference machines, one folder per machine."""
+    return sorted(DEFAULTS.glob("*/model_fit.json"))
+
+
+def _local_label() -> str:
+    from ..bench.environment import _cpu_model
+
+    return machine_label(
+        {"environment": {"cpu_model": _cpu_model(), "cores": os.cpu_count()}}, DEFAULTS
+    )
+
+
+def _closeness(fit: Fit, local: str) -> int:
+    """2: the same machine label; 1: the same CPU model; 0: another machine."""
+    label = fit.key.get("machine", "")
+    if label == local:
+        return 2
+    return int(label.split(",")[0] == local.split(",")[0])
+
+
+def _richest(fits: list[Fit]) -> Fit:
+    """The fit with the most algorithms, then the most points (first on a tie)."""
+    return max(fits, key=lambda f: (len(f.algorithms), len(f.nodes) * len(f.sizes)))
+
+
+@functools.cache
+def fit_for(backend: str) -> tuple[Fit, str]:
+    """The fit ``auto`` uses on ``backend``, and the file it came from."""
+    path = os.environ.get(FIT_ENV)
+    if path:
+        fits = [f for f in load_fits(path) if f.key.get("backend") == backend]
+        if not fits:
+            raise ModelInputError(
+                f"{FIT_ENV}={path} has no fit for backend {backend!r}: fit a sweep of that "
+                f"backend (python -m ring.model fit) or unset {FIT_ENV} for the default"
+            )
+        return _richest(fits), path
+    local = _local_label()
+    found = [
+        (f, str(p))
+        for p in default_fit_files()
+        for f in load_fits(p)
+        if f.key.get("backend") == backend
+    ]
+    if not found:
+        raise ModelInputError(
+            f"no committed default fit for backend {backend!r}: set {FIT_ENV} to a fit of "
+            "your own sweep (python -m ring.model fit CSV...)"
+        )
+    best = max(_closeness(f, local) for f, _ in found)
+    close = [(f, p) for f, p in found if _closeness(f, local) == best]
+    fit = _richest([f for f, _ in close])
+    return fit, next(p for f, p in close if f is fit)
+
+
+def candidates(fit: Fit, collective: str) -> list[str]:
+    """The algorithms ``auto`` picks from: those the fit measured that have ``collective``."""
+    names = [a for a in fit.algorithms if collective in ALGORITHM_COLLECTIVES.get(a, ())]
+    if not names:
+        raise ModelInputError(
+            f"the fit of {' '.join(fit.key.values())} measured no algorithm with {collective}"
+        )
+    return names
+
+
+@functools.lru_cache(maxsize=4096)
+def choose(backend: str, collective: str, nodes: int, nbytes: int) -> str:
+    """The algorithm ``auto`` runs for this call (cached)."""
+    fit, _ = fit_for(backend)
+    return fastest(fit, candidates(fit, collective), nodes, nbytes)
+
+
+def reset() -> None:
+    """Forget the cached fits and choices (after ``RING_MODEL_FIT`` changed)."""
+    fit_for.cache_clear()
+    choose.cache_clear()

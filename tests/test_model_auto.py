@@ -1,0 +1,220 @@
+"""``algorithm="auto"``: the fit it reads, its picks against the decision table, its runs on
+the CPU backend and under mpirun (the same pick on every rank), and the committed default
+fits (package data, refitted from the CSVs beside them)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_bench import bench, outside_mpirun, small_ceilings  # noqa: F401 - autouse fixtures
+from test_bench_algorithm import rows_of
+from test_mpi import MPIRUN, json_lines, mpirun
+
+import ring
+import ring.cpu
+from ring.model import ALGORITHMS, ModelInputError, Params, auto
+from ring.model.__main__ import main
+from ring.model.data import load_groups
+from ring.model.fit import Fit, fit_group
+from ring.model.table import TABLE_SIZES, decision_table, load_fits, save_fits
+from ring.schedule import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+# Small sizes pay the latency (recursive doubling: fewest steps), large ones the bytes.
+PARAMS = Params(alpha=1e-5, beta=1e-10, gamma=1e-9)
+
+
+def write_fit(path: Path, backend: str, algorithms: list[str], params: Params = PARAMS) -> Path:
+    fit = Fit(
+        key={"machine": "synthetic", "backend": backend, "sync": "none"},
+        shared=False,
+        params=params,
+        interval={},
+        gamma_source="synthetic",
+        algorithms=sorted(algorithms),
+        nodes=[2, 4],
+        sizes=[1024, 1 << 20],
+    )
+    save_fits(path, [fit], [])
+    return path
+
+
+@pytest.fixture
+def use_fit(monkeypatch):
+    def use(path: Path | None) -> None:
+        if path is None:
+            monkeypatch.delenv(auto.FIT_ENV, raising=False)
+        else:
+            monkeypatch.setenv(auto.FIT_ENV, str(path))
+        auto.reset()
+
+    yield use
+    auto.reset()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "mpi", "gpu"])
+def test_default_fit_auto_is_the_tables_pick(use_fit, backend):
+    use_fit(None)
+    fit, path = auto.fit_for(backend)
+    assert Path(path).parent.parent == auto.DEFAULTS and fit.key["backend"] == backend
+    rows = decision_table(fit)
+    for nodes, low, high, pick in rows:
+        for size in (s for s in TABLE_SIZES if low <= s <= high):
+            assert auto.choose(backend, "allreduce", nodes, size) == pick
+    named = {row[3] for row in rows}
+    for nodes in (3, 5, 16):
+        for size in (1, 1000, 3 << 20, 1 << 30):
+            assert auto.choose(backend, "allreduce", nodes, size) in set(fit.algorithms)
+    assert named <= set(fit.algorithms)
+
+
+def test_auto_never_picks_an_algorithm_the_table_does_not_name(tmp_path, use_fit):
+    use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "recursive-doubling"]))
+    fit, _ = auto.fit_for("cpu")
+    # Ranked over every algorithm's model, direct (two steps) would win somewhere...
+    assert "direct" in {row[3] for row in decision_table(fit, list(ALGORITHMS))}
+    named = {row[3] for row in decision_table(fit)}
+    assert named == {"ring", "recursive-doubling"}
+    picks = {
+        auto.choose("cpu", collective, nodes, size)
+        for collective in ("allreduce", "reduce_scatter", "all_gather")
+        for nodes in range(2, 17)
+        for size in (*TABLE_SIZES, 1, 24, 999, 5 << 30)
+    }
+    # ...but auto picks only what the table of the measured algorithms names.
+    assert picks == named
+    assert auto.choose("cpu", "reduce_scatter", 2, 8) == "ring"  # rd has no reduce-scatter
+
+
+def test_cpu_auto_runs_the_models_pick(tmp_path, use_fit, monkeypatch):
+    use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "recursive-doubling"]))
+    ran = []
+    real = ring.cpu.plan_for
+    monkeypatch.setattr(ring.cpu, "plan_for", lambda *a, **k: ran.append(a[4]) or real(*a, **k))
+    rng = np.random.default_rng(3)
+    for count in (16, 1 << 19):
+        buffers = [rng.standard_normal(count) for _ in range(3)]
+        expected = np.sum(np.array(buffers, dtype=np.float64), axis=0)
+        ring.allreduce(buffers, algorithm="auto")
+        for buf in buffers:
+            np.testing.assert_allclose(buf, expected, rtol=1e-12, atol=1e-12)
+    assert ran == ["recursive-doubling", "ring"]
+    # The communicator's default algorithm may be auto too.
+    with ring.cpu.CpuCommunicator(2, algorithm="auto") as comm:
+        buffers = [np.full(8, 1.5), np.full(8, 2.0)]
+        comm.allreduce(buffers)
+    assert ran[-1] == "recursive-doubling" and all((b == 3.5).all() for b in buffers)
+
+
+def test_auto_is_looked_up_once_per_call_shape(tmp_path, use_fit):
+    use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "direct"]))
+    buffers = [np.ones(64), np.ones(64)]
+    for _ in range(5):
+        ring.allreduce(buffers, algorithm="auto")
+    info = auto.choose.cache_info()
+    assert (info.misses, info.hits) == (1, 4)
+    assert auto.fit_for.cache_info().misses == 1
+
+
+def test_auto_input_is_checked_before_anything_moves(tmp_path, use_fit):
+    buffers = [np.ones(8), np.ones(8)]
+    with pytest.raises(ValueError, match="option 'group_size' is not one of algorithm 'auto'"):
+        ring.allreduce(buffers, algorithm="auto", group_size=2)
+    with pytest.raises(ValueError, match="resolve 'auto' first"):
+        plan("allreduce", 2, 8, "auto")
+    use_fit(tmp_path / "missing.json")
+    with pytest.raises(ModelInputError, match=r"missing\.json: no such fit file"):
+        ring.allreduce(buffers, algorithm="auto")
+    use_fit(write_fit(tmp_path / "mpi.json", "mpi", ["ring"]))
+    with pytest.raises(ModelInputError, match="has no fit for backend 'cpu'"):
+        ring.allreduce(buffers, algorithm="auto")
+    assert all((b == 1).all() for b in buffers)
+
+
+def test_bench_measures_auto_and_records_its_pick(tmp_path, use_fit):
+    use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "recursive-doubling"]))
+    sweep = ["-b", "8", "-e", "512K", "-f", "16", "-n", "2", "-d", "float64", "--nodes", "2"]
+    code, out = bench(tmp_path, *sweep, "--algorithm", "auto,ring")
+    assert code == 0
+    rows = rows_of(out)
+    assert {r["algorithm"] for r in rows} == {"auto", "ring"}
+    assert all(r["wrong"] == "0" for r in rows)
+    for row in rows:
+        pick = auto.choose("cpu", "allreduce", 2, int(row["bytes"]))
+        assert row["resolved"] == ("" if row["algorithm"] == "ring" else pick)
+    resolved = {r["resolved"] for r in rows if r["algorithm"] == "auto"}
+    assert resolved == {"ring", "recursive-doubling"}
+
+
+def _default_dirs() -> list[Path]:
+    return sorted(p.parent for p in auto.default_fit_files())
+
+
+def test_defaults_cover_every_backend_and_ship_in_the_wheel():
+    assert {f.key["backend"] for p in auto.default_fit_files() for f in load_fits(p)} >= {
+        "cpu",
+        "mpi",
+        "gpu",
+    }
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["ring.model"]
+    for folder in _default_dirs():
+        for path in folder.iterdir():
+            name = path.relative_to(ROOT / "ring" / "model").as_posix()
+            assert any(fnmatch.fnmatch(name, pattern) for pattern in package_data), name
+
+
+@pytest.mark.parametrize("folder", _default_dirs(), ids=lambda p: p.name)
+def test_default_fit_refits_from_its_csvs(folder, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    csvs = sorted(
+        str(p.relative_to(ROOT))
+        for p in folder.glob("*.csv")
+        if not p.name.endswith(".samples.csv")
+    )
+    groups, _ = load_groups(csvs)
+    refit = {json.dumps(f.key, sort_keys=True): f for f in map(fit_group, groups)}
+    committed = load_fits(folder / "model_fit.json")
+    assert len(committed) == len(refit)
+    for fit in committed:
+        again = refit[json.dumps(fit.key, sort_keys=True)]
+        assert again.algorithms == fit.algorithms and again.sources == fit.sources
+        np.testing.assert_allclose(again.params, fit.params, rtol=1e-6)
+
+
+def test_table_cli_shows_auto_and_its_switches(use_fit, capsys):
+    use_fit(None)
+    assert main(["table", "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "auto on cpu:" in out and "auto switches" in out
+    for nodes in (2, 4, 8):
+        assert f"  N={nodes}:" in out
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(MPIRUN is None, reason="mpirun not found (apt-get install openmpi-bin)")
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_auto_resolves_the_same_on_every_rank(tmp_path, nodes):
+    pytest.importorskip("mpi4py", reason="mpi4py not installed (pip install '.[mpi]')")
+    fit_a = write_fit(tmp_path / "a.json", "mpi", ["ring", "recursive-doubling"])
+    fit_b = write_fit(tmp_path / "b.json", "mpi", ["ring", "direct"])
+    code, out, err, _ = mpirun(nodes, "auto_ranks.py", str(fit_a), str(fit_b))
+    assert code == 0, err
+    (report,) = json_lines(out)
+    assert report["nodes"] == nodes
+    picks = {p for _, per_rank in report["picks"] for p in per_rank}
+    assert picks == {"ring", "recursive-doubling"}
+    for _, per_rank in report["picks"]:
+        assert len(per_rank) == nodes and len(set(per_rank)) == 1
+    assert [r[1] for r in report["runs"]] == ["recursive-doubling", "ring"]
+    assert all(all(r[2]) for r in report["runs"])
+    # Ranks that read different fits pick differently: every rank raises the same error.
+    for kind, message, untouched in report["differ"]:
+        assert kind == "ValueError" and "algorithms differ between ranks" in message
+        assert untouched
