@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import data
+from .algorithms import resolved_columns
 from .backends import Backend, Session, get_backend
 from .ceilings import host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
@@ -213,7 +214,10 @@ def measure_point(session: Session, series: Series, count: int, plan: Plan) -> t
         traffic_bytes=backend.traffic_bytes(nbytes, nodes),
         wrong=wrong,
         shared_devices=session.shared_devices,
-        extras=session.row_extras(),
+        extras={
+            **session.row_extras(),
+            **resolved_columns(backend.name, series.algorithm, nodes, nbytes),
+        },
     )
     return row, times
 

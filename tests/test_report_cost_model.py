@@ -1,0 +1,58 @@
+"""The report's "Cost model" section: built from the committed default fits when the run
+has none, from the run's own fit when it has one, with its figure."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ring.model import auto
+from ring.model.table import load_fits
+from ring.report.cost_model import HELD_OUT_MIN_BYTES, cost_model
+from ring.report.cost_model_figure import draw_cost_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _table(section, start: str):
+    return next(t for t in section.tables if t.title.startswith(start))
+
+
+def test_section_builds_from_the_committed_fits(tmp_path):
+    section = cost_model([tmp_path / "sweep.csv"])  # a run with no fit of its own
+    assert "committed default fits" in section.source
+    committed = [f for p in auto.default_fit_files() for f in load_fits(p)]
+    parameters = _table(section, "Fitted parameters")
+    assert len(parameters.rows) == len(committed)
+    assert {row[0].split(" on ")[0] for row in parameters.rows} >= {"cpu", "mpi", "gpu"}
+    held = _table(section, "Held-out check")
+    for fit, row in zip(committed, held.rows, strict=True):
+        errors = [abs(h.error) for h in fit.held_out if h.nbytes >= HELD_OUT_MIN_BYTES]
+        assert row[1] == str(len(errors))
+    picks = [t for t in section.tables if t.title.startswith("What `auto` picks")]
+    assert len(picks) == len(committed)
+    for table, fit in zip(picks, committed, strict=True):
+        assert {row[0] for row in table.rows} == {"2", "4", "8"}
+        assert {row[2] for row in table.rows} <= set(fit.algorithms)
+        assert "`auto` switches" in table.note
+    published = _table(section, "The model beside published NCCL figures")
+    assert published.rows and all(row[5].endswith("%") for row in published.rows)
+    busbw = _table(section, "On paper")
+    assert {row[1] for row in busbw.rows} == {str(1 << k) for k in range(1, 11)}
+    figure = draw_cost_model(section, tmp_path / "figures")
+    assert figure.drawn and figure.png.stat().st_size > 10_000
+
+
+def test_section_prefers_the_runs_own_fit(tmp_path):
+    folder = auto.DEFAULTS / "nvidia-h200"
+    for path in folder.iterdir():
+        shutil.copy(path, tmp_path / path.name)
+    section = cost_model([tmp_path / "gpu_sweep.csv"])
+    assert "this run's own fit" in section.source and str(tmp_path) in section.source
+    assert [row[0].split(" on ")[0] for row in _table(section, "Fitted parameters").rows] == ["gpu"]
+
+
+def test_missing_links_file_is_said_not_raised(tmp_path):
+    section = cost_model([tmp_path / "sweep.csv"], links=tmp_path / "none.yaml")
+    assert any("paper predictions are absent" in s for s in section.sentences)
+    assert not any(t.title.startswith("On paper") for t in section.tables)
