@@ -18,7 +18,16 @@ from ..report.fmt import format_bytes
 from .costs import ModelInputError, Params, check_point, predict_seconds
 from .data import ADD_TRAFFIC
 
-__all__ = ["PAPER_ALGORITHMS", "PAPER_NODES", "Link", "busbw_GBps", "load_links", "paper_lines"]
+__all__ = [
+    "PAPER_ALGORITHMS",
+    "PAPER_NODES",
+    "Link",
+    "Published",
+    "busbw_GBps",
+    "load_links",
+    "paper_lines",
+    "published_points",
+]
 
 PAPER_ALGORITHMS = ("ring", "hierarchical", "rabenseifner")
 PAPER_NODES = tuple(1 << k for k in range(1, 11))  # 2 .. 1024
@@ -112,22 +121,61 @@ def _link_table(link: Link, nbytes: int) -> list[str]:
     return lines
 
 
-def _published_lines(links: dict[str, Link], published: list[dict]) -> list[str]:
-    lines = ["Published figures beside the model (same link, algorithm, N, size):"]
+@dataclass(frozen=True)
+class Published:
+    """A published allreduce figure beside the model's prediction for the same point."""
+
+    what: str
+    link: Link
+    algorithm: str
+    nodes: int
+    nbytes: int
+    published_GBps: float
+    model_GBps: float
+    source: str
+    why: str
+
+    @property
+    def error(self) -> float:
+        """(model - published) / published."""
+        return self.model_GBps / self.published_GBps - 1
+
+
+def published_points(links: dict[str, Link], published: list[dict]) -> list[Published]:
+    """Every published figure of the links file with the model's busbw for its point."""
+    points = []
     for entry in published:
         try:
             nbytes = parse_size(str(entry["bytes"]))
         except (KeyError, BenchInputError) as exc:
             raise ModelInputError(f"published {entry.get('what')!r}: bytes: {exc}") from None
         link, algorithm = links[entry["link"]], str(entry.get("algorithm", "ring"))
-        model = busbw_GBps(link, algorithm, int(entry["nodes"]), nbytes)
-        figure = float(entry["busbw_GBps"])
+        nodes = int(entry["nodes"])
+        points.append(
+            Published(
+                what=str(entry["what"]),
+                link=link,
+                algorithm=algorithm,
+                nodes=nodes,
+                nbytes=nbytes,
+                published_GBps=float(entry["busbw_GBps"]),
+                model_GBps=busbw_GBps(link, algorithm, nodes, nbytes),
+                source=" ".join(str(entry["source"]).split()),
+                why=" ".join(str(entry.get("differs_because", "not stated")).split()),
+            )
+        )
+    return points
+
+
+def _published_lines(links: dict[str, Link], published: list[dict]) -> list[str]:
+    lines = ["Published figures beside the model (same link, algorithm, N, size):"]
+    for p in published_points(links, published):
         lines += [
-            f"- {entry['what']} (N={entry['nodes']}, {format_bytes(nbytes)}): published "
-            f"{figure:.0f} GB/s, model ({algorithm}, {link.key}) {model:.1f} GB/s, "
-            f"model error {(model / figure - 1) * 100:+.0f} %",
-            f"    source: {' '.join(str(entry['source']).split())}",
-            f"    why: {' '.join(str(entry.get('differs_because', 'not stated')).split())}",
+            f"- {p.what} (N={p.nodes}, {format_bytes(p.nbytes)}): published "
+            f"{p.published_GBps:.0f} GB/s, model ({p.algorithm}, {p.link.key}) "
+            f"{p.model_GBps:.1f} GB/s, model error {p.error * 100:+.0f} %",
+            f"    source: {p.source}",
+            f"    why: {p.why}",
         ]
     return lines
 

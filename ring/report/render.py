@@ -9,6 +9,7 @@ import struct
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .cost_model import cost_model_of
 from .figures import Figure
 from .headline import gpu_headline, headline_tables
 from .model import ReportModel
@@ -42,6 +43,7 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
         "profiles": profile_tables(model),
         "environment": environment_table(model),
         "inputs": inputs_table(model),
+        "cost_model": cost_model_of(model),
     }
 
 

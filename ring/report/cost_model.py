@@ -1,0 +1,246 @@
+"""The report's "Cost model" section: the α–β–γ fit, its held-out error, where
+``algorithm="auto"`` switches, and the model taken past one machine on paper.
+
+The fits are the run's own (``model_fit.json`` beside a sweep CSV, from ``python -m
+ring.model fit``) when there are any, else the committed default fits of the reference
+machines (:mod:`ring.model.auto`), so the section renders from committed data whatever the
+run measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..model.auto import default_fit_files
+from ..model.costs import ModelInputError
+from ..model.data import Group, load_groups
+from ..model.fit import Fit
+from ..model.paper import PAPER_ALGORITHMS, PAPER_NODES, busbw_GBps, load_links, published_points
+from ..model.table import (
+    TABLE_NODES,
+    approx_bytes,
+    crossovers,
+    decision_table,
+    load_fits,
+    switches,
+)
+from .fmt import format_bytes, format_fraction, format_number
+from .table import Table
+
+__all__ = [
+    "HELD_OUT_LIMIT",
+    "HELD_OUT_MIN_BYTES",
+    "CostModel",
+    "cost_model",
+    "cost_model_of",
+    "find_fits",
+    "links_file",
+    "measured_group",
+]
+
+HELD_OUT_MIN_BYTES = 4096
+HELD_OUT_LIMIT = 0.25  # issue #14: held-out error <= 25 % at every size >= 4 KiB
+PAPER_BYTES = 1 << 30
+
+
+@dataclass
+class CostModel:
+    source: str
+    fits: list[tuple[Fit, Path]]
+    tables: list[Table] = field(default_factory=list)
+    sentences: list[str] = field(default_factory=list)
+
+
+def find_fits(sweeps: list[Path]) -> tuple[list[tuple[Fit, Path]], str]:
+    """The run's own fits beside its sweeps, else the committed defaults, and which."""
+    own = sorted({p.with_name("model_fit.json") for p in sweeps} - {None})
+    own = [p for p in own if p.is_file()]
+    paths = own or default_fit_files()
+    fits = [(fit, path) for path in paths for fit in load_fits(path)]
+    if own:
+        return fits, "this run's own fit: " + ", ".join(f"`{p}`" for p in own)
+    names = ", ".join(f"`{p.parent.name}`" for p in paths)
+    return fits, (
+        "no fit beside this run's results (make one: `python -m ring.model fit CSV...`), "
+        f"so the committed default fits of the reference machines ({names}): the ones "
+        '`algorithm="auto"` uses when `RING_MODEL_FIT` is unset'
+    )
+
+
+def _source(name: str, fit_path: Path) -> Path:
+    """A source CSV of a fit: where it was fitted from, else beside the fit file."""
+    path = Path(name)
+    return path if path.is_file() else fit_path.parent / path.name
+
+
+def measured_group(fit: Fit, fit_path: Path) -> Group | None:
+    """The measured points the fit was made from (None when its CSVs are not at hand)."""
+    sources = [_source(s, fit_path) for s in fit.sources]
+    if not sources or not all(p.is_file() for p in sources):
+        return None
+    groups, _ = load_groups(sources)
+    return next((g for g in groups if g.key == fit.key and g.shared == fit.shared), None)
+
+
+def _label(fit: Fit) -> str:
+    return f"{fit.key.get('backend', '?')} on {fit.key.get('machine', '?')}"
+
+
+def _interval(fit: Fit, name: str, unit: float) -> str:
+    if name not in fit.interval:
+        return "n/a"
+    low, high = fit.interval[name]
+    return f"[{format_number(low * unit)}, {format_number(high * unit)}]"
+
+
+def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
+    rows = []
+    for fit, _ in fits:
+        p = fit.params
+        knee = "none" if math.isinf(p.knee) else f"{format_number(p.knee / 2**20)} MiB"
+        above = "" if math.isinf(p.knee) else f"{format_number(p.beta_above * 1e12)} "
+        rows.append(
+            [
+                _label(fit),
+                ", ".join(fit.algorithms),
+                f"{format_number(p.alpha * 1e6)} {_interval(fit, 'alpha', 1e6)}",
+                f"{format_number(p.beta * 1e12)} {_interval(fit, 'beta', 1e12)}",
+                f"{format_number(p.gamma * 1e12)} {_interval(fit, 'gamma', 1e12)}",
+                knee,
+                above + (_interval(fit, "beta_above", 1e12) if above else "n/a"),
+            ]
+        )
+    return Table(
+        "Fitted parameters (95 % bootstrap intervals over sizes)",
+        ["fit", "algorithms", "α (µs)", "β (ps/B)", "γ (ps/B)", "knee", "β past knee (ps/B)"],
+        rows,
+        note="γ is fitted jointly where the algorithms' byte ratios differ, else fixed from "
+        "the add kernel's measured ceiling (the fit file's `gamma_source` says which).",
+    )
+
+
+def _held_out(fits: list[tuple[Fit, Path]]) -> tuple[Table, list[str]]:
+    rows, sentences = [], []
+    for fit, _ in fits:
+        errors = [abs(h.error) for h in fit.held_out if h.nbytes >= HELD_OUT_MIN_BYTES]
+        if not errors:
+            continue
+        within = sum(e <= HELD_OUT_LIMIT for e in errors) / len(errors)
+        worst = max(fit.held_out, key=lambda h: abs(h.error) * (h.nbytes >= HELD_OUT_MIN_BYTES))
+        rows.append(
+            [
+                _label(fit),
+                str(len(errors)),
+                format_fraction(sorted(errors)[len(errors) // 2]),
+                format_fraction(max(errors)),
+                f"{worst.algorithm} N={worst.nodes} {format_bytes(worst.nbytes)}",
+                format_fraction(within),
+            ]
+        )
+        verdict = "meets" if within == 1 else "misses"
+        sentences.append(
+            f"Held-out error of the {_label(fit)} fit {verdict} the ≤ 25 % target at sizes "
+            f"≥ 4 KiB: {format_fraction(within)} of {len(errors)} held-out points within it, "
+            f"worst {format_fraction(max(errors))}."
+        )
+    table = Table(
+        "Held-out check: fitted on every other size, predicting the sizes between (≥ 4 KiB)",
+        ["fit", "points", "median |error|", "max |error|", "worst point", "within 25 %"],
+        rows,
+    )
+    return table, sentences
+
+
+def _decisions(fits: list[tuple[Fit, Path]]) -> list[Table]:
+    tables = []
+    for fit, _ in fits:
+        rows = [
+            [str(n), f"{format_bytes(low)} – {format_bytes(high)}", pick]
+            for n, low, high, pick in decision_table(fit)
+        ]
+        moves = [
+            f"N={n}: {a} → {b} from {format_bytes(size)}"
+            for n, a, b, size in switches(decision_table(fit))
+        ]
+        cross = [
+            f"N={n}: " + "; ".join(f"{a} < {b} below {approx_bytes(s)}" for a, b, s in pairs)
+            for n in TABLE_NODES
+            if (pairs := crossovers(fit, None, n))
+        ]
+        note = "`auto` switches: " + ("; ".join(moves) or "nowhere (one pick at every size)")
+        note += ". Crossovers of predicted times: " + (" · ".join(cross) or "none") + "."
+        tables.append(
+            Table(
+                f"What `auto` picks, {_label(fit)} (fastest predicted; measured algorithms only)",
+                ["N", "sizes per node", "algorithm"],
+                rows,
+                note=note,
+            )
+        )
+    return tables
+
+
+def links_file() -> Path:
+    """config/links.yaml of the project tree (beside the package), else of the cwd."""
+    beside = Path(__file__).resolve().parents[2] / "config" / "links.yaml"
+    return beside if beside.is_file() else Path("config/links.yaml")
+
+
+def _paper(path: Path) -> list[Table]:
+    links, published = load_links(path)
+    rows = [
+        [link.name, str(n)]
+        + [format_number(busbw_GBps(link, a, n, PAPER_BYTES)) for a in PAPER_ALGORITHMS]
+        for link in links.values()
+        for n in PAPER_NODES
+    ]
+    busbw = Table(
+        f"On paper: predicted busbw (GB/s) at {format_bytes(PAPER_BYTES)}, published link "
+        f"parameters of `{path}`",
+        ["link", "N", *PAPER_ALGORITHMS],
+        rows,
+        note="Each link joins all N nodes on its own (one level); hierarchical uses groups "
+        "of 8. The parameters' sources are cited in the links file.",
+    )
+    points = published_points(links, published)
+    beside = Table(
+        "The model beside published NCCL figures",
+        ["published", "N", "size", "published busbw", "model busbw", "model error", "why"],
+        [
+            [
+                p.what,
+                str(p.nodes),
+                format_bytes(p.nbytes),
+                f"{format_number(p.published_GBps)} GB/s",
+                f"{format_number(p.model_GBps)} GB/s ({p.algorithm}, {p.link.key})",
+                f"{p.error * 100:+.0f} %",
+                p.why,
+            ]
+            for p in points
+        ],
+        note="Sources: " + " · ".join(p.source for p in points),
+    )
+    return [busbw, beside]
+
+
+def cost_model(sweeps: list[Path], links: Path | None = None) -> CostModel:
+    """The section's tables and sentences from the fits this run has (else the defaults)."""
+    fits, source = find_fits(sweeps)
+    section = CostModel(source, fits)
+    held, sentences = _held_out(fits)
+    section.tables = [_parameters(fits), held, *_decisions(fits)]
+    section.sentences = sentences
+    links = links or links_file()
+    try:
+        section.tables += _paper(links)
+    except ModelInputError as exc:
+        section.sentences.append(f"The paper predictions are absent: {exc}.")
+    return section
+
+
+def cost_model_of(model) -> CostModel:
+    """The section for a report's model (:class:`ring.report.model.ReportModel`): the fits
+    beside its own sweeps, not beside the reference machines' folders."""
+    return cost_model([run.csv_path for run in model.inputs.local_runs()])
