@@ -11,12 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import check, random_inputs
 from test_bench import bench, outside_mpirun, small_ceilings  # noqa: F401 - autouse fixtures
 from test_bench_algorithm import rows_of
+from test_gpu_fakecuda import FakeCuda, fake_cupy
 from test_mpi import MPIRUN, json_lines, mpirun
 
 import ring
 import ring.cpu
+import ring.gpu
 from ring.model import ALGORITHMS, ModelInputError, Params, auto
 from ring.model.__main__ import main
 from ring.model.data import load_groups
@@ -109,6 +112,25 @@ def test_cpu_auto_runs_the_models_pick(tmp_path, use_fit, monkeypatch):
         buffers = [np.full(8, 1.5), np.full(8, 2.0)]
         comm.allreduce(buffers)
     assert ran[-1] == "recursive-doubling" and all((b == 3.5).all() for b in buffers)
+
+
+def test_gpu_auto_runs_the_models_pick_on_the_simulator(tmp_path, use_fit, monkeypatch):
+    use_fit(write_fit(tmp_path / "fit.json", "gpu", ["ring", "recursive-doubling"]))
+    ran = []
+    real = ring.gpu.plan_for
+    monkeypatch.setattr(ring.gpu, "plan_for", lambda *a, **k: ran.append(a[4]) or real(*a, **k))
+    rng = np.random.default_rng(5)
+    sim = FakeCuda(1, seed=2)
+    with fake_cupy(sim):
+        comm = ring.gpu.GpuCommunicator(3, algorithm="auto", shared_devices=True)
+        for count in (5, 1 << 16):
+            inputs = random_inputs(rng, 3, count, np.float64, "sum")
+            buffers = [sim.to_device(x, comm.devices[i]) for i, x in enumerate(inputs)]
+            comm.allreduce(buffers, "sum")
+            for buf in buffers:
+                check(sim.to_host(buf), inputs, "sum")
+        comm.close()
+    assert ran == ["recursive-doubling", "ring"]
 
 
 def test_auto_is_looked_up_once_per_call_shape(tmp_path, use_fit):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             group.add_ceilings_GBps.append(ceiling)
 
 
-def load_groups(paths: list[str | Path]) -> tuple[list[Group], list[str]]:
+def load_groups(paths: Sequence[str | Path]) -> tuple[list[Group], list[str]]:
     """The fit groups of these CSVs, and the backends/algorithms left out (with why)."""
     if not paths:
         raise ModelInputError("no CSV given: pass one or more ring.bench result files")
