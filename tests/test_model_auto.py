@@ -240,3 +240,37 @@ def test_auto_resolves_the_same_on_every_rank(tmp_path, nodes):
     for kind, message, untouched in report["differ"]:
         assert kind == "ValueError" and "algorithms differ between ranks" in message
         assert untouched
+
+
+def test_check_auto_compares_with_the_fastest_fixed_algorithm(tmp_path, capsys):
+    path = tmp_path / "run.csv"
+    rows = [
+        ("auto", 2, 1024, 12.0, "ring"),
+        ("ring", 2, 1024, 11.0, ""),
+        ("direct", 2, 1024, 10.0, ""),
+        ("auto", 2, 2048, 30.0, "direct"),
+        ("ring", 2, 2048, 20.0, ""),
+        ("direct", 2, 2048, 31.0, ""),
+        ("numpy-direct", 2, 2048, 1.0, ""),  # a peer is not a fixed algorithm of the library
+    ]
+    path.write_text(
+        "backend,algorithm,nodes,bytes,time_us,resolved\n"
+        + "".join(f"cpu,{a},{n},{b},{t},{r}\n" for a, n, b, t, r in rows)
+    )
+    assert main(["check-auto", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == [
+        "cpu",
+        "2",
+        "1",
+        "KiB",
+        "12.0",
+        "ring",
+        "direct",
+        "10.0",
+        "1.20",
+        ">",
+        "1.1x",
+    ]
+    assert out[2].split()[-6:] == ["direct", "ring", "20.0", "1.50", ">", "1.1x"]
+    assert out[-1] == "auto within 1.1x of the fastest fixed algorithm at 0 of 2 sizes"

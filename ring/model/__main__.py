@@ -119,6 +119,12 @@ def _paper(args: argparse.Namespace) -> None:
     print("\n".join(paper_lines(args.links, _size(args.bytes))))
 
 
+def _check_auto(args: argparse.Namespace) -> None:
+    from .auto_check import auto_points, check_lines
+
+    print("\n".join(check_lines(auto_points(args.csv))))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ring.model", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -144,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     paper = commands.add_parser("paper", help="busbw past one machine from config/links.yaml")
     paper.add_argument("--links", default="config/links.yaml")
     paper.add_argument("--bytes", default="1G", help="message size (default 1G)")
+    check = commands.add_parser(
+        "check-auto", help="auto against the fastest fixed algorithm of the same run"
+    )
+    check.add_argument("csv", nargs="+", help="ring.bench CSVs with --algorithm auto,...")
     return parser
 
 
@@ -151,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietly
     try:
-        {"fit": _fit, "predict": _predict, "table": _table, "paper": _paper}[args.command](args)
+        commands = {"fit": _fit, "predict": _predict, "table": _table, "paper": _paper}
+        commands["check-auto"] = _check_auto
+        commands[args.command](args)
     except ModelInputError as exc:
         print(f"ring.model: {exc}", file=sys.stderr)
         return 2
