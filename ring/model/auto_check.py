@@ -26,6 +26,9 @@ class AutoPoint:
     resolved: str
     fastest: str
     fastest_us: float
+    # The fixed series of the algorithm auto resolved to, at the same size: auto runs the
+    # same code, so auto / this is the run's noise at that size (nan when not measured).
+    pick_us: float
 
     @property
     def ratio(self) -> float:
@@ -53,7 +56,10 @@ def auto_points(paths: Sequence[str | Path]) -> list[AutoPoint]:
             continue
         fastest = min(fixed, key=fixed.__getitem__)
         auto_us, resolved = measured[AUTO]
-        points.append(AutoPoint(backend, nodes, nbytes, auto_us, resolved, fastest, fixed[fastest]))
+        pick_us = fixed.get(resolved, float("nan"))
+        points.append(
+            AutoPoint(backend, nodes, nbytes, auto_us, resolved, fastest, fixed[fastest], pick_us)
+        )
     if not points:
         raise ModelInputError("no size with both auto and a fixed algorithm measured")
     return points
@@ -62,16 +68,21 @@ def auto_points(paths: Sequence[str | Path]) -> list[AutoPoint]:
 def check_lines(points: list[AutoPoint]) -> list[str]:
     lines = [
         f"{'backend':>7} {'N':>3} {'size':>9} {'auto us':>10} {'resolved':>18} "
-        f"{'fastest fixed':>18} {'its us':>10} {'ratio':>6}"
+        f"{'fastest fixed':>18} {'its us':>10} {'ratio':>6} {'vs pick':>7}"
     ]
     for p in points:
         mark = "" if p.ratio <= TARGET else f"  > {TARGET}x"
         lines.append(
             f"{p.backend:>7} {p.nodes:>3} {format_bytes(p.nbytes):>9} {p.auto_us:>10.1f} "
-            f"{p.resolved:>18} {p.fastest:>18} {p.fastest_us:>10.1f} {p.ratio:>6.2f}{mark}"
+            f"{p.resolved:>18} {p.fastest:>18} {p.fastest_us:>10.1f} {p.ratio:>6.2f} "
+            f"{p.auto_us / p.pick_us:>7.2f}{mark}"
         )
     within = sum(p.ratio <= TARGET for p in points)
     lines.append(
         f"auto within {TARGET}x of the fastest fixed algorithm at {within} of {len(points)} sizes"
+    )
+    lines.append(
+        "vs pick: auto over the same algorithm measured as a fixed series in the same run "
+        "(one code path twice: its distance from 1 is the run's noise at that size)"
     )
     return lines
