@@ -14,7 +14,7 @@ the same four things, so the API has no backend-specific branch:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,9 +66,17 @@ def resolve_algorithm(
     backend, N and bytes per node (:func:`ring.model.auto.choose`, cached per call shape)."""
     if algorithm != AUTO:
         return algorithm
-    from .model.auto import choose  # the model (and its fit files) only when auto is used
+    global _choose
+    if _choose is None:
+        # The model (and its fit files) only when auto is used; an import statement per
+        # call would cost more than the cached look-up itself.
+        from .model.auto import choose
 
-    return choose(backend, collective, nodes, nbytes)
+        _choose = choose
+    return _choose(backend, collective, nodes, nbytes)
+
+
+_choose: Callable[[str, str, int, int], str] | None = None
 
 
 @dataclass(frozen=True)
