@@ -94,11 +94,17 @@ def test_auto_never_picks_an_algorithm_the_table_does_not_name(tmp_path, use_fit
     assert auto.choose("cpu", "reduce_scatter", 2, 8) == "ring"  # rd has no reduce-scatter
 
 
+def record_plans(monkeypatch, backend) -> list[str]:
+    """The algorithm of every plan ``backend`` (a module) asks for, in order."""
+    ran: list[str] = []
+    real = backend.plan_for
+    monkeypatch.setattr(backend, "plan_for", lambda *a, **k: ran.append(a[4]) or real(*a, **k))
+    return ran
+
+
 def test_cpu_auto_runs_the_models_pick(tmp_path, use_fit, monkeypatch):
     use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "recursive-doubling"]))
-    ran = []
-    real = ring.cpu.plan_for
-    monkeypatch.setattr(ring.cpu, "plan_for", lambda *a, **k: ran.append(a[4]) or real(*a, **k))
+    ran = record_plans(monkeypatch, ring.cpu)
     rng = np.random.default_rng(3)
     for count in (16, 1 << 19):
         buffers = [rng.standard_normal(count) for _ in range(3)]
@@ -116,9 +122,7 @@ def test_cpu_auto_runs_the_models_pick(tmp_path, use_fit, monkeypatch):
 
 def test_gpu_auto_runs_the_models_pick_on_the_simulator(tmp_path, use_fit, monkeypatch):
     use_fit(write_fit(tmp_path / "fit.json", "gpu", ["ring", "recursive-doubling"]))
-    ran = []
-    real = ring.gpu.plan_for
-    monkeypatch.setattr(ring.gpu, "plan_for", lambda *a, **k: ran.append(a[4]) or real(*a, **k))
+    ran = record_plans(monkeypatch, ring.gpu)
     rng = np.random.default_rng(5)
     sim = FakeCuda(1, seed=2)
     with fake_cupy(sim):
