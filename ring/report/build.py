@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .alternation import load_alternated
-from .cost_model import cost_model_of
-from .cost_model_figure import draw_cost_model
 from .figures import Figure, draw_figures
 from .inputs import ReportInputError, load_inputs
 from .model import ReportModel
@@ -155,6 +153,5 @@ def build_report(
     # Derive every table before drawing, so bad data fails before any file changes.
     _ = (model.caveats, model.not_measured, model.ceiling_fractions, model.scaling)
     figures = build_figures(model, figures_dir)
-    figures.append(draw_cost_model(cost_model_of(model), figures_dir))
     markdown, html = render(model, figures, out_dir)
     return BuildResult(html, markdown, figures, time.perf_counter() - started)

@@ -7,17 +7,11 @@ from pathlib import Path
 
 from .cost_model import CostModel, measured_group
 from .drawing import bytes_axis, log_y, save, seaborn_pyplot
-from .figure_specs import Figure, FigureSpec
+from .figure_specs import SPECS, Figure
 
 __all__ = ["COST_MODEL_FIGURE", "draw_cost_model"]
 
-COST_MODEL_FIGURE = FigureSpec(
-    "cost_model",
-    "How close is the α–β–γ model to the measured time of each algorithm?",
-    "Markers: measured median time per allreduce of each algorithm; lines: the fitted "
-    "α–β–γ model's prediction for the same algorithm (one set of α, β, γ per machine and "
-    "backend, fitted over all its algorithms jointly). One panel per fit and node count.",
-)
+COST_MODEL_FIGURE = SPECS["cost_model"]
 
 
 def _panels(section: CostModel) -> list[tuple[str, int, dict]]:

@@ -103,5 +103,12 @@ FIGURES = (
         "against buffer size, with the device-to-device copy ceiling of the same run. Not a "
         "ring measurement.",
     ),
+    FigureSpec(
+        "cost_model",
+        "How close is the α–β–γ model to the measured time of each algorithm?",
+        "Markers: measured median time per allreduce of each algorithm; lines: the fitted "
+        "α–β–γ model's prediction for the same algorithm (one set of α, β, γ per machine and "
+        "backend, fitted over all its algorithms jointly). One panel per fit and node count.",
+    ),
 )
 SPECS = {spec.name: spec for spec in FIGURES}

@@ -15,6 +15,8 @@ import pandas as pd
 
 from . import algorithms
 from .analysis import DEVICE_BACKENDS, busbw_factor
+from .cost_model import cost_model_of
+from .cost_model_figure import draw_cost_model
 from .drawing import (
     DASHES,
     bytes_axis,
@@ -291,6 +293,13 @@ def _kernel_bandwidth(model, out_dir: Path):
     return save(fig, plt, out_dir, "kernel_bandwidth")
 
 
+def _cost_model(model, out_dir: Path) -> str | tuple[Path, Path]:
+    figure = draw_cost_model(cost_model_of(model), out_dir)
+    if figure.png is None or figure.svg is None:
+        return figure.missing or "not drawn"
+    return figure.png, figure.svg
+
+
 _DRAW: dict[str, Callable] = {
     "time_vs_size": _time_vs_size,
     **{
@@ -304,6 +313,7 @@ _DRAW: dict[str, Callable] = {
     "profile_steps": _profile_steps,
     "sync_barrier_vs_pairwise": _sync,
     "kernel_bandwidth": _kernel_bandwidth,
+    "cost_model": _cost_model,
 }
 
 
