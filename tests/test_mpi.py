@@ -138,17 +138,21 @@ def bad_input_report():
     return report
 
 
-@pytest.mark.parametrize("scenario", sorted(EXPECTED))
-def test_bad_input_same_error_on_every_rank(bad_input_report, scenario):
-    """Each rank raises the same exception with the same message; no buffer was touched."""
-    seen = bad_input_report["scenarios"][scenario]
-    assert len(seen) == 3
-    kind, text = EXPECTED[scenario]
+def assert_same_error_on_every_rank(seen: list, nodes: int, kind: str, text: str) -> None:
+    """Each of ``nodes`` ranks raised the same ``kind`` with the same message (containing
+    ``text``), and no rank's buffer was touched."""
+    assert len(seen) == nodes
     for type_name, message, untouched in seen:
         assert (type_name, message) == tuple(seen[0][:2])
         assert type_name == kind, message
         assert text in message
         assert untouched
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_bad_input_same_error_on_every_rank(bad_input_report, scenario):
+    """Each rank raises the same exception with the same message; no buffer was touched."""
+    assert_same_error_on_every_rank(bad_input_report["scenarios"][scenario], 3, *EXPECTED[scenario])
 
 
 def test_ring_still_works_after_bad_input_then_refuses_once_closed(bad_input_report):

@@ -9,7 +9,12 @@ cores.
 from __future__ import annotations
 
 import pytest
-from test_mpi import json_lines, mpirun, pytestmark  # noqa: F401 - the same skip marks
+from test_mpi import (  # noqa: F401 - pytestmark: the same skip marks
+    assert_same_error_on_every_rank,
+    json_lines,
+    mpirun,
+    pytestmark,
+)
 
 LAUNCH_TIMEOUT = 300
 
@@ -72,14 +77,7 @@ def mismatch_report():
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
 def test_bad_algorithm_same_error_on_every_rank(mismatch_report, scenario):
-    seen = mismatch_report["scenarios"][scenario]
-    assert len(seen) == 4
-    kind, text = EXPECTED[scenario]
-    for type_name, message, untouched in seen:
-        assert (type_name, message) == tuple(seen[0][:2])
-        assert type_name == kind, message
-        assert text in message
-        assert untouched
+    assert_same_error_on_every_rank(mismatch_report["scenarios"][scenario], 4, *EXPECTED[scenario])
 
 
 def test_every_algorithm_works_after_the_bad_calls(mismatch_report):
