@@ -277,3 +277,41 @@ def test_check_auto_compares_with_the_fastest_fixed_algorithm(tmp_path, capsys):
     ]
     assert out[2].split()[-7:] == ["direct", "ring", "20.0", "1.50", "0.97", ">", "1.1x"]
     assert out[-2] == "auto within 1.1x of the fastest fixed algorithm at 0 of 2 sizes"
+
+
+def test_check_auto_gives_each_ratio_an_interval_from_the_timed_calls(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    calls = {  # (algorithm, size): timed calls; auto resolves to direct everywhere
+        ("auto", 1024): 10 + rng.random(40) * 0.2,  # as fast as the fastest: within
+        ("direct", 1024): 10 + rng.random(40) * 0.2,
+        ("ring", 1024): 30 + rng.random(40),
+        ("auto", 2048): 20 + rng.random(40) * 0.2,  # twice the fastest, tightly: beyond
+        ("direct", 2048): 20 + rng.random(40) * 0.2,
+        ("ring", 2048): 10 + rng.random(40) * 0.2,
+        ("auto", 4096): np.linspace(5.0, 17.0, 40),  # too spread to tell
+        ("direct", 4096): 10 + rng.random(40) * 0.2,
+        ("ring", 4096): 30 + rng.random(40),
+    }
+    path = tmp_path / "run.csv"
+    path.write_text(
+        "backend,sync,algorithm,nodes,bytes,time_us,resolved\n"
+        + "".join(
+            f"cpu,pairwise,{a},2,{b},{np.median(t)},{'direct' if a == 'auto' else ''}\n"
+            for (a, b), t in calls.items()
+        )
+    )
+    (tmp_path / "run.samples.csv").write_text(
+        "backend,sync,algorithm,nodes,dtype,op,bytes,call,time_us\n"
+        + "".join(
+            f"cpu,pairwise,{a},2,float32,sum,{b},{i},{t}\n"
+            for (a, b), times in calls.items()
+            for i, t in enumerate(times)
+        )
+    )
+    assert main(["check-auto", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    low, high = (float(x) for x in out[1].split()[-2].split("-"))
+    assert low <= 1.0 <= high <= 1.1 and not out[1].endswith(("?", "1.1x"))
+    assert out[2].endswith("> 1.1x") and float(out[2].split()[-4].split("-")[0]) > 1.9
+    assert out[3].endswith("?")
+    assert "within 1.1x at 1, beyond it at 1 (>), the run cannot tell at 1 (?)" in out[-2]

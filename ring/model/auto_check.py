@@ -1,5 +1,13 @@
 """``python -m ring.model check-auto CSV...``: ``auto`` against the fastest fixed algorithm
-measured in the same run, per (backend, N, size) (issue #14: within 1.1x at every size)."""
+measured in the same run, per (backend, N, size) (issue #14: within 1.1x at every size).
+
+A run's medians are noisy, and "the fastest fixed algorithm" is the least of several noisy
+medians, so a point ratio above 1.1 can be the run's noise rather than a wrong pick.  Where
+the harness kept every timed call (``FILE.samples.csv``), each ratio gets a percentile
+bootstrap interval: auto's calls and every fixed algorithm's calls are resampled, and the
+ratio of auto's median to the least fixed median is recomputed per draw.  A size counts as
+beyond 1.1x only when the whole interval is; when it straddles 1.1 the run cannot tell.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bench.results import read_csv
+import numpy as np
+
+from ..bench.results import read_csv, samples_path
+from ..bootstrap import DRAWS, percentile_interval, resampled_medians
 from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
 from .costs import ModelInputError
@@ -15,6 +26,8 @@ from .costs import ModelInputError
 __all__ = ["TARGET", "AutoPoint", "auto_points", "check_lines"]
 
 TARGET = 1.1
+SEED = 0
+NO_INTERVAL = (float("nan"), float("nan"))
 
 
 @dataclass(frozen=True)
@@ -29,58 +42,128 @@ class AutoPoint:
     # The fixed series of the algorithm auto resolved to, at the same size: auto runs the
     # same code, so auto / this is the run's noise at that size (nan when not measured).
     pick_us: float
+    # 95 % bootstrap interval of ``ratio`` (NaN without per-call samples).
+    interval: tuple[float, float] = NO_INTERVAL
 
     @property
     def ratio(self) -> float:
         return self.auto_us / self.fastest_us
 
 
+def _calls_of(path: Path) -> dict[tuple, dict[str, list[float]]]:
+    """Every timed call of the run at ``path``, by (backend, N, size) and algorithm."""
+    calls: dict[tuple, dict[str, list[float]]] = {}
+    samples = samples_path(path)
+    if samples.is_file():
+        for row in read_csv(samples)[1]:
+            key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
+            calls.setdefault(key, {}).setdefault(row["algorithm"], []).append(float(row["time_us"]))
+    return calls
+
+
+def ratio_interval(
+    auto_calls: Sequence[float], fixed_calls: Sequence[Sequence[float]], rng: np.random.Generator
+) -> tuple[float, float]:
+    """Bootstrap interval of median(auto) / min over the fixed algorithms of their medians."""
+    fixed = np.min([resampled_medians(np.asarray(c), rng, DRAWS) for c in fixed_calls], axis=0)
+    return percentile_interval(resampled_medians(np.asarray(auto_calls), rng, DRAWS) / fixed)
+
+
+def _read_run(path: Path, cells: dict, calls: dict) -> None:
+    if not path.is_file():
+        raise ModelInputError(f"{path}: no such file")
+    columns, rows = read_csv(path)
+    if "algorithm" not in columns:
+        raise ModelInputError(f"{path}: no algorithm column (a run before --algorithm)")
+    run_calls = _calls_of(path)
+    for row in rows:
+        if row["algorithm"] in (AUTO, *ALGORITHMS):
+            key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
+            seconds = float(row["time_us"])
+            cells.setdefault(key, {})[row["algorithm"]] = (seconds, row.get("resolved", ""))
+            found = run_calls.get(key, {}).get(row["algorithm"])
+            if found:
+                calls.setdefault(key, {})[row["algorithm"]] = found
+
+
 def auto_points(paths: Sequence[str | Path]) -> list[AutoPoint]:
-    """Every size at which a run measured ``auto`` and at least one fixed algorithm."""
+    """Every size at which a run measured ``auto`` and at least one fixed algorithm, with a
+    bootstrap interval where the run kept its timed calls."""
     cells: dict[tuple, dict[str, tuple[float, str]]] = {}
+    calls: dict[tuple, dict[str, list[float]]] = {}
     for path in map(Path, paths):
-        if not path.is_file():
-            raise ModelInputError(f"{path}: no such file")
-        columns, rows = read_csv(path)
-        if "algorithm" not in columns:
-            raise ModelInputError(f"{path}: no algorithm column (a run before --algorithm)")
-        for row in rows:
-            if row["algorithm"] in (AUTO, *ALGORITHMS):
-                key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
-                seconds = float(row["time_us"])
-                cells.setdefault(key, {})[row["algorithm"]] = (seconds, row.get("resolved", ""))
+        _read_run(path, cells, calls)
+    rng = np.random.default_rng(SEED)
     points = []
-    for (backend, nodes, nbytes), measured in sorted(cells.items()):
+    for key, measured in sorted(cells.items()):
         fixed = {a: t for a, (t, _) in measured.items() if a != AUTO}
         if AUTO not in measured or not fixed:
             continue
         fastest = min(fixed, key=fixed.__getitem__)
         auto_us, resolved = measured[AUTO]
         pick_us = fixed.get(resolved, float("nan"))
+        sampled = calls.get(key, {})
+        interval = NO_INTERVAL
+        if all(sampled.get(a) for a in measured):
+            interval = ratio_interval(sampled[AUTO], [sampled[a] for a in fixed], rng)
+        backend, nodes, nbytes = key
         points.append(
-            AutoPoint(backend, nodes, nbytes, auto_us, resolved, fastest, fixed[fastest], pick_us)
+            AutoPoint(
+                backend,
+                nodes,
+                nbytes,
+                auto_us,
+                resolved,
+                fastest,
+                fixed[fastest],
+                pick_us,
+                interval,
+            )
         )
     if not points:
         raise ModelInputError("no size with both auto and a fixed algorithm measured")
     return points
 
 
+def _mark(point: AutoPoint) -> str:
+    low, high = point.interval
+    if np.isnan(low):
+        return "" if point.ratio <= TARGET else f"  > {TARGET}x"
+    if low > TARGET:
+        return f"  > {TARGET}x"
+    return "" if high <= TARGET else "  ?"
+
+
 def check_lines(points: list[AutoPoint]) -> list[str]:
     lines = [
         f"{'backend':>7} {'N':>3} {'size':>9} {'auto us':>10} {'resolved':>18} "
-        f"{'fastest fixed':>18} {'its us':>10} {'ratio':>6} {'vs pick':>7}"
+        f"{'fastest fixed':>18} {'its us':>10} {'ratio':>6} {'95% interval':>13} {'vs pick':>7}"
     ]
     for p in points:
-        mark = "" if p.ratio <= TARGET else f"  > {TARGET}x"
+        low, high = p.interval
+        interval = "" if np.isnan(low) else f"{low:.2f}-{high:.2f}"
         lines.append(
             f"{p.backend:>7} {p.nodes:>3} {format_bytes(p.nbytes):>9} {p.auto_us:>10.1f} "
             f"{p.resolved:>18} {p.fastest:>18} {p.fastest_us:>10.1f} {p.ratio:>6.2f} "
-            f"{p.auto_us / p.pick_us:>7.2f}{mark}"
+            f"{interval:>13} {p.auto_us / p.pick_us:>7.2f}{_mark(p)}"
         )
+    return lines + _summary(points)
+
+
+def _summary(points: list[AutoPoint]) -> list[str]:
     within = sum(p.ratio <= TARGET for p in points)
-    lines.append(
+    lines = [
         f"auto within {TARGET}x of the fastest fixed algorithm at {within} of {len(points)} sizes"
-    )
+    ]
+    sampled = [p for p in points if not np.isnan(p.interval[0])]
+    if sampled:
+        beyond = sum(p.interval[0] > TARGET for p in sampled)
+        inside = sum(p.interval[1] <= TARGET for p in sampled)
+        lines.append(
+            f"with 95% bootstrap intervals over the timed calls ({len(sampled)} sizes): "
+            f"within {TARGET}x at {inside}, beyond it at {beyond} (>), "
+            f"the run cannot tell at {len(sampled) - inside - beyond} (?)"
+        )
     lines.append(
         "vs pick: auto over the same algorithm measured as a fixed series in the same run "
         "(one code path twice: its distance from 1 is the run's noise at that size)"

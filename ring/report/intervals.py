@@ -18,11 +18,10 @@ import numpy as np
 import pandas as pd
 
 from ..bench.results import samples_path
+from ..bootstrap import DRAWS, bootstrap_ratio
 
 __all__ = ["DRAWS", "bootstrap_ratio", "one_run_ratios", "samples_of", "sides_of_one"]
 
-DRAWS = 2000
-LEVEL = 0.95
 SEED = 0
 _KEY = ["backend", "sync", "nodes", "bytes"]
 
@@ -39,19 +38,6 @@ def _read_samples(path: Path) -> pd.DataFrame | None:
 def samples_of(run) -> pd.DataFrame | None:
     """The timed calls of a run (None for results written before the harness kept them)."""
     return _read_samples(samples_path(run.csv_path).resolve())
-
-
-def bootstrap_ratio(
-    fast_us: np.ndarray, slow_us: np.ndarray, rng: np.random.Generator, draws: int = DRAWS
-) -> tuple[float, float]:
-    """(low, high) of median(slow) / median(fast) at :data:`LEVEL`."""
-    fast_us = np.asarray(fast_us, dtype=np.float64)
-    slow_us = np.asarray(slow_us, dtype=np.float64)
-    fast = np.median(fast_us[rng.integers(0, len(fast_us), (draws, len(fast_us)))], axis=1)
-    slow = np.median(slow_us[rng.integers(0, len(slow_us), (draws, len(slow_us)))], axis=1)
-    tail = 100 * (1 - LEVEL) / 2
-    low, high = np.percentile(slow / fast, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 def _calls(samples: pd.DataFrame, point: dict) -> np.ndarray:
