@@ -12,6 +12,20 @@ byte any node moves or reduces goes through the same bus, so the per-byte terms 
 bytes of all N nodes: ``N·v·n·β + N·c·n·γ`` with ``v`` the bytes a node receives.  (The
 reference CPU ring bears this out: 256 MiB costs 3.0x more at N = 4 than at N = 2, which is
 2(N-1) and not 2(N-1)/N.)
+
+Oversubscription.  When the nodes are CPU workers (threads of the cpu backend, MPI ranks on
+one host) and there are more of them than cores, p = nodes per core > 1, the time of a call
+is multiplied by ``1 + σ·(p - 1)``.  Each worker gets 1/p of a core, so every part of the
+call stretches alike: its steps (a message is only taken when the peer is scheduled), its
+copies and its reductions; σ = 1 is a fair share, σ > 1 says waiting workers take cores
+from working ones (an MPI rank spins while it waits), σ < 1 that part of the call did not
+need a core (a shared memory bus that was already the limit).  Two forms were tried on the
+reference sweeps (amd-epyc-2core, held-out within 25 % at N = 4 of MPI, of 49): this one,
+29; σ on the steps only (α·(1 + σ(p - 1)), bytes as at p = 1), 9; the steps pay for a
+handoff while the bytes do not, but the N = 4 bytes are as much slower as the steps.
+σ is fitted jointly with α, β, γ (ring.model.fit), identified by rows at p <= 1 beside
+rows at p > 1; the reference sweep has one oversubscribed level (p = 2), so the line in p
+is an assumption past it.
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ __all__ = [
     "Params",
     "check_point",
     "coefficients",
+    "oversubscription",
     "predict_seconds",
     "working_set",
 ]
@@ -59,6 +74,9 @@ class Params(NamedTuple):
     # last-level cache (ring.model.fit.choose_knee finds it; inf: no such change).
     knee: float = math.inf
     beta_above: float = 0.0
+    # Slow-down per node per core past one: a call at p nodes per core takes 1 + σ(p - 1)
+    # times as long (0: no oversubscribed row was fitted, or none of the model's rows).
+    sigma: float = 0.0
 
     def beta_at(self, nodes: int, nbytes: int, shared: bool) -> float:
         return self.beta if working_set(nodes, nbytes, shared) <= self.knee else self.beta_above
@@ -188,6 +206,16 @@ def design_row(coef: Coefficients, nodes: int, nbytes: int, shared: bool) -> tup
     return (coef.steps, coef.link * nbytes, coef.reduce * nbytes)
 
 
+def oversubscription(sigma: float, nodes_per_core: float) -> float:
+    """The factor 1 + σ·(p - 1) of a call at p nodes per core (1 at p <= 1)."""
+    for name, value in (("sigma", sigma), ("nodes per core", nodes_per_core)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ModelInputError(f"{name} must be a number >= 0, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ModelInputError(f"{name} must be finite and >= 0, got {value!r}")
+    return 1.0 + sigma * max(0.0, nodes_per_core - 1.0)
+
+
 def predict_seconds(
     params: Params,
     algorithm: str,
@@ -197,11 +225,14 @@ def predict_seconds(
     shared: bool = False,
     group_size: int = DEFAULT_GROUP_SIZE,
     segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    nodes_per_core: float = 0.0,
 ) -> float:
-    """Predicted seconds of one allreduce of ``nbytes`` on ``nodes`` nodes."""
+    """Predicted seconds of one allreduce of ``nbytes`` on ``nodes`` nodes, run with
+    ``nodes_per_core`` workers per core (0: not CPU workers, or not known)."""
+    factor = oversubscription(params.sigma, nodes_per_core)
     coef = coefficients(
         algorithm, nodes, nbytes, group_size=group_size, segment_bytes=segment_bytes
     )
     steps, link, reduce = design_row(coef, nodes, nbytes, shared)
     beta = params.beta_at(nodes, nbytes, shared)
-    return steps * params.alpha + link * beta + reduce * params.gamma
+    return factor * (steps * params.alpha + link * beta + reduce * params.gamma)

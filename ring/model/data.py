@@ -41,6 +41,9 @@ class Point:
     nodes: int
     nbytes: int
     seconds: float
+    # Workers (threads, or MPI ranks on one host) per core the row ran with; 0 where the
+    # nodes are not CPU workers or it was not recorded (taken as not oversubscribed).
+    nodes_per_core: float = 0.0
 
 
 @dataclass
@@ -52,6 +55,7 @@ class Group:
     points: list[Point] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     add_ceilings_GBps: list[float] = field(default_factory=list)
+    cores: int = 0  # the machine's cores from the run's environment (0: not recorded)
 
 
 def _meta(csv_path: Path) -> dict:
@@ -85,6 +89,23 @@ def _add_ceiling(meta: dict, run: str, backend: str) -> float | None:
         return float(sum(values) / len(values))
     value = ceilings.get("add_GBps")
     return float(value) if value else None
+
+
+def _nodes_per_core(meta: dict, row: dict, nodes: int) -> float:
+    """p of a row: its own ``threads_per_core`` (threaded backends), else for MPI the ranks
+    on one host over the host's cores from the environment beside the CSV (the MPI rows do
+    not carry the column); 0 when neither says."""
+    try:
+        recorded = float(row.get("threads_per_core") or "nan")
+    except ValueError:
+        recorded = math.nan
+    if math.isfinite(recorded) and recorded > 0:
+        return recorded
+    env = meta.get("environment") or {}
+    cores, hosts = env.get("cores"), env.get("mpi_hosts") or 1
+    if row["backend"] != "mpi" or not isinstance(cores, int) or cores < 1:
+        return 0.0
+    return math.ceil(nodes / max(1, int(hosts))) / cores
 
 
 def _number(csv_path: Path, line: int, row: dict, column: str) -> float:
@@ -147,7 +168,11 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             str(row.get("shared_devices", "")).lower() == "true" or row["backend"] in SHARED_BUS
         )
         group = groups.setdefault((tuple(key.items()), shared), Group(key, shared))
-        group.points.append(Point(algorithm, nodes, nbytes, seconds))
+        per_core = _nodes_per_core(meta, row, nodes)
+        group.points.append(Point(algorithm, nodes, nbytes, seconds, per_core))
+        cores = (meta.get("environment") or {}).get("cores")
+        if isinstance(cores, int) and cores > 0:
+            group.cores = cores
         if str(csv_path) not in group.sources:
             group.sources.append(str(csv_path))
         ceiling = _add_ceiling(meta, str(row.get("run", "")), row["backend"])

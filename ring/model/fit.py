@@ -9,6 +9,12 @@ slope per N, b·β + c·γ, and never the two separately.  When the rows leave t
 γ is fixed from the reduction kernel's ceiling the harness measured in the same run (3 bytes
 of traffic per byte reduced), and the fit says so; without a ceiling γ is fixed at 0 and β
 carries the reduction too.
+
+σ, the slow-down of a call per node per core past one (ring.model.costs), is fitted the
+same way jointly with them where the group has rows with no more nodes than cores beside
+rows with more: N = 2 on the 2-core reference machine is one and N = 4 the other, so what
+N = 4 costs beyond its extra steps and bytes is σ's.  Where every row is on one side σ is
+fixed at 0 and the fit says so (``sigma_source``), as for γ.
 """
 
 from __future__ import annotations
@@ -23,18 +29,21 @@ from .costs import (
     Params,
     coefficients,
     design_row,
+    oversubscription,
     predict_seconds,
     working_set,
 )
 from .data import ADD_TRAFFIC, Group, Point
-from .solve import identifiable, robust_nnls
+from .solve import identifiable, robust_nnls, robust_nnls_loaded
 
 __all__ = ["BOOTSTRAP_ROUNDS", "Fit", "HeldOut", "fit_group", "fit_points", "held_out"]
 
 BOOTSTRAP_ROUNDS = 200
 CONFIDENCE = 0.95
-PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above")
-INTERVALS = ("alpha", "beta", "gamma", "beta_above")
+PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above", "sigma")
+INTERVALS = ("alpha", "beta", "gamma", "beta_above", "sigma")
+# What a fit file written before the oversubscription term says about σ when read.
+SIGMA_ABSENT = "absent from the fit file (fitted before the oversubscription term): 0"
 KNEE_MIN_SIZES = 3
 RESOLUTION = 1e-4
 
@@ -65,10 +74,32 @@ class Fit:
     sizes: list[int]
     held_out: list[HeldOut] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    sigma_source: str = SIGMA_ABSENT
+    cores: int = 0  # of the machine the rows were measured on (0: not recorded)
 
-    def predict(self, algorithm: str, nodes: int, nbytes: int, **options: int) -> float:
-        """Seconds of one allreduce on this machine (any algorithm of the table)."""
-        return predict_seconds(self.params, algorithm, nodes, nbytes, shared=self.shared, **options)
+    def nodes_per_core(self, nodes: int, cores: int | None = None) -> float:
+        """p of N nodes on ``cores`` cores (default: the fitted machine's); 0 if unknown."""
+        if cores is None:
+            cores = self.cores
+        if isinstance(cores, bool) or not isinstance(cores, int) or cores < 0:
+            raise ModelInputError(f"cores must be a whole number >= 1, got {cores!r}")
+        return nodes / cores if cores else 0.0
+
+    def predict(
+        self, algorithm: str, nodes: int, nbytes: int, cores: int | None = None, **options: int
+    ) -> float:
+        """Seconds of one allreduce (any algorithm of the table) with N nodes on ``cores``
+        cores (default: those of the machine the fit was measured on)."""
+        per_core = self.nodes_per_core(nodes, cores) if self.params.sigma else 0.0
+        return predict_seconds(
+            self.params,
+            algorithm,
+            nodes,
+            nbytes,
+            shared=self.shared,
+            nodes_per_core=per_core,
+            **options,
+        )
 
     def to_json(self) -> dict:
         document = asdict(self)
@@ -91,6 +122,7 @@ class Fit:
                     gamma=float(document["params"]["gamma"]),
                     knee=math.inf if knee is None else float(knee),
                     beta_above=float(document["params"]["beta_above"]),
+                    sigma=float(document["params"].get("sigma", 0.0)),
                 ),
                 interval={k: (float(v[0]), float(v[1])) for k, v in document["interval"].items()},
                 gamma_source=str(document["gamma_source"]),
@@ -102,9 +134,16 @@ class Fit:
                     for h in document.get("held_out", [])
                 ],
                 sources=list(document.get("sources", [])),
+                sigma_source=str(document.get("sigma_source", SIGMA_ABSENT)),
+                cores=int(document.get("cores", 0)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelInputError(f"not a ring.model fit entry ({exc!r})") from None
+
+
+def _load(points: list[Point]) -> np.ndarray:
+    """p - 1 of each point where above 0: what σ multiplies."""
+    return np.array([max(0.0, p.nodes_per_core - 1.0) for p in points])
 
 
 def _design(points: list[Point], shared: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -124,37 +163,71 @@ def _split(design: np.ndarray, sets: np.ndarray, knee: float) -> np.ndarray:
     return np.column_stack([design[:, 0], link * below, link * ~below, design[:, 2]])
 
 
-def fit_points(
-    points: list[Point], shared: bool, gamma: float | None, knee: float = math.inf
+def _fit_loaded(
+    columns: np.ndarray, measured: np.ndarray, load: np.ndarray, gamma: float | None, knee: float
 ) -> Params:
-    """α, β, γ (and β past ``knee``) from these points; γ fitted when ``gamma`` is None."""
+    """α, β, γ, σ jointly (σ scales the whole call, so it multiplies γ's part too)."""
+    if gamma is None:
+        (alpha, below, above, fitted), sigma = robust_nnls_loaded(
+            columns, measured, load, np.zeros_like(measured)
+        )
+        return Params(float(alpha), float(below), float(fitted), knee, float(above), sigma)
+    (alpha, below, above), sigma = robust_nnls_loaded(
+        columns[:, :3], measured, load, columns[:, 3] * gamma
+    )
+    return Params(float(alpha), float(below), gamma, knee, float(above), sigma)
+
+
+def fit_points(
+    points: list[Point],
+    shared: bool,
+    gamma: float | None,
+    knee: float = math.inf,
+    sigma: float | None = 0.0,
+) -> Params:
+    """α, β, γ (and β past ``knee``) from these points; γ fitted when ``gamma`` is None,
+    σ fitted when ``sigma`` is None (else held at it)."""
     if not points:
         raise ModelInputError("no data to fit")
     design, measured, sets = _design(points, shared)
     columns = _split(design, sets, knee)
+    if sigma is None:
+        return _fit_loaded(columns, measured, _load(points), gamma, knee)
+    # A held σ divides out: the relative residuals are the same either way.
+    measured = measured / np.array([oversubscription(sigma, p.nodes_per_core) for p in points])
     if gamma is not None:
         measured = measured - columns[:, 3] * gamma
         keep = measured > 0  # rows the fixed γ alone explains say nothing about α and β
         if not keep.any():
-            return Params(0.0, 0.0, gamma, knee, 0.0)
+            return Params(0.0, 0.0, gamma, knee, 0.0, sigma)
         alpha, below, above = robust_nnls(columns[keep, :3], measured[keep])
-        return Params(float(alpha), float(below), gamma, knee, float(above))
+        return Params(float(alpha), float(below), gamma, knee, float(above), sigma)
     alpha, below, above, fitted = robust_nnls(columns, measured)
-    return Params(float(alpha), float(below), float(fitted), knee, float(above))
+    return Params(float(alpha), float(below), float(fitted), knee, float(above), sigma)
+
+
+def _predict_point(params: Params, point: Point, shared: bool) -> float:
+    return predict_seconds(
+        params,
+        point.algorithm,
+        point.nodes,
+        point.nbytes,
+        shared=shared,
+        nodes_per_core=point.nodes_per_core,
+    )
 
 
 def _bic(points: list[Point], shared: bool, params: Params, extra: int) -> float:
     """Bayesian information criterion of the relative residuals (lower is better)."""
-    errors = [
-        predict_seconds(params, p.algorithm, p.nodes, p.nbytes, shared=shared) / p.seconds - 1
-        for p in points
-    ]
+    errors = [_predict_point(params, p, shared) / p.seconds - 1 for p in points]
     # Relative errors under RESOLUTION are rounding, not a better fit.
     rss = max(float(np.sum(np.square(errors))), len(points) * RESOLUTION**2)
     return len(points) * math.log(rss / len(points)) + (3 + extra) * math.log(len(points))
 
 
-def choose_knee(points: list[Point], shared: bool, gamma: float | None) -> float:
+def choose_knee(
+    points: list[Point], shared: bool, gamma: float | None, sigma: float | None = 0.0
+) -> float:
     """The working set past which β changes, or inf for none.
 
     On the reference CPU the per-byte cost doubles once N·n passes the last-level cache
@@ -167,10 +240,10 @@ def choose_knee(points: list[Point], shared: bool, gamma: float | None) -> float
     """
     sets = sorted({working_set(p.nodes, p.nbytes, shared) for p in points})
     best_knee = math.inf
-    best = _bic(points, shared, fit_points(points, shared, gamma), 0)
+    best = _bic(points, shared, fit_points(points, shared, gamma, sigma=sigma), 0)
     for i in range(KNEE_MIN_SIZES - 1, len(sets) - KNEE_MIN_SIZES):
         knee = math.sqrt(sets[i] * sets[i + 1])  # between the two, on the log scale
-        score = _bic(points, shared, fit_points(points, shared, gamma, knee), 2)
+        score = _bic(points, shared, fit_points(points, shared, gamma, knee, sigma), 2)
         if score < best:
             best, best_knee = score, knee
     return best_knee
@@ -191,8 +264,29 @@ def _gamma_choice(group: Group) -> tuple[float | None, str]:
     return 0.0, "fixed at 0 (β, γ not identifiable and no ceiling recorded): β includes γ"
 
 
+def _sigma_choice(group: Group) -> tuple[float | None, str]:
+    most = max(p.nodes_per_core for p in group.points)
+    if most <= 1:
+        return 0.0, (
+            "fixed at 0: no row has more nodes than cores"
+            + ("" if most else " (nodes per core not recorded, or the nodes are not CPU workers)")
+        )
+    if min(p.nodes_per_core for p in group.points) > 1:
+        return 0.0, (
+            "fixed at 0: every row has more nodes than cores, so α, β, γ include the slow-down"
+        )
+    return None, (
+        f"fitted jointly (rows at <= 1 node per core beside rows at up to {most:.3g} "
+        f"on {group.cores or '?'} cores)"
+    )
+
+
 def _bootstrap(
-    group: Group, gamma: float | None, knee: float, rng: np.random.Generator
+    group: Group,
+    gamma: float | None,
+    knee: float,
+    rng: np.random.Generator,
+    sigma: float | None = 0.0,
 ) -> np.ndarray:
     """Parameters refitted on sizes drawn with replacement (all rows of a size together),
     the knee held where the full data put it."""
@@ -202,11 +296,13 @@ def _bootstrap(
     for _ in range(BOOTSTRAP_ROUNDS):
         chosen = rng.choice(len(sizes), size=len(sizes), replace=True)
         points = [p for i in chosen for p in by_size[sizes[i]]]
-        draws.append(fit_points(points, group.shared, gamma, knee))
+        draws.append(fit_points(points, group.shared, gamma, knee, sigma))
     return np.array(draws)
 
 
-def held_out(points: list[Point], shared: bool, gamma: float | None) -> list[HeldOut]:
+def held_out(
+    points: list[Point], shared: bool, gamma: float | None, sigma: float | None = 0.0
+) -> list[HeldOut]:
     """Fit on every other size (1st, 3rd, ...), predict the sizes in between."""
     sizes = sorted({p.nbytes for p in points})
     train = set(sizes[0::2])
@@ -214,27 +310,24 @@ def held_out(points: list[Point], shared: bool, gamma: float | None) -> list[Hel
     if not test:
         return []
     training = [p for p in points if p.nbytes in train]
-    params = fit_points(training, shared, gamma, choose_knee(training, shared, gamma))
+    knee = choose_knee(training, shared, gamma, sigma)
+    params = fit_points(training, shared, gamma, knee, sigma)
     return [
-        HeldOut(
-            p.algorithm,
-            p.nodes,
-            p.nbytes,
-            p.seconds,
-            predict_seconds(params, p.algorithm, p.nodes, p.nbytes, shared=shared),
-        )
+        HeldOut(p.algorithm, p.nodes, p.nbytes, p.seconds, _predict_point(params, p, shared))
         for p in sorted(test, key=lambda p: (p.algorithm, p.nodes, p.nbytes))
     ]
 
 
-def fit_group(group: Group, seed: int = 0) -> Fit:
-    """The fit of one group: parameters, 95 % bootstrap intervals, held-out errors."""
+def fit_group(group: Group, seed: int = 0, fit_sigma: bool = True) -> Fit:
+    """The fit of one group: parameters, 95 % bootstrap intervals, held-out errors
+    (``fit_sigma=False``: σ held at 0, the model of fit files made before it)."""
     if not group.points:
         raise ModelInputError(f"no data to fit for {group.key}")
     gamma, gamma_source = _gamma_choice(group)
-    knee = choose_knee(group.points, group.shared, gamma)
-    params = fit_points(group.points, group.shared, gamma, knee)
-    draws = _bootstrap(group, gamma, knee, np.random.default_rng(seed))
+    sigma, sigma_source = _sigma_choice(group) if fit_sigma else (0.0, SIGMA_ABSENT)
+    knee = choose_knee(group.points, group.shared, gamma, sigma)
+    params = fit_points(group.points, group.shared, gamma, knee, sigma)
+    draws = _bootstrap(group, gamma, knee, np.random.default_rng(seed), sigma)
     tail = (1 - CONFIDENCE) / 2 * 100
     columns = [PARAMETERS.index(name) for name in INTERVALS]
     low, high = np.percentile(draws[:, columns], [tail, 100 - tail], axis=0)
@@ -248,6 +341,8 @@ def fit_group(group: Group, seed: int = 0) -> Fit:
         algorithms=sorted({p.algorithm for p in group.points}),
         nodes=sorted({p.nodes for p in group.points}),
         sizes=sorted({p.nbytes for p in group.points}),
-        held_out=held_out(group.points, group.shared, gamma),
+        held_out=held_out(group.points, group.shared, gamma, sigma),
         sources=list(group.sources),
+        sigma_source=sigma_source,
+        cores=group.cores,
     )

@@ -12,10 +12,11 @@ is found by trying every subset of parameters held at zero (at most 2^3 here).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
-__all__ = ["HUBER_K", "identifiable", "robust_nnls"]
+__all__ = ["HUBER_K", "identifiable", "robust_nnls", "robust_nnls_loaded"]
 
 HUBER_K = 1.345  # 95 % efficiency at the normal distribution
 IRLS_ROUNDS = 50
@@ -23,6 +24,8 @@ IRLS_ROUNDS = 50
 # (latency-bound sizes), a smaller scale would call every bandwidth-bound size an outlier.
 MIN_SPREAD = 0.05
 RANK_TOLERANCE = 1e-9
+# The alternation of robust_nnls_loaded moves two coupled halves: more rounds than IRLS alone.
+LOADED_ROUNDS = 200
 
 
 def _scaled(design: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,3 +81,46 @@ def robust_nnls(design: np.ndarray, measured: np.ndarray) -> np.ndarray:
         if converged:
             break
     return solution
+
+
+def _load_factor(model: np.ndarray, measured: np.ndarray, load: np.ndarray, weights) -> float:
+    """σ >= 0 that best scales ``model`` by (1 + σ·load) onto ``measured`` (weighted)."""
+    lifted = load * model
+    denominator = float(np.sum(weights * lifted**2))
+    if denominator <= 0:
+        return 0.0
+    return max(0.0, float(np.sum(weights * lifted * (measured - model))) / denominator)
+
+
+def robust_nnls_loaded(
+    design: np.ndarray, measured: np.ndarray, load: np.ndarray, offset: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """Huber-IRLS fit of ``measured ≈ (1 + σ·load)·(design·x + offset)``, x >= 0, σ >= 0.
+
+    The model is bilinear, but each half is linear once the other is held: every round
+    solves x with σ held, then σ in closed form with x held, then re-weights.  The rows
+    with no load (nodes <= cores) pin x on their own, so the alternation settles in a few
+    rounds.  ``offset`` is the part of each row's time a fixed parameter (γ) explains.
+    """
+    base = 1.0 / measured**2
+    huber = np.ones_like(measured)
+    sigma, solution = 0.0, np.zeros(design.shape[1])
+    for _ in range(LOADED_ROUNDS):
+        scale = 1.0 + sigma * load
+        target = measured - scale * offset
+        # Rows the fixed part alone explains say nothing about x.
+        weights = base * huber * (target > 0)
+        updated = _nnls(design * scale[:, None], target, weights)
+        model = design @ updated + offset
+        updated_sigma = _load_factor(model, measured, load, base * huber)
+        relative = ((1.0 + updated_sigma * load) * model - measured) / measured
+        spread = 1.4826 * float(np.median(np.abs(relative - np.median(relative))))
+        cut = HUBER_K * max(spread, MIN_SPREAD)
+        huber = np.minimum(1.0, cut / np.maximum(np.abs(relative), 1e-300))
+        converged = np.allclose(updated, solution, rtol=1e-9, atol=0) and math.isclose(
+            updated_sigma, sigma, rel_tol=1e-9
+        )
+        solution, sigma = updated, updated_sigma
+        if converged:
+            break
+    return solution, sigma
