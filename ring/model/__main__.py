@@ -44,6 +44,9 @@ def _describe(fit: Fit) -> list[str]:
         if math.isinf(knee)
         else f"  knee  = working set {knee / 2**20:.1f} MiB; beta beyond it = "
         f"{fit.params.beta_above * 1e12:.4g} ps/B {_interval(fit, 'beta_above', 1e12)}",
+        f"  sigma = {fit.params.sigma:.3g} per node per core past 1"
+        + (f" {_interval(fit, 'sigma', 1)}" if "sigma" in fit.interval else "")
+        + f", {fit.sigma_source}",
         "  held-out (fit on alternate sizes), error at sizes >= "
         f"{format_bytes(HELD_OUT_MIN_BYTES)}:",
     ]
@@ -80,7 +83,7 @@ def _predict(args: argparse.Namespace) -> None:
     fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     nbytes = _size(args.bytes)
     for fit in fits:
-        seconds = fit.predict(args.algorithm, args.nodes, nbytes)
+        seconds = fit.predict(args.algorithm, args.nodes, nbytes, args.cores)
         measured = "" if args.algorithm in fit.algorithms else " (not measured: extrapolated)"
         print(
             f"{' '.join(fit.key.values())}: {args.algorithm} N={args.nodes} "
@@ -101,14 +104,19 @@ def _auto_fits(backend: str | None) -> list[Fit]:
 
 
 def _table(args: argparse.Namespace) -> None:
+    cores = args.cores
     if args.fit:
         fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     else:
+        from .auto import local_cores
+
         fits = _auto_fits(args.backend)
+        cores = local_cores() if cores is None else cores  # what auto itself predicts with
     for fit in fits:
         names = list(ALGORITHMS) if args.all else list(fit.algorithms)
-        print("\n".join(table_lines(fit, decision_table(fit, names))))
-        print("\n".join(crossover_lines(fit, names, TABLE_NODES)))
+        rows = decision_table(fit, names, cores=cores)
+        print("\n".join(table_lines(fit, rows)))
+        print("\n".join(crossover_lines(fit, names, TABLE_NODES, cores)))
         if not args.all and len(fit.algorithms) == 1:
             print(f"  (only {fit.algorithms[0]} measured; --all ranks every algorithm's model)")
 
@@ -140,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--backend")
         sub.add_argument("--machine")
+        sub.add_argument(
+            "--cores",
+            type=int,
+            help="cores the N nodes run on, for the oversubscription term (default: the "
+            "fitted machine's; table without --fit: this machine's, as auto)",
+        )
     predict = commands.choices["predict"]
     predict.add_argument("--algorithm", required=True)
     predict.add_argument("--nodes", type=int, required=True)

@@ -6,9 +6,11 @@ model_fit.json``, package data, refitted by the tests from the CSVs beside it). 
 fit, the backend's group with the most measured algorithms decides, among the algorithms
 it measured (the ones its decision table names): an extrapolated cost never picks.
 
-The choice depends only on the fit, the backend, the collective, N and the bytes per node,
-which are the same on every MPI rank (the pre-flight row compares the resolved algorithm
-too, so ranks that read different fits fail together instead of deadlocking).  It is cached
+The choice depends only on the fit, the backend, the collective, N, the bytes per node
+and the cores of the machine it runs on (:func:`local_cores`: N over them is the nodes per
+core that σ prices), which are the same on every MPI rank of one host (the pre-flight row
+compares the resolved algorithm too, so ranks that read different fits, or hosts with
+different cores, fail together instead of deadlocking).  It is cached
 per (backend, collective, N, bytes): a repeated call costs one dictionary look-up.
 """
 
@@ -31,6 +33,7 @@ __all__ = [
     "choose",
     "default_fit_files",
     "fit_for",
+    "local_cores",
     "reset",
 ]
 
@@ -49,6 +52,14 @@ def _local_label() -> str:
     return machine_label(
         {"environment": {"cpu_model": _cpu_model(), "cores": os.cpu_count()}}, DEFAULTS
     )
+
+
+def local_cores() -> int:
+    """Cores this machine gives the run (its affinity mask, widened past a launcher's
+    binding to one core): N over them is the nodes per core ``auto`` predicts with."""
+    from ..bench.placement import machine_cores
+
+    return len(machine_cores())
 
 
 def _closeness(fit: Fit, local: str) -> int:
@@ -108,7 +119,7 @@ def candidates(fit: Fit, collective: str) -> list[str]:
 def choose(backend: str, collective: str, nodes: int, nbytes: int) -> str:
     """The algorithm ``auto`` runs for this call (cached)."""
     fit, _ = fit_for(backend)
-    return fastest(fit, candidates(fit, collective), nodes, nbytes)
+    return fastest(fit, candidates(fit, collective), nodes, nbytes, local_cores())
 
 
 def reset() -> None:

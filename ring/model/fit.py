@@ -80,10 +80,10 @@ class Fit:
     def nodes_per_core(self, nodes: int, cores: int | None = None) -> float:
         """p of N nodes on ``cores`` cores (default: the fitted machine's); 0 if unknown."""
         if cores is None:
-            cores = self.cores
-        if isinstance(cores, bool) or not isinstance(cores, int) or cores < 0:
+            return nodes / self.cores if self.cores else 0.0
+        if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
             raise ModelInputError(f"cores must be a whole number >= 1, got {cores!r}")
-        return nodes / cores if cores else 0.0
+        return nodes / cores
 
     def predict(
         self, algorithm: str, nodes: int, nbytes: int, cores: int | None = None, **options: int

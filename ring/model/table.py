@@ -64,11 +64,14 @@ def select(fits: list[Fit], **wanted: str | None) -> list[Fit]:
     return chosen
 
 
-def fastest(fit: Fit, algorithms: list[str], nodes: int, nbytes: int) -> str:
-    """The algorithm of ``algorithms`` with the least predicted time (first on a tie)."""
+def fastest(
+    fit: Fit, algorithms: list[str], nodes: int, nbytes: int, cores: int | None = None
+) -> str:
+    """The algorithm of ``algorithms`` with the least predicted time (first on a tie), N
+    nodes on ``cores`` cores (default: the fitted machine's)."""
     if not algorithms:
         raise ModelInputError("no algorithm to choose from")
-    return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes))
+    return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes, cores))
 
 
 def decision_table(
@@ -76,8 +79,10 @@ def decision_table(
     algorithms: list[str] | None = None,
     nodes: tuple[int, ...] = TABLE_NODES,
     sizes: tuple[int, ...] = TABLE_SIZES,
+    cores: int | None = None,
 ) -> list[tuple[int, int, int, str]]:
-    """(N, from bytes, to bytes, algorithm) rows: each run of sizes with one fastest pick.
+    """(N, from bytes, to bytes, algorithm) rows: each run of sizes with one fastest pick,
+    N nodes on ``cores`` cores (default: the fitted machine's).
 
     ``algorithms`` defaults to the ones the fit measured: the table names no algorithm whose
     cost on this machine is an extrapolation unless asked to (``ALGORITHMS`` for all).
@@ -88,7 +93,7 @@ def decision_table(
     rows: list[tuple[int, int, int, str]] = []
     for n in nodes:
         for size in sizes:
-            pick = fastest(fit, names, n, size)
+            pick = fastest(fit, names, n, size, cores)
             if rows and rows[-1][0] == n and rows[-1][3] == pick:
                 rows[-1] = (n, rows[-1][1], size, pick)
             else:
@@ -112,13 +117,15 @@ def table_lines(fit: Fit, rows: list[tuple[int, int, int, str]]) -> list[str]:
     return lines
 
 
-def _crossing(fit: Fit, a: str, b: str, nodes: int, low: int, high: int) -> int:
+def _crossing(
+    fit: Fit, a: str, b: str, nodes: int, low: int, high: int, cores: int | None = None
+) -> int:
     """The least size in (low, high] at which ``a`` and ``b`` swap order (bisection; the
     order at ``low`` differs from the order at ``high``)."""
-    first = fit.predict(a, nodes, low) < fit.predict(b, nodes, low)
+    first = fit.predict(a, nodes, low, cores) < fit.predict(b, nodes, low, cores)
     while high - low > 1:
         middle = (low + high) // 2
-        if (fit.predict(a, nodes, middle) < fit.predict(b, nodes, middle)) == first:
+        if (fit.predict(a, nodes, middle, cores) < fit.predict(b, nodes, middle, cores)) == first:
             low = middle
         else:
             high = middle
@@ -130,6 +137,7 @@ def crossovers(
     algorithms: list[str] | None = None,
     nodes: int = 2,
     sizes: tuple[int, ...] = TABLE_SIZES,
+    cores: int | None = None,
 ) -> list[tuple[str, str, int]]:
     """(faster below, faster from, size) for every pair of algorithms whose predicted order
     changes between two neighbouring sizes of ``sizes``, the size found to the byte."""
@@ -138,9 +146,11 @@ def crossovers(
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             for low, high in itertools.pairwise(sizes):
-                below = fit.predict(a, nodes, low) < fit.predict(b, nodes, low)
-                if below != (fit.predict(a, nodes, high) < fit.predict(b, nodes, high)):
-                    size = _crossing(fit, a, b, nodes, low, high)
+                below = fit.predict(a, nodes, low, cores) < fit.predict(b, nodes, low, cores)
+                if below != (
+                    fit.predict(a, nodes, high, cores) < fit.predict(b, nodes, high, cores)
+                ):
+                    size = _crossing(fit, a, b, nodes, low, high, cores)
                     found.append((a, b, size) if below else (b, a, size))
     return sorted(found, key=lambda c: c[2])
 
@@ -151,15 +161,17 @@ def switches(rows: list[tuple[int, int, int, str]]) -> list[tuple[int, str, str,
     return [(b[0], a[3], b[3], b[1]) for a, b in pairs if a[0] == b[0]]
 
 
-def crossover_lines(fit: Fit, algorithms: list[str], nodes: tuple[int, ...]) -> list[str]:
-    rows = decision_table(fit, algorithms, nodes)
+def crossover_lines(
+    fit: Fit, algorithms: list[str], nodes: tuple[int, ...], cores: int | None = None
+) -> list[str]:
+    rows = decision_table(fit, algorithms, nodes, cores=cores)
     lines = ["auto switches (the table's picks change) at:"]
     lines += [
         f"  N={n}: {a} -> {b} from {format_bytes(size)}" for n, a, b, size in switches(rows)
     ] or ["  nowhere: one pick at every size"]
     lines.append("crossovers (predicted times of two algorithms cross) at:")
     for n in nodes:
-        pairs = crossovers(fit, algorithms, n)
+        pairs = crossovers(fit, algorithms, n, cores=cores)
         lines.append(f"  N={n}:" + ("" if pairs else " none between 1 KiB and 1 GiB"))
         lines += [f"    {a} < {b} below {approx_bytes(size)}" for a, b, size in pairs]
     return lines

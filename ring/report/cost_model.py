@@ -95,6 +95,17 @@ def _interval(fit: Fit, name: str, unit: float) -> str:
     return f"[{format_number(low * unit)}, {format_number(high * unit)}]"
 
 
+def _sigma(fit: Fit) -> str:
+    """σ with its interval and the condition it applies under, or why it is 0."""
+    if fit.params.sigma == 0 and not fit.sigma_source.startswith("fitted"):
+        return f"0 ({fit.sigma_source})"
+    cores = f"{fit.cores} cores" if fit.cores else "cores not recorded"
+    return (
+        f"{format_number(fit.params.sigma)} {_interval(fit, 'sigma', 1)}, "
+        f"when N / cores > 1 ({cores})"
+    )
+
+
 def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
     rows = []
     for fit, _ in fits:
@@ -110,14 +121,27 @@ def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
                 f"{format_number(p.gamma * 1e12)} {_interval(fit, 'gamma', 1e12)}",
                 knee,
                 above + (_interval(fit, "beta_above", 1e12) if above else "n/a"),
+                _sigma(fit),
             ]
         )
     return Table(
         "Fitted parameters (95 % bootstrap intervals over sizes)",
-        ["fit", "algorithms", "α (µs)", "β (ps/B)", "γ (ps/B)", "knee", "β past knee (ps/B)"],
+        [
+            "fit",
+            "algorithms",
+            "α (µs)",
+            "β (ps/B)",
+            "γ (ps/B)",
+            "knee",
+            "β past knee (ps/B)",
+            "σ (per node per core past 1)",
+        ],
         rows,
         note="γ is fitted jointly where the algorithms' byte ratios differ, else fixed from "
-        "the add kernel's measured ceiling (the fit file's `gamma_source` says which).",
+        "the add kernel's measured ceiling (the fit file's `gamma_source` says which). "
+        "With p = N / cores > 1 (more workers than cores: oversubscribed) a call takes "
+        "1 + σ·(p − 1) times as long; σ is fitted where rows at p ≤ 1 and p > 1 were both "
+        "measured, else 0 (`sigma_source`).",
     )
 
 
