@@ -14,8 +14,9 @@ import yaml
 
 from ring.model import ALGORITHMS, ModelInputError, Params, coefficients, predict_seconds
 from ring.model.__main__ import main
+from ring.model.auto import DEFAULTS
 from ring.model.data import Group, Point, load_groups
-from ring.model.fit import Fit, fit_group, fit_points, held_out
+from ring.model.fit import SIGMA_ABSENT, Fit, fit_group, fit_points, held_out
 from ring.model.paper import busbw_GBps, load_links
 from ring.model.table import decision_table, load_fits, save_fits
 
@@ -35,14 +36,26 @@ def textbook(algorithm: str, n: int, size: float, p: Params) -> float:
     return 2 * k * p.alpha + 2 * share * size * p.beta + share * size * p.gamma
 
 
-def synthetic(algorithms, noise: float, seed: int = 1, shared: bool = False) -> Group:
+def synthetic(
+    algorithms,
+    noise: float,
+    seed: int = 1,
+    shared: bool = False,
+    cores: int = 0,
+    truth: Params = TRUE,
+) -> Group:
+    """Points of ``truth`` for N = 2, 4, 8 on ``cores`` cores (0: nodes are not CPU workers)."""
     rng = np.random.default_rng(seed)
-    group = Group({"machine": "synthetic", "backend": "x"}, shared)
+    group = Group({"machine": "synthetic", "backend": "x"}, shared, cores=cores)
     for algorithm in algorithms:
         for n in (2, 4, 8):
+            per_core = n / cores if cores else 0.0
             for size in (1 << e for e in range(10, 28)):
-                exact = predict_seconds(TRUE, algorithm, n, size, shared=shared)
-                group.points.append(Point(algorithm, n, size, exact * rng.lognormal(0, noise)))
+                exact = predict_seconds(
+                    truth, algorithm, n, size, shared=shared, nodes_per_core=per_core
+                )
+                seconds = exact * rng.lognormal(0, noise)
+                group.points.append(Point(algorithm, n, size, seconds, per_core))
     return group
 
 
@@ -79,6 +92,53 @@ def test_fit_recovers_parameters_from_several_algorithms(shared):
         assert got == pytest.approx(want, rel=0.05), name
         low, high = fit.interval[name]
         assert low <= got <= high
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_fit_recovers_sigma_from_oversubscribed_nodes(shared):
+    # 4 cores: N = 2, 4 have a core each, N = 8 runs 2 per core and takes 1 + σ as long.
+    truth = TRUE._replace(sigma=1.5)
+    algorithms = ["ring", "recursive-doubling", "rabenseifner"]
+    group = synthetic(algorithms, noise=0.02, shared=shared, cores=4, truth=truth)
+    fit = fit_group(group)
+    assert fit.sigma_source.startswith("fitted jointly") and fit.cores == 4
+    for name in ("alpha", "beta", "gamma", "sigma"):
+        got, want = getattr(fit.params, name), getattr(truth, name)
+        assert got == pytest.approx(want, rel=0.05), name
+        low, high = fit.interval[name]
+        assert low <= got <= high, name
+    assert max(abs(h.error) for h in fit.held_out) < 0.1
+    # The fitted machine's cores by default; another machine's cores on request.
+    at_eight = fit.predict("ring", 8, 1 << 20)
+    assert at_eight == pytest.approx(
+        (1 + fit.params.sigma) * fit.predict("ring", 8, 1 << 20, cores=8), rel=1e-12
+    )
+
+
+def test_sigma_is_fixed_at_zero_without_both_kinds_of_rows():
+    algorithms = ["ring", "recursive-doubling", "rabenseifner"]
+    roomy = fit_group(synthetic(algorithms, noise=0.0, cores=8))
+    assert roomy.params.sigma == 0 and roomy.interval["sigma"] == (0.0, 0.0)
+    assert roomy.sigma_source.startswith("fixed at 0: no row has more nodes than cores")
+    crowded = fit_group(synthetic(algorithms, noise=0.0, cores=1))
+    assert crowded.params.sigma == 0 and "every row has more nodes" in crowded.sigma_source
+    unknown = fit_group(synthetic(algorithms, noise=0.0))
+    assert unknown.params.sigma == 0 and "not recorded" in unknown.sigma_source
+
+
+def test_fit_file_without_sigma_loads_as_sigma_zero():
+    fit = fit_group(synthetic(["ring", "recursive-doubling"], noise=0.0, cores=2))
+    old = json.loads(json.dumps(fit.to_json()))
+    for name in ("sigma_source", "cores"):
+        del old[name]
+    del old["params"]["sigma"], old["interval"]["sigma"]
+    again = Fit.from_json(old)
+    assert again.params.sigma == 0 and again.params[:5] == fit.params[:5]
+    assert again.sigma_source == SIGMA_ABSENT and again.cores == 0
+    want = predict_seconds(fit.params._replace(sigma=0.0), "ring", 4, 4096)
+    assert again.predict("ring", 4, 4096) == pytest.approx(want, rel=1e-12)
+    (h200,) = load_fits(DEFAULTS / "nvidia-h200" / "model_fit.json")
+    assert h200.params.sigma == 0 and h200.predict("ring", 4, 1 << 20) > 0
 
 
 def test_ring_alone_takes_gamma_from_the_ceiling():
@@ -137,6 +197,20 @@ def test_predictions_check_their_inputs():
             predict_seconds(TRUE, *bad)
     with pytest.raises(ModelInputError, match="no data"):
         fit_points([], shared=False, gamma=None)
+    for params, per_core, message in [
+        (TRUE._replace(sigma=-0.5), 2.0, "sigma must be finite and >= 0, got -0.5"),
+        (TRUE._replace(sigma=math.nan), 2.0, "sigma must be finite"),
+        (TRUE, -1.0, "nodes per core must be finite and >= 0, got -1.0"),
+        (TRUE, math.inf, "nodes per core must be finite"),
+        (TRUE, "2", "nodes per core must be a number"),
+    ]:
+        with pytest.raises(ModelInputError, match=message) as caught:
+            predict_seconds(params, "ring", 4, 10, nodes_per_core=per_core)
+        assert "\n" not in str(caught.value)
+    fit = fit_group(synthetic(["ring"], noise=0.0, cores=2, truth=TRUE._replace(sigma=1.0)))
+    for cores in (0, -2, 1.5, True):
+        with pytest.raises(ModelInputError, match="cores must be a whole number >= 1"):
+            fit.predict("ring", 4, 10, cores=cores)
 
 
 def _write(path: Path, header: list[str], rows: list[list[str]]) -> Path:

@@ -23,7 +23,7 @@ import ring.gpu
 from ring.model import ALGORITHMS, ModelInputError, Params, auto
 from ring.model.__main__ import main
 from ring.model.data import load_groups
-from ring.model.fit import Fit, fit_group
+from ring.model.fit import SIGMA_ABSENT, Fit, fit_group
 from ring.model.table import TABLE_SIZES, decision_table, load_fits, save_fits
 from ring.schedule import plan
 
@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMS = Params(alpha=1e-5, beta=1e-10, gamma=1e-9)
 
 
-def write_fit(path: Path, backend: str, algorithms: list[str], params: Params = PARAMS) -> Path:
+def write_fit(
+    path: Path, backend: str, algorithms: list[str], params: Params = PARAMS, cores: int = 0
+) -> Path:
     fit = Fit(
         key={"machine": "synthetic", "backend": backend, "sync": "none"},
         shared=False,
@@ -42,6 +44,8 @@ def write_fit(path: Path, backend: str, algorithms: list[str], params: Params = 
         algorithms=sorted(algorithms),
         nodes=[2, 4],
         sizes=[1024, 1 << 20],
+        sigma_source="synthetic",
+        cores=cores,
     )
     save_fits(path, [fit], [])
     return path
@@ -65,7 +69,7 @@ def test_default_fit_auto_is_the_tables_pick(use_fit, backend):
     use_fit(None)
     fit, path = auto.fit_for(backend)
     assert Path(path).parent.parent == auto.DEFAULTS and fit.key["backend"] == backend
-    rows = decision_table(fit)
+    rows = decision_table(fit, cores=auto.local_cores())  # auto predicts for this machine
     for nodes, low, high, pick in rows:
         for size in (s for s in TABLE_SIZES if low <= s <= high):
             assert auto.choose(backend, "allreduce", nodes, size) == pick
@@ -92,6 +96,33 @@ def test_auto_never_picks_an_algorithm_the_table_does_not_name(tmp_path, use_fit
     # ...but auto picks only what the table of the measured algorithms names.
     assert picks == named
     assert auto.choose("cpu", "reduce_scatter", 2, 8) == "ring"  # rd has no reduce-scatter
+
+
+def test_auto_predicts_with_this_machines_nodes_per_core(tmp_path, use_fit, monkeypatch):
+    # σ = 2: at N = 8 on 2 cores (4 per core) a call takes 1 + 2·3 = 7 times as long as on
+    # 8 cores.  The fit was measured on 4 cores; auto must use the cores it runs on.
+    params = PARAMS._replace(sigma=2.0)
+    use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "direct"], params, cores=4))
+    seen: list[tuple[int, float]] = []
+    real = Fit.predict
+
+    def spy(fit, algorithm, nodes, nbytes, cores=None, **options):
+        seconds = real(fit, algorithm, nodes, nbytes, cores, **options)
+        seen.append((cores, seconds))
+        return seconds
+
+    monkeypatch.setattr(Fit, "predict", spy)
+    times = {}
+    for cores in (2, 8):
+        monkeypatch.setattr(auto, "local_cores", lambda cores=cores: cores)
+        auto.reset()
+        seen.clear()
+        pick = auto.choose("cpu", "allreduce", 8, 1 << 20)
+        assert {c for c, _ in seen} == {cores}
+        times[cores] = (pick, sorted(t for _, t in seen))
+    # The slow-down scales every algorithm's call alike, so the pick stays; the times do not.
+    assert times[2][0] == times[8][0]
+    np.testing.assert_allclose(times[2][1], [7 * t for t in times[8][1]], rtol=1e-12)
 
 
 def record_plans(monkeypatch, backend) -> list[str]:
@@ -205,12 +236,16 @@ def test_default_fit_refits_from_its_csvs(folder, monkeypatch):
         if not p.name.endswith(".samples.csv")
     )
     groups, _ = load_groups(csvs)
-    refit = {json.dumps(f.key, sort_keys=True): f for f in map(fit_group, groups)}
+    by_key = {json.dumps(g.key, sort_keys=True): g for g in groups}
     committed = load_fits(folder / "model_fit.json")
-    assert len(committed) == len(refit)
+    assert len(committed) == len(by_key)
     for fit in committed:
-        again = refit[json.dumps(fit.key, sort_keys=True)]
+        # A fit file from before the oversubscription term is refitted with σ held at 0,
+        # the model it was made with; `python -m ring.model fit` brings it up to date.
+        fit_sigma = fit.sigma_source != SIGMA_ABSENT
+        again = fit_group(by_key[json.dumps(fit.key, sort_keys=True)], fit_sigma=fit_sigma)
         assert again.algorithms == fit.algorithms and again.sources == fit.sources
+        assert again.sigma_source == fit.sigma_source
         np.testing.assert_allclose(again.params, fit.params, rtol=1e-6)
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from test_model import TRUE, synthetic
+
 from ring.model import auto
-from ring.model.table import load_fits
+from ring.model.fit import fit_group
+from ring.model.table import load_fits, save_fits
 from ring.report.cost_model import HELD_OUT_MIN_BYTES, cost_model
 from ring.report.cost_model_figure import draw_cost_model
+from ring.report.fmt import format_number
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,3 +60,21 @@ def test_missing_links_file_is_said_not_raised(tmp_path):
     section = cost_model([tmp_path / "sweep.csv"], links=tmp_path / "none.yaml")
     assert any("paper predictions are absent" in s for s in section.sentences)
     assert not any(t.title.startswith("On paper") for t in section.tables)
+
+
+def test_parameters_table_shows_sigma_and_when_it_applies(tmp_path):
+    truth = TRUE._replace(sigma=1.5)
+    oversubscribed = fit_group(synthetic(["ring", "rabenseifner"], 0.01, cores=4, truth=truth))
+    roomy = fit_group(synthetic(["ring", "rabenseifner"], 0.01, cores=8))
+    roomy.key = {**roomy.key, "backend": "y"}
+    save_fits(tmp_path / "model_fit.json", [oversubscribed, roomy], [])
+    section = cost_model([tmp_path / "sweep.csv"])
+    table = _table(section, "Fitted parameters")
+    assert table.header[-1].startswith("σ")
+    fitted, fixed = (row[-1] for row in table.rows)
+    low, high = oversubscribed.interval["sigma"]
+    assert fitted.startswith(f"{format_number(oversubscribed.params.sigma)} [")
+    assert f"[{format_number(low)}, {format_number(high)}]" in fitted
+    assert fitted.endswith("when N / cores > 1 (4 cores)")
+    assert fixed == "0 (fixed at 0: no row has more nodes than cores)"
+    assert "1 + σ·(p − 1)" in table.note

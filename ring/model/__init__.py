@@ -23,6 +23,7 @@ __all__ = [
 ]
 
 
-def predict(fit: Fit, algorithm: str, nodes: int, nbytes: int) -> float:
-    """Seconds of one allreduce of ``nbytes`` on ``nodes`` nodes, by ``fit``'s parameters."""
-    return fit.predict(algorithm, nodes, nbytes)
+def predict(fit: Fit, algorithm: str, nodes: int, nbytes: int, cores: int | None = None) -> float:
+    """Seconds of one allreduce of ``nbytes`` on ``nodes`` nodes on ``cores`` cores (default:
+    the fitted machine's), by ``fit``'s parameters."""
+    return fit.predict(algorithm, nodes, nbytes, cores)
