@@ -135,11 +135,12 @@ def check_algorithm_options(algorithm: str, nodes: int, options: dict[str, Any])
     return checked
 
 
-def default_segment_bytes(nodes: int) -> int:
+def default_segment_bytes(nodes: int, caches: tuple[int, int] | None = None) -> int:
     """ring-segmented's block by default: the N nodes' blocks and the copies in flight fit
     the shared last-level cache together (a quarter of it spread over the nodes), and no
-    block is smaller than the per-core L2, below which per-step costs dominate."""
-    l2, last = cache_bytes()
+    block is smaller than the per-core L2, below which per-step costs dominate.  ``caches``:
+    (L2, last-level) bytes of another machine (a recorded run's), else this one's."""
+    l2, last = caches or cache_bytes()
     return max(l2, last // (4 * max(nodes, 1)))
 
 

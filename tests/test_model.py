@@ -16,7 +16,7 @@ from ring.model import ALGORITHMS, ModelInputError, Params, coefficients, predic
 from ring.model.__main__ import main
 from ring.model.auto import DEFAULTS
 from ring.model.data import Group, Point, load_groups
-from ring.model.fit import SIGMA_ABSENT, Fit, fit_group, fit_points, held_out
+from ring.model.fit import SIGMA_ABSENT, Fit, Host, fit_group, fit_points, held_out
 from ring.model.paper import busbw_GBps, load_links
 from ring.model.table import decision_table, load_fits, save_fits
 
@@ -111,7 +111,7 @@ def test_fit_recovers_sigma_from_oversubscribed_nodes(shared):
     # The fitted machine's cores by default; another machine's cores on request.
     at_eight = fit.predict("ring", 8, 1 << 20)
     assert at_eight == pytest.approx(
-        (1 + fit.params.sigma) * fit.predict("ring", 8, 1 << 20, cores=8), rel=1e-12
+        (1 + fit.params.sigma) * fit.predict("ring", 8, 1 << 20, Host(cores=8)), rel=1e-12
     )
 
 
@@ -210,7 +210,7 @@ def test_predictions_check_their_inputs():
     fit = fit_group(synthetic(["ring"], noise=0.0, cores=2, truth=TRUE._replace(sigma=1.0)))
     for cores in (0, -2, 1.5, True):
         with pytest.raises(ModelInputError, match="cores must be a whole number >= 1"):
-            fit.predict("ring", 4, 10, cores=cores)
+            fit.predict("ring", 4, 10, Host(cores))
 
 
 def _write(path: Path, header: list[str], rows: list[list[str]]) -> Path:
@@ -342,3 +342,38 @@ def test_fit_finds_a_cache_knee():
     again = Fit.from_json(json.loads(json.dumps(fit.to_json(), allow_nan=False)))
     assert again.params == fit.params and again.interval == fit.interval
     assert math.isinf(fit_group(synthetic(["ring"], noise=0.0)).params.knee)
+
+
+def test_rows_carry_nodes_per_core_and_the_runs_segment(tmp_path):
+    header = ["backend", "sync", "nodes", "dtype", "op", "bytes", "time_us", "threads_per_core"]
+    rows = [
+        ["mpi", "none", "2", "float32", "sum", "4096", "20", ""],
+        ["mpi", "none", "6", "float32", "sum", "4096", "90", ""],
+        ["cpu", "pairwise", "4", "float32", "sum", "4096", "50", "1.5"],
+    ]
+    csv_path = _write(tmp_path / "run.csv", header, rows)
+    caches = {"l2": 1 << 19, "last_level": 48 << 20}
+    environment = {"cpu_model": "Test CPU", "cores": 4, "mpi_hosts": 2, "cache_bytes": caches}
+    csv_path.with_suffix(".json").write_text(json.dumps({"environment": environment}))
+    groups, _ = load_groups([csv_path])
+    points = {(g.key["backend"], p.nodes): (g, p) for g in groups for p in g.points}
+    # MPI rows: ranks on one host (N over 2 hosts, rounded up) over the host's 4 cores.
+    assert points["mpi", 2][1].nodes_per_core == 1 / 4
+    assert points["mpi", 6][1].nodes_per_core == 3 / 4
+    assert points["cpu", 4][1].nodes_per_core == 1.5  # the row's own column
+    # ring-segmented's block: the backend's default on that machine, LLC / 4N above L2.
+    assert points["mpi", 2][1].segment_bytes == (48 << 20) // 8
+    assert points["mpi", 6][1].segment_bytes == (48 << 20) // 24
+    group = points["mpi", 2][0]
+    assert (group.cores, group.caches) == (4, (1 << 19, 48 << 20))
+    fit = dataclasses.replace(
+        fit_group(synthetic(["ring"], noise=0.0)), caches=group.caches, cores=group.cores
+    )
+    own = fit.predict("ring-segmented", 2, 64 << 20)
+    assert own == pytest.approx(
+        predict_seconds(fit.params, "ring-segmented", 2, 64 << 20, segment_bytes=6 << 20)
+    )
+    other = fit.predict("ring-segmented", 2, 64 << 20, Host(caches=(1 << 20, 8 << 20)))
+    assert other == pytest.approx(
+        predict_seconds(fit.params, "ring-segmented", 2, 64 << 20, segment_bytes=1 << 20)
+    )

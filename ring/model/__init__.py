@@ -3,13 +3,14 @@ sweeps, predictions, the decision table, and the study taken past one machine on
 
 from .costs import ALGORITHMS, Coefficients, ModelInputError, Params, coefficients, predict_seconds
 from .data import load_groups
-from .fit import Fit, fit_group
+from .fit import Fit, Host, fit_group
 from .table import decision_table, load_fits, save_fits
 
 __all__ = [
     "ALGORITHMS",
     "Coefficients",
     "Fit",
+    "Host",
     "ModelInputError",
     "Params",
     "coefficients",
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-def predict(fit: Fit, algorithm: str, nodes: int, nbytes: int, cores: int | None = None) -> float:
-    """Seconds of one allreduce of ``nbytes`` on ``nodes`` nodes on ``cores`` cores (default:
-    the fitted machine's), by ``fit``'s parameters."""
-    return fit.predict(algorithm, nodes, nbytes, cores)
+def predict(fit: Fit, algorithm: str, nodes: int, nbytes: int, host: Host | None = None) -> float:
+    """Seconds of one allreduce of ``nbytes`` on ``nodes`` nodes on ``host`` (default: the
+    fitted machine), by ``fit``'s parameters."""
+    return fit.predict(algorithm, nodes, nbytes, host)

@@ -12,7 +12,7 @@ from ..bench.cli import BenchInputError, parse_size
 from ..report.fmt import format_bytes
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups
-from .fit import Fit, fit_group
+from .fit import Fit, Host, fit_group
 from .table import (
     TABLE_NODES,
     crossover_lines,
@@ -83,7 +83,7 @@ def _predict(args: argparse.Namespace) -> None:
     fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     nbytes = _size(args.bytes)
     for fit in fits:
-        seconds = fit.predict(args.algorithm, args.nodes, nbytes, args.cores)
+        seconds = fit.predict(args.algorithm, args.nodes, nbytes, Host(args.cores))
         measured = "" if args.algorithm in fit.algorithms else " (not measured: extrapolated)"
         print(
             f"{' '.join(fit.key.values())}: {args.algorithm} N={args.nodes} "
@@ -104,19 +104,20 @@ def _auto_fits(backend: str | None) -> list[Fit]:
 
 
 def _table(args: argparse.Namespace) -> None:
-    cores = args.cores
+    host = Host(args.cores)
     if args.fit:
         fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     else:
-        from .auto import local_cores
+        from .auto import local_host
 
         fits = _auto_fits(args.backend)
-        cores = local_cores() if cores is None else cores  # what auto itself predicts with
+        host = local_host()  # what auto predicts with
+        host = host if args.cores is None else host._replace(cores=args.cores)
     for fit in fits:
         names = list(ALGORITHMS) if args.all else list(fit.algorithms)
-        rows = decision_table(fit, names, cores=cores)
+        rows = decision_table(fit, names, host=host)
         print("\n".join(table_lines(fit, rows)))
-        print("\n".join(crossover_lines(fit, names, TABLE_NODES, cores)))
+        print("\n".join(crossover_lines(fit, names, TABLE_NODES, host)))
         if not args.all and len(fit.algorithms) == 1:
             print(f"  (only {fit.algorithms[0]} measured; --all ranks every algorithm's model)")
 

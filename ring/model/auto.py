@@ -7,8 +7,9 @@ fit, the backend's group with the most measured algorithms decides, among the al
 it measured (the ones its decision table names): an extrapolated cost never picks.
 
 The choice depends only on the fit, the backend, the collective, N, the bytes per node
-and the cores of the machine it runs on (:func:`local_cores`: N over them is the nodes per
-core that σ prices), which are the same on every MPI rank of one host (the pre-flight row
+and the machine it runs on (:func:`local_host`: N over its cores is the nodes per core
+that σ prices, its caches size ring-segmented's blocks), which are the same on every MPI
+rank of one host (the pre-flight row
 compares the resolved algorithm too, so ranks that read different fits, or hosts with
 different cores, fail together instead of deadlocking).  It is cached
 per (backend, collective, N, bytes): a repeated call costs one dictionary look-up.
@@ -23,7 +24,7 @@ from pathlib import Path
 from ..schedule import ALGORITHM_COLLECTIVES
 from .costs import ModelInputError
 from .data import machine_label
-from .fit import Fit
+from .fit import Fit, Host
 from .table import fastest, load_fits
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "default_fit_files",
     "fit_for",
     "local_cores",
+    "local_host",
     "reset",
 ]
 
@@ -60,6 +62,13 @@ def local_cores() -> int:
     from ..bench.placement import machine_cores
 
     return len(machine_cores())
+
+
+def local_host() -> Host:
+    """This machine, as the predictions of ``auto`` see it."""
+    from ..machine import cache_bytes
+
+    return Host(local_cores(), cache_bytes())
 
 
 def _closeness(fit: Fit, local: str) -> int:
@@ -119,7 +128,7 @@ def candidates(fit: Fit, collective: str) -> list[str]:
 def choose(backend: str, collective: str, nodes: int, nbytes: int) -> str:
     """The algorithm ``auto`` runs for this call (cached)."""
     fit, _ = fit_for(backend)
-    return fastest(fit, candidates(fit, collective), nodes, nbytes, local_cores())
+    return fastest(fit, candidates(fit, collective), nodes, nbytes, local_host())
 
 
 def reset() -> None:

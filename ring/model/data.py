@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import read_csv
-from .costs import ALGORITHMS, ModelInputError
+from ..schedule import default_segment_bytes
+from .costs import ALGORITHMS, DEFAULT_SEGMENT_BYTES, ModelInputError
 
 __all__ = [
     "ALGORITHM_OF_BACKEND",
@@ -44,6 +45,8 @@ class Point:
     # Workers (threads, or MPI ranks on one host) per core the row ran with; 0 where the
     # nodes are not CPU workers or it was not recorded (taken as not oversubscribed).
     nodes_per_core: float = 0.0
+    # ring-segmented's block in the run: the backend's default on the machine that ran it.
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Group:
     sources: list[str] = field(default_factory=list)
     add_ceilings_GBps: list[float] = field(default_factory=list)
     cores: int = 0  # the machine's cores from the run's environment (0: not recorded)
+    caches: tuple[int, int] | None = None  # its (L2, last-level) bytes, if recorded
 
 
 def _meta(csv_path: Path) -> dict:
@@ -108,6 +112,15 @@ def _nodes_per_core(meta: dict, row: dict, nodes: int) -> float:
     return math.ceil(nodes / max(1, int(hosts))) / cores
 
 
+def _caches(meta: dict) -> tuple[int, int] | None:
+    """(L2, last-level) cache bytes of the machine a run recorded, if it did."""
+    recorded = (meta.get("environment") or {}).get("cache_bytes") or {}
+    l2, last = recorded.get("l2"), recorded.get("last_level")
+    if isinstance(l2, int) and isinstance(last, int) and l2 > 0 and last > 0:
+        return l2, last
+    return None
+
+
 def _number(csv_path: Path, line: int, row: dict, column: str) -> float:
     try:
         value = float(row[column])
@@ -149,6 +162,7 @@ def _read(csv_path: Path) -> list[dict]:
 def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
     meta = _meta(csv_path)
     machine = machine_label(meta, csv_path)
+    caches = _caches(meta)
     for line, row in enumerate(_read(csv_path), start=2):
         algorithm = _algorithm(row)
         if algorithm is None:
@@ -169,10 +183,13 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         )
         group = groups.setdefault((tuple(key.items()), shared), Group(key, shared))
         per_core = _nodes_per_core(meta, row, nodes)
-        group.points.append(Point(algorithm, nodes, nbytes, seconds, per_core))
+        # The harness records no block size: the backend took its default on that machine.
+        segment = default_segment_bytes(nodes, caches) if caches else DEFAULT_SEGMENT_BYTES
+        group.points.append(Point(algorithm, nodes, nbytes, seconds, per_core, segment))
         cores = (meta.get("environment") or {}).get("cores")
         if isinstance(cores, int) and cores > 0:
             group.cores = cores
+        group.caches = caches or group.caches
         if str(csv_path) not in group.sources:
             group.sources.append(str(csv_path))
         ceiling = _add_ceiling(meta, str(row.get("run", "")), row["backend"])

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
+from ..schedule import default_segment_bytes
 from .costs import (
     ModelInputError,
     Params,
@@ -36,7 +38,7 @@ from .costs import (
 from .data import ADD_TRAFFIC, Group, Point
 from .solve import identifiable, robust_nnls, robust_nnls_loaded
 
-__all__ = ["BOOTSTRAP_ROUNDS", "Fit", "HeldOut", "fit_group", "fit_points", "held_out"]
+__all__ = ["BOOTSTRAP_ROUNDS", "Fit", "HeldOut", "Host", "fit_group", "fit_points", "held_out"]
 
 BOOTSTRAP_ROUNDS = 200
 CONFIDENCE = 0.95
@@ -46,6 +48,13 @@ INTERVALS = ("alpha", "beta", "gamma", "beta_above", "sigma")
 SIGMA_ABSENT = "absent from the fit file (fitted before the oversubscription term): 0"
 KNEE_MIN_SIZES = 3
 RESOLUTION = 1e-4
+
+
+class Host(NamedTuple):
+    """The machine a prediction is for; a field left None is the fitted machine's."""
+
+    cores: int | None = None  # N over them: the nodes per core σ prices
+    caches: tuple[int, int] | None = None  # (L2, last level): ring-segmented's block
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class Fit:
     sources: list[str] = field(default_factory=list)
     sigma_source: str = SIGMA_ABSENT
     cores: int = 0  # of the machine the rows were measured on (0: not recorded)
+    caches: tuple[int, int] | None = None  # its (L2, last-level) cache bytes, if recorded
 
     def nodes_per_core(self, nodes: int, cores: int | None = None) -> float:
         """p of N nodes on ``cores`` cores (default: the fitted machine's); 0 if unknown."""
@@ -86,11 +96,15 @@ class Fit:
         return nodes / cores
 
     def predict(
-        self, algorithm: str, nodes: int, nbytes: int, cores: int | None = None, **options: int
+        self, algorithm: str, nodes: int, nbytes: int, host: Host | None = None, **options: int
     ) -> float:
-        """Seconds of one allreduce (any algorithm of the table) with N nodes on ``cores``
-        cores (default: those of the machine the fit was measured on)."""
-        per_core = self.nodes_per_core(nodes, cores) if self.params.sigma else 0.0
+        """Seconds of one allreduce (any algorithm of the table) with N nodes on ``host``
+        (default: the machine the fit was measured on)."""
+        host = host or Host()
+        per_core = self.nodes_per_core(nodes, host.cores) if self.params.sigma else 0.0
+        caches = host.caches or self.caches
+        if algorithm == "ring-segmented" and "segment_bytes" not in options and caches:
+            options["segment_bytes"] = default_segment_bytes(max(nodes, 1), caches)
         return predict_seconds(
             self.params,
             algorithm,
@@ -136,9 +150,18 @@ class Fit:
                 sources=list(document.get("sources", [])),
                 sigma_source=str(document.get("sigma_source", SIGMA_ABSENT)),
                 cores=int(document.get("cores", 0)),
+                caches=_pair(document.get("caches")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelInputError(f"not a ring.model fit entry ({exc!r})") from None
+
+
+def _pair(value: object) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ValueError(f"caches is {value!r}, not [L2, last-level] bytes")
+    return int(value[0]), int(value[1])
 
 
 def _load(points: list[Point]) -> np.ndarray:
@@ -149,7 +172,12 @@ def _load(points: list[Point]) -> np.ndarray:
 def _design(points: list[Point], shared: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Multipliers of (α, β, γ) per point, the measured seconds, and the working sets."""
     rows = [
-        design_row(coefficients(p.algorithm, p.nodes, p.nbytes), p.nodes, p.nbytes, shared)
+        design_row(
+            coefficients(p.algorithm, p.nodes, p.nbytes, segment_bytes=p.segment_bytes),
+            p.nodes,
+            p.nbytes,
+            shared,
+        )
         for p in points
     ]
     sets = [working_set(p.nodes, p.nbytes, shared) for p in points]
@@ -214,6 +242,7 @@ def _predict_point(params: Params, point: Point, shared: bool) -> float:
         point.nbytes,
         shared=shared,
         nodes_per_core=point.nodes_per_core,
+        segment_bytes=point.segment_bytes,
     )
 
 
@@ -318,13 +347,12 @@ def held_out(
     ]
 
 
-def fit_group(group: Group, seed: int = 0, fit_sigma: bool = True) -> Fit:
-    """The fit of one group: parameters, 95 % bootstrap intervals, held-out errors
-    (``fit_sigma=False``: σ held at 0, the model of fit files made before it)."""
+def fit_group(group: Group, seed: int = 0) -> Fit:
+    """The fit of one group: parameters, 95 % bootstrap intervals, held-out errors."""
     if not group.points:
         raise ModelInputError(f"no data to fit for {group.key}")
     gamma, gamma_source = _gamma_choice(group)
-    sigma, sigma_source = _sigma_choice(group) if fit_sigma else (0.0, SIGMA_ABSENT)
+    sigma, sigma_source = _sigma_choice(group)
     knee = choose_knee(group.points, group.shared, gamma, sigma)
     params = fit_points(group.points, group.shared, gamma, knee, sigma)
     draws = _bootstrap(group, gamma, knee, np.random.default_rng(seed), sigma)
@@ -345,4 +373,5 @@ def fit_group(group: Group, seed: int = 0, fit_sigma: bool = True) -> Fit:
         sources=list(group.sources),
         sigma_source=sigma_source,
         cores=group.cores,
+        caches=group.caches,
     )

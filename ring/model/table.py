@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..report.fmt import format_bytes
 from .costs import ModelInputError, check_point
-from .fit import Fit
+from .fit import Fit, Host
 
 __all__ = [
     "TABLE_NODES",
@@ -65,13 +65,13 @@ def select(fits: list[Fit], **wanted: str | None) -> list[Fit]:
 
 
 def fastest(
-    fit: Fit, algorithms: list[str], nodes: int, nbytes: int, cores: int | None = None
+    fit: Fit, algorithms: list[str], nodes: int, nbytes: int, host: Host | None = None
 ) -> str:
     """The algorithm of ``algorithms`` with the least predicted time (first on a tie), N
-    nodes on ``cores`` cores (default: the fitted machine's)."""
+    nodes on ``host`` (default: the fitted machine)."""
     if not algorithms:
         raise ModelInputError("no algorithm to choose from")
-    return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes, cores))
+    return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes, host))
 
 
 def decision_table(
@@ -79,10 +79,10 @@ def decision_table(
     algorithms: list[str] | None = None,
     nodes: tuple[int, ...] = TABLE_NODES,
     sizes: tuple[int, ...] = TABLE_SIZES,
-    cores: int | None = None,
+    host: Host | None = None,
 ) -> list[tuple[int, int, int, str]]:
     """(N, from bytes, to bytes, algorithm) rows: each run of sizes with one fastest pick,
-    N nodes on ``cores`` cores (default: the fitted machine's).
+    N nodes on ``host`` (default: the fitted machine).
 
     ``algorithms`` defaults to the ones the fit measured: the table names no algorithm whose
     cost on this machine is an extrapolation unless asked to (``ALGORITHMS`` for all).
@@ -93,7 +93,7 @@ def decision_table(
     rows: list[tuple[int, int, int, str]] = []
     for n in nodes:
         for size in sizes:
-            pick = fastest(fit, names, n, size, cores)
+            pick = fastest(fit, names, n, size, host)
             if rows and rows[-1][0] == n and rows[-1][3] == pick:
                 rows[-1] = (n, rows[-1][1], size, pick)
             else:
@@ -118,14 +118,14 @@ def table_lines(fit: Fit, rows: list[tuple[int, int, int, str]]) -> list[str]:
 
 
 def _crossing(
-    fit: Fit, a: str, b: str, nodes: int, low: int, high: int, cores: int | None = None
+    fit: Fit, a: str, b: str, nodes: int, low: int, high: int, host: Host | None = None
 ) -> int:
     """The least size in (low, high] at which ``a`` and ``b`` swap order (bisection; the
     order at ``low`` differs from the order at ``high``)."""
-    first = fit.predict(a, nodes, low, cores) < fit.predict(b, nodes, low, cores)
+    first = fit.predict(a, nodes, low, host) < fit.predict(b, nodes, low, host)
     while high - low > 1:
         middle = (low + high) // 2
-        if (fit.predict(a, nodes, middle, cores) < fit.predict(b, nodes, middle, cores)) == first:
+        if (fit.predict(a, nodes, middle, host) < fit.predict(b, nodes, middle, host)) == first:
             low = middle
         else:
             high = middle
@@ -137,7 +137,7 @@ def crossovers(
     algorithms: list[str] | None = None,
     nodes: int = 2,
     sizes: tuple[int, ...] = TABLE_SIZES,
-    cores: int | None = None,
+    host: Host | None = None,
 ) -> list[tuple[str, str, int]]:
     """(faster below, faster from, size) for every pair of algorithms whose predicted order
     changes between two neighbouring sizes of ``sizes``, the size found to the byte."""
@@ -146,11 +146,9 @@ def crossovers(
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             for low, high in itertools.pairwise(sizes):
-                below = fit.predict(a, nodes, low, cores) < fit.predict(b, nodes, low, cores)
-                if below != (
-                    fit.predict(a, nodes, high, cores) < fit.predict(b, nodes, high, cores)
-                ):
-                    size = _crossing(fit, a, b, nodes, low, high, cores)
+                below = fit.predict(a, nodes, low, host) < fit.predict(b, nodes, low, host)
+                if below != (fit.predict(a, nodes, high, host) < fit.predict(b, nodes, high, host)):
+                    size = _crossing(fit, a, b, nodes, low, high, host)
                     found.append((a, b, size) if below else (b, a, size))
     return sorted(found, key=lambda c: c[2])
 
@@ -162,16 +160,16 @@ def switches(rows: list[tuple[int, int, int, str]]) -> list[tuple[int, str, str,
 
 
 def crossover_lines(
-    fit: Fit, algorithms: list[str], nodes: tuple[int, ...], cores: int | None = None
+    fit: Fit, algorithms: list[str], nodes: tuple[int, ...], host: Host | None = None
 ) -> list[str]:
-    rows = decision_table(fit, algorithms, nodes, cores=cores)
+    rows = decision_table(fit, algorithms, nodes, host=host)
     lines = ["auto switches (the table's picks change) at:"]
     lines += [
         f"  N={n}: {a} -> {b} from {format_bytes(size)}" for n, a, b, size in switches(rows)
     ] or ["  nowhere: one pick at every size"]
     lines.append("crossovers (predicted times of two algorithms cross) at:")
     for n in nodes:
-        pairs = crossovers(fit, algorithms, n, cores=cores)
+        pairs = crossovers(fit, algorithms, n, host=host)
         lines.append(f"  N={n}:" + ("" if pairs else " none between 1 KiB and 1 GiB"))
         lines += [f"    {a} < {b} below {approx_bytes(size)}" for a, b, size in pairs]
     return lines
