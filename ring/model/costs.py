@@ -19,13 +19,16 @@ is multiplied by ``1 + σ·(p - 1)``.  Each worker gets 1/p of a core, so every 
 call stretches alike: its steps (a message is only taken when the peer is scheduled), its
 copies and its reductions; σ = 1 is a fair share, σ > 1 says waiting workers take cores
 from working ones (an MPI rank spins while it waits), σ < 1 that part of the call did not
-need a core (a shared memory bus that was already the limit).  Two forms were tried on the
-reference sweeps (amd-epyc-2core, held-out within 25 % at N = 4 of MPI, of 49): this one,
-29; σ on the steps only (α·(1 + σ(p - 1)), bytes as at p = 1), 9; the steps pay for a
-handoff while the bytes do not, but the N = 4 bytes are as much slower as the steps.
-σ is fitted jointly with α, β, γ (ring.model.fit), identified by rows at p <= 1 beside
-rows at p > 1; the reference sweep has one oversubscribed level (p = 2), so the line in p
-is an assumption past it.
+need a core (a shared memory bus that was already the limit).  Forms tried on the
+reference sweeps (amd-epyc-2core; held-out points within 25 % at MPI N = 4, of 49, with
+no term 3): this one, 30; σ on the steps only (α·(1 + σ(p - 1)), bytes as at p = 1), 8,
+since at N = 4 the bytes are about as much slower as the steps; the steps at σ and the
+bytes at a fair share p (no fitted factor), 34, but it takes the CPU fit's N = 2 from 34
+to 25, its per-byte cost being the shared bus's, which more threads do not slow.  So one
+factor on the whole call.  It scales every algorithm alike: at a given N it moves the
+predicted times, not which algorithm is fastest.  σ is fitted jointly with α, β, γ
+(ring.model.fit), identified by rows at p <= 1 beside rows at p > 1; the reference sweep
+has one oversubscribed level (p = 2), so the line in p is an assumption past it.
 """
 
 from __future__ import annotations
