@@ -366,6 +366,11 @@ def test_rows_carry_nodes_per_core_and_the_runs_segment(tmp_path):
     assert points["mpi", 6][1].segment_bytes == (48 << 20) // 24
     group = points["mpi", 2][0]
     assert (group.cores, group.caches) == (4, (1 << 19, 48 << 20))
+    csv_path.with_suffix(".json").unlink()  # no environment: the cpu row's column still says
+    groups, _ = load_groups([csv_path])
+    cpu = next(g for g in groups if g.key["backend"] == "cpu")
+    assert cpu.cores == 3 and cpu.points[0].nodes_per_core == 1.5  # round(4 / 1.5)
+    assert {p.nodes_per_core for g in groups if g is not cpu for p in g.points} == {0.0}
     fit = dataclasses.replace(
         fit_group(synthetic(["ring"], noise=0.0)), caches=group.caches, cores=group.cores
     )

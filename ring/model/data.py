@@ -189,6 +189,8 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         cores = (meta.get("environment") or {}).get("cores")
         if isinstance(cores, int) and cores > 0:
             group.cores = cores
+        elif not group.cores and per_core > 0:
+            group.cores = round(nodes / per_core)  # no environment beside the CSV
         group.caches = caches or group.caches
         if str(csv_path) not in group.sources:
             group.sources.append(str(csv_path))
