@@ -8,13 +8,18 @@ parallel.  Plans that land data in scratch get one scratch array per node.
 How nodes wait for each other: :mod:`ring.cpu_sync`; the threads and how a node runs
 its steps (tiled where a step reduces many peers into one range): :mod:`ring.cpu_crew`.
 
+A call of at most ``inline_bytes`` bytes per node (default :data:`INLINE_BYTES`) runs the
+same plan on the calling thread instead, node after node within each step
+(:meth:`~ring.cpu_crew.Crew.run_inline`): below it, waking N threads costs more than the
+work they share.  ``inline_bytes=0`` always uses the threads.
+
 Every call ends when the last node to finish wakes the caller once, so consecutive calls
 never overlap.  A call that does not complete (a worker raised, or the caller was
 interrupted, e.g. by Ctrl-C) stops and joins every worker before the exception reaches the
 caller, and leaves the communicator closed: a later call can never see a stale signal.
-The threads share state with the communicator only through :class:`~ring.cpu_crew.Crew`, so a
-communicator dropped without :meth:`CpuCommunicator.close` is collected and its finalizer
-stops its threads.
+A call run inline that does not complete ends the same way.  The threads share state with
+the communicator only through :class:`~ring.cpu_crew.Crew`, so a communicator dropped
+without :meth:`CpuCommunicator.close` is collected and its finalizer stops its threads.
 """
 
 from __future__ import annotations
@@ -38,9 +43,16 @@ from .communicator import (
 from .cpu_crew import Crew
 from .cpu_sync import Pushers
 from .ops import AVERAGING, resolve_op
-from .schedule import check_algorithm, check_algorithm_options, check_collective, plan_for
+from .schedule import (
+    _check_int,
+    check_algorithm,
+    check_algorithm_options,
+    check_collective,
+    plan_for,
+)
 
 __all__ = [
+    "INLINE_BYTES",
     "SYNC_MODES",
     "CommunicatorClosedError",
     "CpuCommunicator",
@@ -51,7 +63,13 @@ __all__ = [
 ]
 
 SYNC_MODES = ("pairwise", "barrier")
-_OPTIONS = frozenset({"sync", "algorithm", "segment_bytes", "group_size"})
+_OPTIONS = frozenset({"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes"})
+# Calls of at most this many bytes per node run on the calling thread (inline_bytes).
+# Measured on the 2-core reference machine (python -m ring.bench with --inline-bytes
+# 0,INLINE_BYTES, direct/ring/recursive-doubling, N = 2 and 4): handing a call to the
+# workers costs 50-100 us per hand-over, which the second core's share of the work
+# repays only from about this size on.
+INLINE_BYTES = 256 << 10
 
 
 def check_sync(sync: object) -> str:
@@ -71,7 +89,9 @@ def _check_options(options: dict, nodes: int, collective: str | None = None) -> 
     sync = check_sync(options.get("sync", "pairwise"))
     algorithm = check_algorithm(options.get("algorithm", "ring"), collective)
     extra = {k: v for k, v in options.items() if k in ("segment_bytes", "group_size")}
-    return sync, algorithm, check_algorithm_options(algorithm, nodes, extra)
+    inline = options.get("inline_bytes")
+    inline = INLINE_BYTES if inline is None else _check_int("inline_bytes", inline, 0)
+    return sync, algorithm, check_algorithm_options(algorithm, nodes, extra), inline
 
 
 def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **options) -> Call:
@@ -80,11 +100,11 @@ def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **optio
     must name an op (None is not one)."""
     check_collective(name)
     nodes = check_buffer_list(buffers)
-    _, algorithm, extra = _check_options(options, nodes, name)
+    _, algorithm, extra, inline = _check_options(options, nodes, name)
     count, dtype = validate_buffers(buffers)
     ufunc = resolve_op(op, dtype) if name != "all_gather" else None
     average = ufunc is not None and op in AVERAGING
-    options = {"algorithm": algorithm, **extra}
+    options = {"algorithm": algorithm, "inline_bytes": inline, **extra}
     return Call("cpu", name, buffers, op, nodes, options, checked=(ufunc, count, average))
 
 
@@ -104,7 +124,9 @@ def make_communicator(nodes: int, **options) -> CpuCommunicator:
 class CpuCommunicator(RingCommunicator):
     """Owns ``nodes`` worker threads and runs collectives on lists of NumPy arrays, by
     ``algorithm`` (see :data:`ring.schedule.ALGORITHMS`; ``segment_bytes`` and
-    ``group_size`` are its options) unless a call names another.
+    ``group_size`` are its options) unless a call names another.  Calls of at most
+    ``inline_bytes`` bytes per node (default :data:`INLINE_BYTES`; 0: none) run on the
+    calling thread, without waking the workers.
 
     Use it as a context manager, or call :meth:`close`; a closed communicator refuses work.
     If a worker fails mid-collective, or the caller is interrupted, every worker stops at
@@ -122,11 +144,13 @@ class CpuCommunicator(RingCommunicator):
         algorithm: str = "ring",
         segment_bytes: int | None = None,
         group_size: int | None = None,
+        inline_bytes: int | None = None,
     ):
         self.nodes = check_nodes(nodes)
         options: dict[str, object] = {"sync": sync, "algorithm": algorithm}
         options |= {"segment_bytes": segment_bytes, "group_size": group_size}
-        self.sync, self.algorithm, self.algorithm_options = _check_options(
+        options["inline_bytes"] = inline_bytes
+        self.sync, self.algorithm, self.algorithm_options, self.inline_bytes = _check_options(
             {k: v for k, v in options.items() if v is not None}, self.nodes
         )
         self._closed = False
@@ -162,7 +186,7 @@ class CpuCommunicator(RingCommunicator):
         state = "closed" if self._closed else "open"
         return (
             f"CpuCommunicator(nodes={self.nodes}, sync={self.sync!r}, "
-            f"algorithm={self.algorithm!r}, {state})"
+            f"algorithm={self.algorithm!r}, inline_bytes={self.inline_bytes}, {state})"
         )
 
     # -- the caller's side -------------------------------------------------------------
@@ -170,7 +194,14 @@ class CpuCommunicator(RingCommunicator):
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
         self._check_open()
         self.execute(
-            check_call(name, buffers, op, algorithm=self.algorithm, **self.algorithm_options)
+            check_call(
+                name,
+                buffers,
+                op,
+                algorithm=self.algorithm,
+                inline_bytes=self.inline_bytes,
+                **self.algorithm_options,
+            )
         )
 
     def _check_open(self) -> None:
@@ -196,15 +227,22 @@ class CpuCommunicator(RingCommunicator):
         buffers = list(call.buffers)
         itemsize = buffers[0].dtype.itemsize
         algorithm = options.pop("algorithm", self.algorithm)
+        inline = count * itemsize <= options.pop("inline_bytes", self.inline_bytes)
         algorithm = resolve_algorithm(self.backend, name, self.nodes, count * itemsize, algorithm)
         steps = plan_for(name, self.nodes, count, itemsize, algorithm, options)
         with self._call_lock:
             self._check_open()
+            error = None
             try:
                 with nvtx_ranges.annotate(name):
-                    error = self._crew.run(self._crew.job(buffers, ufunc, steps, average))
+                    job = self._crew.job(buffers, ufunc, steps, average)
+                    if inline:
+                        self._crew.run_inline(job)
+                    else:
+                        error = self._crew.run(job)
             except BaseException:
-                # Interrupted (Ctrl-C), wherever in this block: no worker may outlive it.
+                # Interrupted (Ctrl-C), wherever in this block, or a failure inline: no
+                # worker may outlive it.
                 self._shut_down()
                 raise
             if error is not None:

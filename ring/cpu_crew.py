@@ -102,6 +102,39 @@ class _Job(NamedTuple):
     tile: int  # elements per tile
 
 
+def run_moves(job: _Job, node: int, moves: tuple) -> None:
+    """Apply one step's moves (and tiled runs of moves) to ``node``'s arrays: what a worker
+    does at each step, and what the calling thread does for every node in turn inline."""
+    buffers, ufunc, average = job.buffers, job.ufunc, job.average
+    mine, own = buffers[node], job.scratch[node]
+    for move in moves:
+        if move.__class__ is Tiled:
+            _tiled(move, mine, own, job)
+            continue
+        peer, (a, b), (c, d), accumulate, completes, from_scratch, to_scratch = move
+        src = (own if from_scratch else buffers[peer])[a:b]
+        dst = (own if to_scratch else mine)[c:d]
+        if accumulate:
+            ufunc(dst, src, out=dst)
+            if completes and average:
+                divide_by_nodes(dst, len(buffers))
+        else:
+            dst[...] = src
+
+
+def _tiled(run: Tiled, mine: np.ndarray, own, job: _Job) -> None:
+    c, d = run.dst
+    target, ufunc, buffers = (own if run.to_scratch else mine), job.ufunc, job.buffers
+    sources = [(own if s else buffers[peer], a - c) for peer, a, s in run.sources]
+    for lo in range(c, d, job.tile):
+        hi = min(lo + job.tile, d)
+        out = target[lo:hi]
+        for array, shift in sources:
+            ufunc(out, array[lo + shift : hi + shift], out=out)
+        if run.completes and job.average:
+            divide_by_nodes(out, len(buffers))
+
+
 class Crew:
     """The worker threads and all they share.  It holds no reference to its communicator."""
 
@@ -122,6 +155,7 @@ class Crew:
         self.fail_lock = threading.Lock()
         self.error: BaseException | None = None
         self.failed = False
+        self.jobs = 0  # calls handed to the workers (a call run inline wakes none)
         self.threads: list[threading.Thread] = []
         for node in range(n if n > 1 else 0):
             thread = threading.Thread(
@@ -166,6 +200,7 @@ class Crew:
         stop; the caller then stops and joins them (:meth:`stop`) before the interruption
         propagates, so no node touches a buffer afterwards.
         """
+        self.jobs += 1
         try:
             for start in self.start:
                 start.put(job)
@@ -174,6 +209,27 @@ class Crew:
             self.fail(interruption)
             raise
         return self.error if self.failed else None
+
+    def run_inline(self, job: _Job) -> None:
+        """Run one collective on the calling thread: every node's step ``t``, node after
+        node, before any node's step ``t + 1``, which is the order ``sync="barrier"``
+        imposes.  Within a step no node reads a range that another node writes at that
+        step (:mod:`ring.schedule_core`; ``tests/test_schedule.py`` checks every
+        algorithm), so the order of nodes within a step cannot change a result, and each
+        element sees the threaded path's operations in its order: bit for bit its result.
+        No worker is woken; an exception (Ctrl-C too) propagates to the caller as is."""
+        plan, pop = job.plan, self.pop
+        per_node = [
+            (node, job.program[node].pushers, plan.node_steps(node), job.actions[node])
+            for node in range(self.nodes)
+        ]
+        for t in range(plan.steps):
+            for node, pushers, steps, actions in per_node:
+                pushers[t]()
+                try:
+                    run_moves(job, node, steps[t].moves if actions is None else actions[t])
+                finally:
+                    pop()
 
     def stop(self, join: bool) -> None:
         """Make every worker exit after its current step; with ``join``, wait for them."""
@@ -227,7 +283,7 @@ class Crew:
                         ready.get()
                 if self.failed:
                     raise Aborted
-                self.moves(node, job, step.moves if actions is None else actions[t])
+                run_moves(job, node, step.moves if actions is None else actions[t])
                 if t < last:
                     if puts is None:
                         self.barrier(node, t)
@@ -236,36 +292,6 @@ class Crew:
                             ready.put(None)
             finally:
                 pop()
-
-    def moves(self, node: int, job: _Job, moves: tuple) -> None:
-        """Apply one step's moves (and tiled runs of moves) to this node's arrays."""
-        buffers, ufunc, average = job.buffers, job.ufunc, job.average
-        mine, own = buffers[node], job.scratch[node]
-        for move in moves:
-            if move.__class__ is Tiled:
-                self.tiled(move, mine, own, job)
-                continue
-            peer, (a, b), (c, d), accumulate, completes, from_scratch, to_scratch = move
-            src = (own if from_scratch else buffers[peer])[a:b]
-            dst = (own if to_scratch else mine)[c:d]
-            if accumulate:
-                ufunc(dst, src, out=dst)
-                if completes and average:
-                    divide_by_nodes(dst, self.nodes)
-            else:
-                dst[...] = src
-
-    def tiled(self, run: Tiled, mine: np.ndarray, own, job: _Job) -> None:
-        c, d = run.dst
-        target, ufunc, buffers = (own if run.to_scratch else mine), job.ufunc, job.buffers
-        sources = [(own if s else buffers[peer], a - c) for peer, a, s in run.sources]
-        for lo in range(c, d, job.tile):
-            hi = min(lo + job.tile, d)
-            out = target[lo:hi]
-            for array, shift in sources:
-                ufunc(out, array[lo + shift : hi + shift], out=out)
-            if run.completes and job.average:
-                divide_by_nodes(out, self.nodes)
 
     def barrier(self, node: int, t: int) -> None:
         n = self.nodes

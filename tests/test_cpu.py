@@ -19,6 +19,13 @@ SYNCS = ["pairwise", "barrier"]
 PRIMES = [2, 3, 5, 7, 11, 13, 17, 31, 97, 1009]
 
 
+@pytest.fixture(autouse=True)
+def _threaded(monkeypatch):
+    """These tests cover the worker threads: no call runs inline unless it asks
+    (tests/test_cpu_inline.py covers the calling thread)."""
+    monkeypatch.setattr("ring.cpu.INLINE_BYTES", 0)
+
+
 def _copies(inputs):
     return [a.copy() for a in inputs]
 

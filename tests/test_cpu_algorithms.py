@@ -16,6 +16,13 @@ from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range
 PRIMES = [2, 3, 13, 101]
 
 
+@pytest.fixture(autouse=True)
+def _threaded(monkeypatch):
+    """These tests cover the worker threads: no call runs inline unless it asks
+    (tests/test_cpu_inline.py covers the calling thread)."""
+    monkeypatch.setattr("ring.cpu.INLINE_BYTES", 0)
+
+
 def _options(algorithm, nodes):
     """Small blocks for ring-segmented (several passes over a short buffer); groups of two
     or three for hierarchical where they divide N."""

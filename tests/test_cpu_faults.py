@@ -19,6 +19,7 @@ import pytest
 
 import ring
 from ring import CpuCommunicator
+from ring.cpu import INLINE_BYTES
 from ring.schedule import ALGORITHMS
 
 SYNCS = ["pairwise", "barrier"]
@@ -33,9 +34,8 @@ _CHILD = textwrap.dedent(
     from ring import CpuCommunicator
 
     sync, rounds, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    algorithm = sys.argv[4] if len(sys.argv) > 4 else "ring"
-    N = 4
-    ins = [np.full(1 << 20, i + 1.0) for i in range(N)]
+    algorithm, N, count = sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+    ins = [np.full(count, i + 1.0) for i in range(N)]
     expected = float(sum(range(1, N + 1)))
 
     def wrong(bufs):
@@ -58,7 +58,14 @@ _CHILD = textwrap.dedent(
             result["interrupt"] = type(exc).__name__ + ": " + str(exc)
         if comm is not None:
             result["closed_after_interrupt"] = comm.closed
-            if not comm.closed:
+            result["threaded_calls"] = comm._crew.jobs
+            if comm.closed:
+                try:
+                    comm.allreduce([x.copy() for x in ins])
+                    result["next_call"] = "ran"
+                except BaseException as exc:
+                    result["next_call"] = type(exc).__name__
+            else:
                 # Interrupted between calls, not inside one: the communicator still works.
                 b = [x.copy() for x in ins]
                 comm.allreduce(b)
@@ -83,10 +90,13 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _interrupt_rounds(sync, mode, rounds, seed, algorithm="ring"):
+def _interrupt_rounds(sync, mode, rounds, seed, algorithm="ring", nodes=4, count=1 << 20):
+    """Rounds of the child on ``nodes`` buffers of ``count`` float64 (8 MiB by default: on
+    the worker threads)."""
     rng = np.random.default_rng(seed)
+    args = [sync, str(rounds), mode, algorithm, str(nodes), str(count)]
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, sync, str(rounds), mode, algorithm],
+        [sys.executable, "-c", _CHILD, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -111,16 +121,32 @@ def test_ctrl_c_mid_call_never_leaves_a_wrong_or_early_result(sync, mode):
         _check_round(r, mode)
 
 
-def _check_round(r, mode):
+def _check_round(r, mode, nodes=4):
     assert r["interrupt"] == "KeyboardInterrupt", r
     assert r["wrong_after"] == [0, 0], r
     if mode == "comm":
         # Interrupted inside a call, a communicator is closed; between calls it stays
         # usable and right.  Closing it afterwards never raises.
         assert r["closed_after_interrupt"] or r["wrong_on_same_comm"] == 0, r
+        if r["closed_after_interrupt"]:
+            assert r["next_call"] == "CommunicatorClosedError", r
         assert r["close"] == "ok", r
-    # Only the cached communicator's four threads remain, none of an interrupted one.
-    assert r["ring_threads"] == 4, r
+    # Only the cached communicator's threads remain, none of an interrupted one.
+    assert r["ring_threads"] == nodes, r
+
+
+@pytest.mark.parametrize("mode", ["api", "comm"])
+def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
+    """A buffer just under INLINE_BYTES runs on the calling thread; on 32 nodes a call is
+    thousands of moves, so the SIGINT lands inside one: the communicator closes and refuses
+    the next call, as after an interrupted threaded call, and no result is wrong."""
+    nodes, count = 32, INLINE_BYTES // 8 - 1
+    rounds = _interrupt_rounds("pairwise", mode, rounds=4, seed=5, nodes=nodes, count=count)
+    for r in rounds:
+        _check_round(r, mode, nodes)
+    if mode == "comm":
+        assert all(r["threaded_calls"] == 0 for r in rounds), rounds
+        assert any(r["closed_after_interrupt"] for r in rounds), rounds
 
 
 @pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "ring"])

@@ -15,6 +15,13 @@ from ring.cpu_sync import node_pushers, program
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, plan
 
 
+@pytest.fixture(autouse=True)
+def _threaded(monkeypatch):
+    """These tests cover the worker threads: no call runs inline unless it asks
+    (tests/test_cpu_inline.py covers the calling thread)."""
+    monkeypatch.setattr("ring.cpu.INLINE_BYTES", 0)
+
+
 @pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "all_gather"])
 @pytest.mark.parametrize("nodes", [2, 3, 4, 7])
 def test_a_blocks_first_step_waits_for_no_one(collective, nodes):

@@ -65,8 +65,9 @@ def test_tiles_that_split_chunks_at_odd_places_match_the_reference(monkeypatch, 
     for count in (1, 6, 7, 8, 101, 1000):
         inputs = random_inputs(rng, nodes, count, dtype, op)
         buffers = [a.copy() for a in inputs]
-        for sync in ("pairwise", "barrier"):
+        # The worker threads with either sync, and the calling thread (inline).
+        for sync, inline_bytes in (("pairwise", 0), ("barrier", 0), ("pairwise", 1 << 20)):
             buffers = [a.copy() for a in inputs]
-            ring.allreduce(buffers, op, algorithm="direct", sync=sync)
+            ring.allreduce(buffers, op, algorithm="direct", sync=sync, inline_bytes=inline_bytes)
             for buf in buffers:
                 check(buf, inputs, op)
