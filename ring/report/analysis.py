@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..bench.results import busbw_factor
+from ..cpu import INLINE_BYTES
 
 __all__ = [
     "DEVICE_BACKENDS",
@@ -69,6 +70,12 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
         # Replayed CUDA graphs (ring.gpu_graphs); rows without the column enqueued eagerly.
         graphs = pd.to_numeric(rows["graphs"], errors="coerce").fillna(0) == 1
         base = base.where(~graphs, base + " (graphs)")
+    if "inline_bytes" in rows:
+        # cpu rows run with another --inline-bytes than the default (0: threads only).
+        inline = pd.to_numeric(rows["inline_bytes"], errors="coerce")
+        other = inline.notna() & (inline != INLINE_BYTES)
+        named = base + " (inline_bytes=" + inline.fillna(0).astype("int64").astype(str) + ")"
+        base = base.where(~other, named)
     if several_kinds:
         base = base + " " + rows["dtype"] + " " + rows["op"]
     if "machine" in rows:
