@@ -64,12 +64,14 @@ __all__ = [
 
 SYNC_MODES = ("pairwise", "barrier")
 _OPTIONS = frozenset({"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes"})
-# Calls of at most this many bytes per node run on the calling thread (inline_bytes).
-# Measured on the 2-core reference machine (python -m ring.bench with --inline-bytes
-# 0,INLINE_BYTES, direct/ring/recursive-doubling, N = 2 and 4): handing a call to the
-# workers costs 50-100 us per hand-over, which the second core's share of the work
-# repays only from about this size on.
-INLINE_BYTES = 256 << 10
+# Calls of at most this many bytes per node run on the calling thread (inline_bytes): the
+# crossover measured on the 2-core reference machine with python -m ring.bench
+# --inline-bytes 64M,0 (direct and ring, N = 2 and 4, 1 MiB to 64 MiB): the best algorithm
+# on the calling thread was faster than on the workers up to 4 MiB at both N (N = 2: 400
+# against 590 us; N = 4: 2.1 against 2.4 ms), even with 8 MiB, and slower from 16 MiB on.
+# Below it waking the workers (50-100 us a hand-over here) and contending for two cores
+# cost more than the second core's share of the memory bandwidth gives back.
+INLINE_BYTES = 4 << 20
 
 
 def check_sync(sync: object) -> str:

@@ -137,10 +137,10 @@ def _check_round(r, mode, nodes=4):
 
 @pytest.mark.parametrize("mode", ["api", "comm"])
 def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
-    """A buffer just under INLINE_BYTES runs on the calling thread; on 32 nodes a call is
-    thousands of moves, so the SIGINT lands inside one: the communicator closes and refuses
-    the next call, as after an interrupted threaded call, and no result is wrong."""
-    nodes, count = 32, INLINE_BYTES // 8 - 1
+    """A buffer just under INLINE_BYTES runs on the calling thread; on 8 nodes a call takes
+    milliseconds, so the SIGINT lands inside one: the communicator closes and refuses the
+    next call, as after an interrupted threaded call, and no result is wrong."""
+    nodes, count = 8, INLINE_BYTES // 8 - 1
     rounds = _interrupt_rounds("pairwise", mode, rounds=4, seed=5, nodes=nodes, count=count)
     for r in rounds:
         _check_round(r, mode, nodes)

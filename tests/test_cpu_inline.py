@@ -225,3 +225,53 @@ def test_no_step_reads_what_another_node_writes_at_that_step(algorithm):
                 for owner in range(nodes):
                     for wa, wb in writes[owner]:
                         assert all(rb <= wa or wb <= ra for ra, rb in reads[owner]), (t, owner)
+
+
+# -- the harness -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_harness(monkeypatch):
+    monkeypatch.setattr("ring.bench.ceilings.host_array_bytes", lambda: 1 << 20)
+    for name in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_harness_measures_each_inline_bytes_and_rows_say_who_ran(tmp_path, quick_harness):
+    """``--inline-bytes 1K,0``: two series; a row that ran inline counts one thread (the
+    caller, never pinned), the others the N workers."""
+    from ring.bench.__main__ import main
+    from ring.bench.placement import machine_cores
+    from ring.bench.results import read_csv
+
+    out = tmp_path / "run.csv"
+    args = ["--backend", "cpu", "--nodes", "4", "-b", "256", "-e", "4K", "-f", "4", "-n", "2"]
+    assert main([*args, "-w", "1", "--inline-bytes", "1K,0", "--out", str(out)]) == 0
+    columns, rows = read_csv(out)
+    assert {"inline_bytes", "inline"} <= set(columns)
+    cores = len(machine_cores())
+    workers = {
+        (r["inline_bytes"], r["bytes"]): (r["inline"], round(float(r["threads_per_core"]) * cores))
+        for r in rows
+    }
+    assert workers == {
+        ("1024", "256"): ("1", 1),
+        ("1024", "1024"): ("1", 1),
+        ("1024", "4096"): ("0", 4),
+        ("0", "256"): ("0", 4),
+        ("0", "1024"): ("0", 4),
+        ("0", "4096"): ("0", 4),
+    }
+    assert all(r["wrong"] == "0" for r in rows)
+
+
+@pytest.mark.parametrize("value", ["-1", "lots", "1K,"])
+def test_a_bad_inline_bytes_flag_is_one_line(value, tmp_path, capsys, quick_harness):
+    from ring.bench.__main__ import main
+
+    assert (
+        main(["--backend", "cpu", "--inline-bytes", value, "--out", str(tmp_path / "r.csv")]) == 2
+    )
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--inline-bytes" in err[0], err
+    assert list(tmp_path.iterdir()) == []

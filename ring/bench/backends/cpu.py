@@ -107,8 +107,8 @@ class CpuBackend(Backend):
             help=(
                 "backend cpu: calls of at most this many bytes per node run on the calling "
                 "thread (rows say inline=1), 0 always on the worker threads; a comma list "
-                f"(256K,0) measures each in turn (CSV column inline_bytes); default "
-                f"{INLINE_BYTES // 1024}K (ring.cpu.INLINE_BYTES)"
+                "(4M,0) measures each in turn (CSV column inline_bytes); default "
+                f"{INLINE_BYTES} (ring.cpu.INLINE_BYTES)"
             ),
         )
 
