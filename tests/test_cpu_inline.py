@@ -275,3 +275,28 @@ def test_a_bad_inline_bytes_flag_is_one_line(value, tmp_path, capsys, quick_harn
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "--inline-bytes" in err[0], err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_report_names_a_series_run_with_another_inline_bytes():
+    import pandas as pd
+
+    from ring.report.analysis import label_series
+
+    n = 3
+    rows = pd.DataFrame(
+        {
+            "backend": ["cpu"] * n,
+            "sync": ["pairwise"] * n,
+            "dtype": ["float32"] * n,
+            "op": ["sum"] * n,
+            "shared_devices": [False] * n,
+            "run": ["r"] * n,
+            "nodes": [2] * n,
+            "inline_bytes": [INLINE_BYTES, 0, 1024],
+        }
+    )
+    assert list(label_series(rows)["series"]) == [
+        "cpu pairwise",
+        "cpu pairwise (inline_bytes=0)",
+        "cpu pairwise (inline_bytes=1024)",
+    ]
