@@ -10,7 +10,7 @@ import pytest
 from reference import check, random_inputs
 
 import ring
-from ring import CpuCommunicator, owned_chunk
+from ring import CommunicatorClosedError, CpuCommunicator, owned_chunk
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range
 
 PRIMES = [2, 3, 13, 101]
@@ -165,17 +165,27 @@ def test_a_communicators_algorithm_runs_and_names_its_steps(monkeypatch):
     assert all(nr.STEP_RANGE.match(m)["algorithm"] == "rabenseifner" for m in mine)
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["threads", "inline"])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_a_failure_inside_any_algorithm_stops_everyone(algorithm, monkeypatch):
+def test_a_failure_inside_any_algorithm_stops_everyone(algorithm, inline, monkeypatch):
+    """Node 2's thread fails, or inline the calling thread's third reduction: either way
+    the error reaches the caller, every worker is joined and the communicator refuses the
+    next call."""
+    calls = []
+
     def failing_add(a, b, out):
-        if threading.current_thread().name == "ring-cpu-node2":
+        calls.append(threading.current_thread().name)
+        if len(calls) == 3 if inline else calls[-1] == "ring-cpu-node2":
             raise FloatingPointError("injected")
         return np.add(a, b, out=out)
 
-    comm = CpuCommunicator(5, algorithm=algorithm)
+    comm = CpuCommunicator(5, algorithm=algorithm, inline_bytes=1 << 20 if inline else 0)
     threads = list(comm._threads)
     monkeypatch.setattr("ring.cpu.resolve_op", lambda op, dtype: failing_add)
     with pytest.raises(FloatingPointError, match="injected"):
         comm.allreduce([np.ones(99) for _ in range(5)])
     assert comm.closed
     assert not any(t.is_alive() for t in threads)
+    assert ({"MainThread"} == set(calls)) == inline
+    with pytest.raises(CommunicatorClosedError):
+        comm.allreduce([np.ones(99) for _ in range(5)])

@@ -1,7 +1,7 @@
 """Small calls on the CPU backend run their plan on the calling thread (``inline_bytes``):
 results against the independent reference, bit for bit the worker threads' results, no
 worker woken, the option that forces the threads, and failures ending the call as there.
-(Ctrl-C mid-call: tests/test_cpu_faults.py.)"""
+(Ctrl-C mid-call: tests/test_cpu_faults.py; a failure mid-call: tests/test_cpu_algorithms.py.)"""
 
 from __future__ import annotations
 
@@ -161,26 +161,6 @@ def test_a_bad_inline_bytes_is_refused_before_anything_moves(value, error, messa
     with pytest.raises(error, match=message):
         ring.allreduce(buffers, inline_bytes=value)
     np.testing.assert_array_equal(buffers, [np.full(5, 1.0), np.full(5, 2.0)])
-
-
-def test_a_failure_inline_closes_the_communicator_like_a_worker_failure(monkeypatch):
-    calls = []
-
-    def failing_add(a, b, out):
-        calls.append(1)
-        if len(calls) == 3:
-            raise FloatingPointError("injected")
-        return np.add(a, b, out=out)
-
-    comm = CpuCommunicator(3)
-    threads = list(comm.threads)
-    monkeypatch.setattr("ring.cpu.resolve_op", lambda op, dtype: failing_add)
-    with pytest.raises(FloatingPointError, match="injected"):
-        comm.allreduce([np.ones(9) for _ in range(3)])
-    assert comm.closed
-    assert not any(t.is_alive() for t in threads)
-    with pytest.raises(CommunicatorClosedError):
-        comm.allreduce([np.ones(9) for _ in range(3)])
 
 
 def test_a_closed_communicator_refuses_a_small_call():
