@@ -344,6 +344,16 @@ def test_fit_finds_a_cache_knee():
     assert math.isinf(fit_group(synthetic(["ring"], noise=0.0)).params.knee)
 
 
+def test_cores_without_an_environment_count_one_thread_for_an_inline_row(tmp_path):
+    # The cpu backend ran the small call on the calling thread (inline=1): one thread on 2
+    # cores says p = 0.5, which is 2 cores, not N / p = 8.
+    header = ["backend", "sync", "nodes", "dtype", "op", "bytes", "time_us", "threads_per_core"]
+    header.append("inline")
+    rows = [["cpu", "pairwise", "4", "float32", "sum", "4096", "50", "0.5", "1"]]
+    groups, _ = load_groups([_write(tmp_path / "run.csv", header, rows)])
+    assert groups[0].cores == 2 and groups[0].points[0].nodes_per_core == 0.5
+
+
 def test_rows_carry_nodes_per_core_and_the_runs_segment(tmp_path):
     header = ["backend", "sync", "nodes", "dtype", "op", "bytes", "time_us", "threads_per_core"]
     rows = [

@@ -190,7 +190,10 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         if isinstance(cores, int) and cores > 0:
             group.cores = cores
         elif not group.cores and per_core > 0:
-            group.cores = round(nodes / per_core)  # no environment beside the CSV
+            # No environment beside the CSV: p is the threads that ran over the cores, and
+            # a call the cpu backend ran inline ran on one thread.
+            threads = 1 if row.get("inline") == "1" else nodes
+            group.cores = round(threads / per_core)
         group.caches = caches or group.caches
         if str(csv_path) not in group.sources:
             group.sources.append(str(csv_path))
