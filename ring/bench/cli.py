@@ -67,6 +67,8 @@ class BenchConfig(Sweep):
     average: int = 3
     # --algorithm: what the ring backends run (None: each backend's default).
     algorithms: tuple[str, ...] | None = None
+    # --rounds: each size's timed calls split into this many rounds over every series.
+    rounds: int = 1
 
     def __getattr__(self, name: str):
         # A backend reads its own flag as config.<dest>; unknown names still fail.
@@ -97,6 +99,7 @@ class BenchConfig(Sweep):
             "nodes": None if self.nodes is None else list(self.nodes),
             "sync": None if self.sync is None else list(self.sync),
             "algorithms": None if self.algorithms is None else list(self.algorithms),
+            "rounds": self.rounds,
             "out": None if self.out is None else str(self.out),
             "seed": self.seed,
             "sizes": list(self.sizes),
@@ -137,6 +140,14 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
         default=None,
         help=f"comma list of: {', '.join(library_algorithms())}, run by the ring backends "
         "in turn (default ring); a peer's rows carry its own name",
+    )
+    add(
+        "--rounds",
+        default="1",
+        help="split each size's -n timed calls into this many rounds, each visiting every "
+        "series in turn (one untimed call opens each later round), so the machine's drift "
+        "reaches every series alike; every series of a size then holds its buffers at once "
+        "(default 1: each series' calls back to back)",
     )
     add(
         "-T",
@@ -183,6 +194,11 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
     if average not in AVERAGE_MODES:
         raise BenchInputError(f"-a/--average must be 0, 1, 2 or 3, got {average}")
     backends = _known_items(args.backend, "--backend", "backend", known_backends)
+    rounds = int_flag(args.rounds, "--rounds", 1)
+    if rounds > sweep.iters:
+        raise BenchInputError(
+            f"--rounds {rounds} is more than the {sweep.iters} timed calls per size (-n)"
+        )
     sync = None if args.sync is None else _known_items(args.sync, "--sync", "sync", known_syncs)
     return BenchConfig(
         **vars(sweep),
@@ -195,6 +211,7 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         ops=ops,
         average=average,
         algorithms=None if args.algorithm is None else _parse_algorithms(args.algorithm),
+        rounds=rounds,
     )
 
 

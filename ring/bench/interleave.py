@@ -7,6 +7,11 @@ to do with either; measured at each size back to back, they see the same machine
 (backend, sync, algorithm, N) session stays open for the whole sweep and each size visits
 all of them before the next size starts.  A session drops its buffers after its point
 (:meth:`Session.release`), so only one point's buffers are held at a time.
+
+Drift faster than one size's sweep still lands on whichever series ran at that moment.
+``--rounds R`` splits each size's timed calls into R rounds that visit every series in
+turn, so such drift reaches all of them alike; the price is that every series of the size
+holds its buffers at once.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass, field
 
 from .backends import Backend, Session
 from .nccl_compat import TABLE_HEADER, table_line
+from .point import round_shares
 
 __all__ = ["Series", "measure_interleaved", "series_of"]
 
@@ -59,12 +65,16 @@ def series_of(plan) -> list[Series]:
     ]
 
 
-def measure_interleaved(plan, measure_point, output) -> list[Series]:
+def measure_interleaved(plan, start_point, output) -> list[Series]:
     """Measure every series at every size, sizes outermost; return the series in plan order.
 
-    ``measure_point(session, series, count)`` returns ``(row, times_s)``.
+    ``start_point(session, series, count)`` loads and warms one point and returns a
+    :class:`~ring.bench.point.Point`.  With one round each series' calls run back to back
+    and only one point's buffers are held at a time; with ``--rounds R`` every series of a
+    size holds its buffers while the timed calls go round them R times.
     """
-    config, world = plan.config, plan.world
+    config = plan.config
+    rounds = config.rounds
     series = series_of(plan)
     width = max(len(s.label) for s in series)
     for s in series:
@@ -73,18 +83,30 @@ def measure_interleaved(plan, measure_point, output) -> list[Series]:
     header[1] += "  series"
     output.line("\n".join(header))
     sessions: list[Session] = []
+    together = [list(range(len(series)))] if rounds > 1 else [[i] for i in range(len(series))]
+    shares = round_shares(config.iters, rounds)
     try:
         for s in series:
-            sessions.append(s.select().open(s.nodes, s.sync, config, world))
+            sessions.append(s.select().open(s.nodes, s.sync, config, plan.world))
         for count in config.counts:
-            for s, session in zip(series, sessions, strict=True):
-                s.select()  # its traffic_bytes may depend on the algorithm
-                row, times = measure_point(session, s, count)
-                session.release()
-                s.rows.append(row)
-                s.samples.append(times)
-                output.line(f"{table_line(row)}  {s.label}")
-                output.step(s.label)
+            for group in together:
+                points = []
+                for i in group:
+                    series[i].select()  # what a session runs may depend on the algorithm
+                    points.append(start_point(sessions[i], series[i], count))
+                for r, calls in enumerate(shares):
+                    for i, point in zip(group, points, strict=True):
+                        series[i].select()
+                        point.time(calls, warm=r > 0)
+                for i, point in zip(group, points, strict=True):
+                    s = series[i]
+                    s.select()  # its traffic_bytes may depend on the algorithm
+                    row, times = point.finish()
+                    sessions[i].release()
+                    s.rows.append(row)
+                    s.samples.append(times)
+                    output.line(f"{table_line(row)}  {s.label}")
+                    output.step(s.label)
     finally:
         for session in sessions:
             session.close()

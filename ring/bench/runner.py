@@ -9,21 +9,17 @@ backends plug in through :mod:`ring.bench.backends`; nothing here names one.
 
 from __future__ import annotations
 
-import gc
 import sys
 from dataclasses import dataclass
 
-import numpy as np
-
-from . import data
-from .algorithms import resolved_columns
-from .backends import Backend, Session, get_backend
+from .backends import Backend, get_backend
 from .ceilings import host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
 from .environment import collect_environment, git_commit, launch_command, memory_bytes, utc_now
 from .interleave import Series, measure_interleaved
-from .nccl_compat import should_check, variants
-from .results import SCHEMA, make_row, output_problem
+from .nccl_compat import variants
+from .point import Point
+from .results import SCHEMA, output_problem
 from .run_output import (
     Output,
     ceiling_line,
@@ -128,10 +124,13 @@ def _check_memory(config: BenchConfig, stages: list[Stage], world) -> None:
     wide = size // config.dtype.itemsize * max(8, config.dtype.itemsize)
     # inputs, working copies, the next inputs while the last are still held, reference
     need = ((3 * local + 1) * size + wide) * world.local_size
+    if config.rounds > 1:  # every series of a size holds its buffers at once
+        need *= sum(len(s.syncs) * len(s.algorithms) * len(s.nodes) for s in stages)
     if need > total:
         raise BenchInputError(
             f"the largest point needs about {need / 2**30:.1f} GiB of memory but this "
             f"machine has {total / 2**30:.1f} GiB: lower -e/--max-bytes or --nodes"
+            + (" (or drop --rounds)" if config.rounds > 1 else "")
         )
 
 
@@ -163,80 +162,6 @@ def plan_run(config: BenchConfig) -> Plan:
         # Only rank 0 writes; every rank learns whether it can, before anything is measured.
         world.root_verdict(output_problem(config.out) if world.is_root else None)
     return Plan(config, world, stages)
-
-
-def measure_point(session: Session, series: Series, count: int, plan: Plan) -> tuple[dict, list]:
-    """One size of one series: its CSV row and the seconds of each timed call."""
-    config, world, backend = plan.config, plan.world, series.backend
-    sync, nodes = series.sync, series.nodes
-    local_nodes = [world.rank] if backend.needs_mpirun else list(range(nodes))
-    inputs = [
-        data.make_input(config.seed, nodes, count, config.dtype, node) for node in local_nodes
-    ]
-    session.load(inputs)
-    for _ in range(config.warmup):
-        session.restore()
-        session.call()
-    windows = data.sample_windows(config.seed, count) if config.check else None
-    # A collection pause inside a timed call would be charged to the backend.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for call in range(config.iters):
-            session.restore()
-            session.timed_call()
-            if windows is not None and should_check(config.check, call, config.iters):
-                session.keep_sample(windows)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    times = session.times()
-    if len(times) != config.iters:
-        raise RuntimeError(
-            f"backend {backend.name} reported {len(times)} times for {config.iters} calls"
-        )
-    wrong = None
-    if windows is not None:
-        known = dict(zip(local_nodes, inputs, strict=True))
-        expected = data.reference(config.seed, nodes, count, config.dtype, config.op, known)
-        wrong = world.sum_int(_count_wrong(session, expected, windows, config, nodes))
-    nbytes = count * config.dtype.itemsize
-    row = make_row(
-        backend=backend.name,
-        sync=sync,
-        algorithm=series.algorithm,
-        nodes=nodes,
-        dtype=config.dtype,
-        op=config.op,
-        nbytes=nbytes,
-        count=count,
-        times_s=times,
-        traffic_bytes=backend.traffic_bytes(nbytes, nodes),
-        wrong=wrong,
-        shared_devices=session.shared_devices,
-        extras={
-            **session.row_extras(),
-            **resolved_columns(backend.name, series.algorithm, nodes, nbytes),
-        },
-    )
-    return row, times
-
-
-def _count_wrong(session: Session, expected: np.ndarray, windows, config, nodes: int) -> int:
-    """Wrong elements of this process's nodes: every element after the last call, and the
-    sampled windows after each earlier checked one (-c N: every N-th; the worst call
-    counts)."""
-    rtol = data.tolerance(config.dtype, nodes)
-    results = session.results()
-    samples = session.take_samples()
-    checked = sum(should_check(config.check, call, config.iters) for call in range(config.iters))
-    if len(samples) != checked or any(len(s) != len(results) for s in samples):
-        raise RuntimeError(f"backend {session!r} kept samples that do not match its calls")
-    wrong = data.count_wrong_all(results, expected, rtol)
-    in_windows = data.gather_windows(expected, windows)
-    for sample in samples[:-1]:
-        wrong = max(wrong, data.count_wrong_all(sample, in_windows, rtol))
-    return wrong
 
 
 def _host_ceilings(config: BenchConfig, world, output: Output, when: str) -> dict | None:
@@ -333,9 +258,7 @@ def _measure_all(
     try:
         for one in plans:
             measured += measure_interleaved(
-                one,
-                lambda session, s, count, one=one: measure_point(session, s, count, one),
-                output,
+                one, lambda session, s, count, one=one: Point(session, s, count, one), output
             )
     finally:
         output.close()
