@@ -61,8 +61,12 @@ class Study:
         """The harness flags of `kind`'s algorithm sweep: every configured algorithm of the
         kind's ring backend in one run (so their times compare within it), one sync mode."""
         section = self.config["algorithms"]
-        args = self._sweep_flags(kind, algorithm_settings(self.config, kind))
+        settings = algorithm_settings(self.config, kind)
+        args = self._sweep_flags(kind, settings)
         args.append(f"--algorithm {','.join(section['names'])}")
+        rounds = min(int(section.get("rounds", 1)), int(settings["iters"]))
+        if rounds > 1:  # a short sweep (CI's iters) takes as many rounds as it has calls
+            args.append(f"--rounds {rounds}")
         if "sync" in self.config[kind]:
             args.append(f"--sync {section.get('sync', self.config[kind]['sync'][0])}")
         return " ".join(args)
