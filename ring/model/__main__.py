@@ -1,4 +1,5 @@
-"""``python -m ring.model {fit,predict,table,paper}``: the α–β–γ model from the command line."""
+"""``python -m ring.model {fit,predict,table,paper,check-auto,check-picks}``: the α–β–γ
+model from the command line."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def _describe(fit: Fit) -> list[str]:
         if math.isinf(knee)
         else f"  knee  = working set {knee / 2**20:.1f} MiB; beta beyond it = "
         f"{fit.params.beta_above * 1e12:.4g} ps/B {_interval(fit, 'beta_above', 1e12)}",
+        f"  factors (steps, bytes) per algorithm: {fit.factor_source}",
+        *(
+            f"    {a}: steps x{f.steps:.3g}, bytes x{f.bytes:.3g}"
+            for a, f in sorted(fit.factors.items())
+        ),
         f"  sigma = {fit.params.sigma:.3g} per node per core past 1"
         + (f" {_interval(fit, 'sigma', 1)}" if "sigma" in fit.interval else "")
         + f", {fit.sigma_source}",
@@ -118,6 +124,9 @@ def _table(args: argparse.Namespace) -> None:
         rows = decision_table(fit, names, host=host)
         print("\n".join(table_lines(fit, rows)))
         print("\n".join(crossover_lines(fit, names, TABLE_NODES, host)))
+        unmeasured = [a for a in names if a not in fit.factors]
+        if fit.factors and unmeasured:
+            print(f"  (not measured, priced by the theory, factors 1: {', '.join(unmeasured)})")
         if not args.all and len(fit.algorithms) == 1:
             print(f"  (only {fit.algorithms[0]} measured; --all ranks every algorithm's model)")
 
@@ -132,6 +141,12 @@ def _check_auto(args: argparse.Namespace) -> None:
     from .auto_check import auto_points, check_lines
 
     print("\n".join(check_lines(auto_points(args.csv))))
+
+
+def _check_picks(args: argparse.Namespace) -> None:
+    from .auto_check import pick_lines, pick_points
+
+    print("\n".join(pick_lines(pick_points(load_fits(args.fit), args.csv))))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
         "check-auto", help="auto against the fastest fixed algorithm of the same run"
     )
     check.add_argument("csv", nargs="+", help="ring.bench CSVs with --algorithm auto,...")
+    picks = commands.add_parser(
+        "check-picks",
+        help="the measured time of the algorithm a fit picks against the fastest fixed one",
+    )
+    picks.add_argument("--fit", required=True, help="a fit JSON from `fit`")
+    picks.add_argument("csv", nargs="+", help="ring.bench CSVs measuring several algorithms")
     return parser
 
 
@@ -178,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"fit": _fit, "predict": _predict, "table": _table, "paper": _paper}
         commands["check-auto"] = _check_auto
+        commands["check-picks"] = _check_picks
         commands[args.command](args)
     except ModelInputError as exc:
         print(f"ring.model: {exc}", file=sys.stderr)

@@ -7,6 +7,9 @@ the harness kept every timed call (``FILE.samples.csv``), each ratio gets a perc
 bootstrap interval: auto's calls and every fixed algorithm's calls are resampled, and the
 ratio of auto's median to the least fixed median is recomputed per draw.  A size counts as
 beyond 1.1x only when the whole interval is; when it straddles 1.1 the run cannot tell.
+
+``check-picks --fit FIT CSV...`` judges a fit's picks, not ``auto``'s run: at every size, the
+fixed series of the algorithm the fit would pick over the fastest fixed series.
 """
 
 from __future__ import annotations
@@ -22,8 +25,18 @@ from ..bootstrap import DRAWS, percentile_interval, resampled_medians
 from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
 from .costs import ModelInputError
+from .fit import Fit
+from .table import fastest
 
-__all__ = ["TARGET", "AutoPoint", "auto_points", "check_lines"]
+__all__ = [
+    "TARGET",
+    "AutoPoint",
+    "PickPoint",
+    "auto_points",
+    "check_lines",
+    "pick_lines",
+    "pick_points",
+]
 
 TARGET = 1.1
 SEED = 0
@@ -168,4 +181,66 @@ def _summary(points: list[AutoPoint]) -> list[str]:
         "vs pick: auto over the same algorithm measured as a fixed series in the same run "
         "(one code path twice: its distance from 1 is the run's noise at that size)"
     )
+    return lines
+
+
+@dataclass(frozen=True)
+class PickPoint:
+    """What a fit would pick at one measured size, judged by the run's fixed series."""
+
+    backend: str
+    nodes: int
+    nbytes: int
+    pick: str
+    pick_us: float
+    fastest: str
+    fastest_us: float
+
+    @property
+    def ratio(self) -> float:
+        return self.pick_us / self.fastest_us
+
+
+def pick_points(fits: Sequence[Fit], paths: Sequence[str | Path]) -> list[PickPoint]:
+    """At every (backend, N, size) of these runs, the fixed series of the algorithm the
+    backend's fit predicts fastest (among those both measured) against the fastest series:
+    the fit's picks judged without the noise of measuring ``auto`` itself."""
+    cells: dict[tuple, dict[str, tuple[float, str]]] = {}
+    for path in map(Path, paths):
+        _read_run(path, cells, {})
+    points = []
+    for (backend, nodes, nbytes), measured in sorted(cells.items()):
+        fixed = {a: t for a, (t, _) in measured.items() if a != AUTO}
+        own = [f for f in fits if f.key.get("backend") == backend]
+        names = [a for a in own[0].algorithms if a in fixed] if own else []
+        if not names:
+            continue
+        fit = max(own, key=lambda f: (len(f.algorithms), len(f.nodes) * len(f.sizes)))
+        pick = fastest(fit, [a for a in fit.algorithms if a in fixed], nodes, nbytes)
+        best = min(fixed, key=fixed.__getitem__)
+        points.append(PickPoint(backend, nodes, nbytes, pick, fixed[pick], best, fixed[best]))
+    if not points:
+        raise ModelInputError("no size of these runs has a fixed algorithm the fits measured")
+    return points
+
+
+def pick_lines(points: list[PickPoint]) -> list[str]:
+    lines = [
+        f"{'backend':>7} {'N':>3} {'size':>9} {'pick':>18} {'its us':>10} "
+        f"{'fastest fixed':>18} {'its us':>10} {'ratio':>6}"
+    ]
+    for p in points:
+        lines.append(
+            f"{p.backend:>7} {p.nodes:>3} {format_bytes(p.nbytes):>9} {p.pick:>18} "
+            f"{p.pick_us:>10.1f} {p.fastest:>18} {p.fastest_us:>10.1f} {p.ratio:>6.2f}"
+            + ("" if p.ratio <= TARGET else f"  > {TARGET}x")
+        )
+    for backend, nodes in sorted({(p.backend, p.nodes) for p in points}):
+        mine = [p for p in points if (p.backend, p.nodes) == (backend, nodes)]
+        within = sum(p.ratio <= TARGET for p in mine)
+        worst = max(p.ratio for p in mine)
+        lines.append(
+            f"{backend} N={nodes}: the fit's pick within {TARGET}x of the fastest fixed "
+            f"algorithm at {within} of {len(mine)} sizes (worst {worst:.2f}x)"
+        )
     return lines

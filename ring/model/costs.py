@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_GROUP_SIZE",
     "DEFAULT_SEGMENT_BYTES",
     "Coefficients",
+    "Factors",
     "ModelInputError",
     "Params",
     "check_point",
@@ -83,6 +84,18 @@ class Params(NamedTuple):
 
     def beta_at(self, nodes: int, nbytes: int, shared: bool) -> float:
         return self.beta if working_set(nodes, nbytes, shared) <= self.knee else self.beta_above
+
+
+class Factors(NamedTuple):
+    """One algorithm's measured departure from its theoretical coefficients on a machine
+    (ring.model.efficiency): its step terms cost ``steps`` times, its per-byte terms
+    ``bytes`` times what the table below says.  (1, 1): the theory as written."""
+
+    steps: float = 1.0
+    bytes: float = 1.0
+
+
+THEORY = Factors()
 
 
 def working_set(nodes: int, nbytes: int, shared: bool) -> int:
@@ -229,13 +242,16 @@ def predict_seconds(
     group_size: int = DEFAULT_GROUP_SIZE,
     segment_bytes: int = DEFAULT_SEGMENT_BYTES,
     nodes_per_core: float = 0.0,
+    factors: Factors = THEORY,
 ) -> float:
     """Predicted seconds of one allreduce of ``nbytes`` on ``nodes`` nodes, run with
-    ``nodes_per_core`` workers per core (0: not CPU workers, or not known)."""
+    ``nodes_per_core`` workers per core (0: not CPU workers, or not known), the algorithm's
+    theoretical step and byte terms scaled by ``factors``."""
     factor = oversubscription(params.sigma, nodes_per_core)
     coef = coefficients(
         algorithm, nodes, nbytes, group_size=group_size, segment_bytes=segment_bytes
     )
     steps, link, reduce = design_row(coef, nodes, nbytes, shared)
     beta = params.beta_at(nodes, nbytes, shared)
-    return factor * (steps * params.alpha + link * beta + reduce * params.gamma)
+    per_byte = link * beta + reduce * params.gamma
+    return factor * (factors.steps * steps * params.alpha + factors.bytes * per_byte)

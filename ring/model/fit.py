@@ -26,17 +26,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ..schedule import default_segment_bytes
-from .costs import (
-    ModelInputError,
-    Params,
-    coefficients,
-    design_row,
-    oversubscription,
-    predict_seconds,
-    working_set,
-)
+from .costs import Factors, ModelInputError, Params, predict_seconds, working_set
 from .data import ADD_TRAFFIC, Group, Point
-from .solve import identifiable, robust_nnls, robust_nnls_loaded
+from .efficiency import BOOTSTRAP_ROUNDS as FACTOR_ROUNDS
+from .efficiency import FORM, fit_with_factors, held_gamma, reference_algorithm
+from .joint import AlgorithmFactors, design, fit_points, predict_point
+from .solve import identifiable
 
 __all__ = ["BOOTSTRAP_ROUNDS", "Fit", "HeldOut", "Host", "fit_group", "fit_points", "held_out"]
 
@@ -44,6 +39,9 @@ BOOTSTRAP_ROUNDS = 200
 CONFIDENCE = 0.95
 PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above", "sigma")
 INTERVALS = ("alpha", "beta", "gamma", "beta_above", "sigma")
+FACTOR_TERMS = Factors._fields
+# What a fit file written before the per-algorithm factors says about them when read.
+FACTORS_ABSENT = "absent from the fit file (fitted before the per-algorithm factors): 1"
 # What a fit file written before the oversubscription term says about σ when read.
 SIGMA_ABSENT = "absent from the fit file (fitted before the oversubscription term): 0"
 KNEE_MIN_SIZES = 3
@@ -86,6 +84,15 @@ class Fit:
     sigma_source: str = SIGMA_ABSENT
     cores: int = 0  # of the machine the rows were measured on (0: not recorded)
     caches: tuple[int, int] | None = None  # its (L2, last-level) cache bytes, if recorded
+    # Per measured algorithm, its (steps, bytes) factors on the theory (ring.model.efficiency)
+    # and their 95 % intervals; an algorithm absent here is priced by the theory (1, 1).
+    factors: dict[str, Factors] = field(default_factory=dict)
+    factor_interval: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    factor_source: str = FACTORS_ABSENT
+
+    def factors_of(self, algorithm: str) -> Factors:
+        """The factors ``algorithm`` is predicted with: 1 where the group did not measure it."""
+        return self.factors.get(algorithm, Factors())
 
     def nodes_per_core(self, nodes: int, cores: int | None = None) -> float:
         """p of N nodes on ``cores`` cores (default: the fitted machine's); 0 if unknown."""
@@ -112,6 +119,7 @@ class Fit:
             nbytes,
             shared=self.shared,
             nodes_per_core=per_core,
+            factors=self.factors_of(algorithm),
             **options,
         )
 
@@ -121,6 +129,7 @@ class Fit:
         if math.isinf(self.params.knee):
             document["params"]["knee"] = None  # JSON has no infinity
         document["held_out"] = [{**asdict(h), "error": h.error} for h in self.held_out]
+        document["factors"] = {a: f._asdict() for a, f in self.factors.items()}
         return document
 
     @classmethod
@@ -151,6 +160,15 @@ class Fit:
                 sigma_source=str(document.get("sigma_source", SIGMA_ABSENT)),
                 cores=int(document.get("cores", 0)),
                 caches=_pair(document.get("caches")),
+                factors={
+                    str(a): Factors(**{t: float(f[t]) for t in FACTOR_TERMS})
+                    for a, f in document.get("factors", {}).items()
+                },
+                factor_interval={
+                    str(a): {t: (float(v[t][0]), float(v[t][1])) for t in FACTOR_TERMS}
+                    for a, v in document.get("factor_interval", {}).items()
+                },
+                factor_source=str(document.get("factor_source", FACTORS_ABSENT)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelInputError(f"not a ring.model fit entry ({exc!r})") from None
@@ -164,91 +182,9 @@ def _pair(value: object) -> tuple[int, int] | None:
     return int(value[0]), int(value[1])
 
 
-def _load(points: list[Point]) -> np.ndarray:
-    """p - 1 of each point where above 0: what σ multiplies."""
-    return np.array([max(0.0, p.nodes_per_core - 1.0) for p in points])
-
-
-def _design(points: list[Point], shared: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Multipliers of (α, β, γ) per point, the measured seconds, and the working sets."""
-    rows = [
-        design_row(
-            coefficients(p.algorithm, p.nodes, p.nbytes, segment_bytes=p.segment_bytes),
-            p.nodes,
-            p.nbytes,
-            shared,
-        )
-        for p in points
-    ]
-    sets = [working_set(p.nodes, p.nbytes, shared) for p in points]
-    return np.array(rows, dtype=float), np.array([p.seconds for p in points]), np.array(sets)
-
-
-def _split(design: np.ndarray, sets: np.ndarray, knee: float) -> np.ndarray:
-    """The β column split in two at the knee: (α, β below, β above, γ)."""
-    below = sets <= knee
-    link = design[:, 1]
-    return np.column_stack([design[:, 0], link * below, link * ~below, design[:, 2]])
-
-
-def _fit_loaded(
-    columns: np.ndarray, measured: np.ndarray, load: np.ndarray, gamma: float | None, knee: float
-) -> Params:
-    """α, β, γ, σ jointly (σ scales the whole call, so it multiplies γ's part too)."""
-    if gamma is None:
-        (alpha, below, above, fitted), sigma = robust_nnls_loaded(
-            columns, measured, load, np.zeros_like(measured)
-        )
-        return Params(float(alpha), float(below), float(fitted), knee, float(above), sigma)
-    (alpha, below, above), sigma = robust_nnls_loaded(
-        columns[:, :3], measured, load, columns[:, 3] * gamma
-    )
-    return Params(float(alpha), float(below), gamma, knee, float(above), sigma)
-
-
-def fit_points(
-    points: list[Point],
-    shared: bool,
-    gamma: float | None,
-    knee: float = math.inf,
-    sigma: float | None = 0.0,
-) -> Params:
-    """α, β, γ (and β past ``knee``) from these points; γ fitted when ``gamma`` is None,
-    σ fitted when ``sigma`` is None (else held at it)."""
-    if not points:
-        raise ModelInputError("no data to fit")
-    design, measured, sets = _design(points, shared)
-    columns = _split(design, sets, knee)
-    if sigma is None:
-        return _fit_loaded(columns, measured, _load(points), gamma, knee)
-    # A held σ divides out: the relative residuals are the same either way.
-    measured = measured / np.array([oversubscription(sigma, p.nodes_per_core) for p in points])
-    if gamma is not None:
-        measured = measured - columns[:, 3] * gamma
-        keep = measured > 0  # rows the fixed γ alone explains say nothing about α and β
-        if not keep.any():
-            return Params(0.0, 0.0, gamma, knee, 0.0, sigma)
-        alpha, below, above = robust_nnls(columns[keep, :3], measured[keep])
-        return Params(float(alpha), float(below), gamma, knee, float(above), sigma)
-    alpha, below, above, fitted = robust_nnls(columns, measured)
-    return Params(float(alpha), float(below), float(fitted), knee, float(above), sigma)
-
-
-def _predict_point(params: Params, point: Point, shared: bool) -> float:
-    return predict_seconds(
-        params,
-        point.algorithm,
-        point.nodes,
-        point.nbytes,
-        shared=shared,
-        nodes_per_core=point.nodes_per_core,
-        segment_bytes=point.segment_bytes,
-    )
-
-
 def _bic(points: list[Point], shared: bool, params: Params, extra: int) -> float:
     """Bayesian information criterion of the relative residuals (lower is better)."""
-    errors = [_predict_point(params, p, shared) / p.seconds - 1 for p in points]
+    errors = [predict_point(params, p, shared) / p.seconds - 1 for p in points]
     # Relative errors under RESOLUTION are rounding, not a better fit.
     rss = max(float(np.sum(np.square(errors))), len(points) * RESOLUTION**2)
     return len(points) * math.log(rss / len(points)) + (3 + extra) * math.log(len(points))
@@ -279,8 +215,8 @@ def choose_knee(
 
 
 def _gamma_choice(group: Group) -> tuple[float | None, str]:
-    design, measured, _ = _design(group.points, group.shared)
-    if identifiable(design, measured):
+    rows, measured, _ = design(group.points, group.shared)
+    if identifiable(rows, measured):
         return None, "fitted jointly (the algorithms' b/c ratios differ, so β and γ separate)"
     if group.add_ceilings_GBps:
         ceiling = float(np.mean(group.add_ceilings_GBps))
@@ -316,21 +252,32 @@ def _bootstrap(
     knee: float,
     rng: np.random.Generator,
     sigma: float | None = 0.0,
+    form: str = FORM,
+    start: AlgorithmFactors | None = None,
 ) -> np.ndarray:
-    """Parameters refitted on sizes drawn with replacement (all rows of a size together),
-    the knee held where the full data put it."""
+    """Parameters, then each algorithm's (steps, bytes) factors in name order, refitted on
+    sizes drawn with replacement (all rows of a size together), the knee held where the
+    full data put it and the factors' alternation started where the full data left it."""
     sizes = sorted({p.nbytes for p in group.points})
+    algorithms = sorted({p.algorithm for p in group.points})
     by_size = {s: [p for p in group.points if p.nbytes == s] for s in sizes}
     draws = []
     for _ in range(BOOTSTRAP_ROUNDS):
         chosen = rng.choice(len(sizes), size=len(sizes), replace=True)
         points = [p for i in chosen for p in by_size[sizes[i]]]
-        draws.append(fit_points(points, group.shared, gamma, knee, sigma))
+        params, factors = fit_with_factors(
+            points, group.shared, gamma, knee, sigma, form, start, FACTOR_ROUNDS
+        )
+        draws.append([*params, *(x for a in algorithms for x in factors.get(a, Factors()))])
     return np.array(draws)
 
 
 def held_out(
-    points: list[Point], shared: bool, gamma: float | None, sigma: float | None = 0.0
+    points: list[Point],
+    shared: bool,
+    gamma: float | None,
+    sigma: float | None = 0.0,
+    form: str = FORM,
 ) -> list[HeldOut]:
     """Fit on every other size (1st, 3rd, ...), predict the sizes in between."""
     sizes = sorted({p.nbytes for p in points})
@@ -340,38 +287,85 @@ def held_out(
         return []
     training = [p for p in points if p.nbytes in train]
     knee = choose_knee(training, shared, gamma, sigma)
-    params = fit_points(training, shared, gamma, knee, sigma)
+    gamma = held_gamma(training, shared, gamma, knee, sigma, form)
+    params, factors = fit_with_factors(training, shared, gamma, knee, sigma, form)
     return [
-        HeldOut(p.algorithm, p.nodes, p.nbytes, p.seconds, _predict_point(params, p, shared))
+        HeldOut(
+            p.algorithm, p.nodes, p.nbytes, p.seconds, predict_point(params, p, shared, factors)
+        )
         for p in sorted(test, key=lambda p: (p.algorithm, p.nodes, p.nbytes))
     ]
 
 
-def fit_group(group: Group, seed: int = 0) -> Fit:
-    """The fit of one group: parameters, 95 % bootstrap intervals, held-out errors."""
+def _intervals(
+    draws: np.ndarray, algorithms: list[str]
+) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, tuple[float, float]]]]:
+    """95 % percentile intervals of the parameters and of each algorithm's factors."""
+    tail = (1 - CONFIDENCE) / 2 * 100
+    draws = draws.copy()
+    draws[:, PARAMETERS.index("knee")] = 0.0  # held, and inf where there is none
+    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
+    interval = {
+        name: (float(low[i]), float(high[i]))
+        for i, name in enumerate(PARAMETERS)
+        if name in INTERVALS
+    }
+    factors: dict[str, dict[str, tuple[float, float]]] = {}
+    for k, algorithm in enumerate(algorithms):
+        first = len(PARAMETERS) + k * len(FACTOR_TERMS)
+        factors[algorithm] = {
+            term: (float(low[first + j]), float(high[first + j]))
+            for j, term in enumerate(FACTOR_TERMS)
+        }
+    return interval, factors
+
+
+def _factor_source(form: str, algorithms: list[str], factors: dict) -> str:
+    if not factors:
+        return "none: " + (
+            "one algorithm measured" if len(algorithms) < 2 else f"form {form!r}, the theory"
+        )
+    terms = "one factor on the whole time" if form == "time" else "steps and bytes apart"
+    return (
+        f"fitted per algorithm ({terms}), {reference_algorithm(algorithms)} held at 1; "
+        "algorithms not measured in this group: 1 (the theory's coefficients)"
+    )
+
+
+def fit_group(group: Group, seed: int = 0, form: str = FORM) -> Fit:
+    """The fit of one group: parameters, per-algorithm factors (``form``, ring.model.
+    efficiency), 95 % bootstrap intervals, held-out errors."""
     if not group.points:
         raise ModelInputError(f"no data to fit for {group.key}")
     gamma, gamma_source = _gamma_choice(group)
     sigma, sigma_source = _sigma_choice(group)
+    algorithms = sorted({p.algorithm for p in group.points})
     knee = choose_knee(group.points, group.shared, gamma, sigma)
-    params = fit_points(group.points, group.shared, gamma, knee, sigma)
-    draws = _bootstrap(group, gamma, knee, np.random.default_rng(seed), sigma)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    columns = [PARAMETERS.index(name) for name in INTERVALS]
-    low, high = np.percentile(draws[:, columns], [tail, 100 - tail], axis=0)
-    interval = {name: (float(low[i]), float(high[i])) for i, name in enumerate(INTERVALS)}
+    held = held_gamma(group.points, group.shared, gamma, knee, sigma, form)
+    if held is not None and gamma is None:
+        gamma_source = (
+            "fitted jointly by the theory's coefficients, then held while the per-algorithm "
+            "factors were fitted (with these N, β + γ and the factors cannot be told apart)"
+        )
+    params, factors = fit_with_factors(group.points, group.shared, held, knee, sigma, form)
+    rng = np.random.default_rng(seed)
+    draws = _bootstrap(group, held, knee, rng, sigma, form, factors)
+    interval, factor_interval = _intervals(draws, algorithms)
     return Fit(
         key=dict(group.key),
         shared=group.shared,
         params=params,
         interval=interval,
         gamma_source=gamma_source,
-        algorithms=sorted({p.algorithm for p in group.points}),
+        algorithms=algorithms,
         nodes=sorted({p.nodes for p in group.points}),
         sizes=sorted({p.nbytes for p in group.points}),
-        held_out=held_out(group.points, group.shared, gamma, sigma),
+        held_out=held_out(group.points, group.shared, gamma, sigma, form),
         sources=list(group.sources),
         sigma_source=sigma_source,
         cores=group.cores,
         caches=group.caches,
+        factors=factors,
+        factor_interval={a: factor_interval[a] for a in factors},
+        factor_source=_factor_source(form, algorithms, factors),
     )

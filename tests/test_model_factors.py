@@ -1,0 +1,155 @@
+"""ring.model's per-algorithm factors: recovered from data, saved and loaded, used by the
+decision table, and the check of a fit's picks on a run (``check-picks``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ring.model import Params, auto, predict_seconds
+from ring.model.__main__ import main
+from ring.model.auto import DEFAULTS
+from ring.model.costs import Factors
+from ring.model.data import Group, Point
+from ring.model.fit import FACTORS_ABSENT, Fit, fit_group
+from ring.model.table import decision_table, load_fits, save_fits
+
+TRUE = Params(alpha=7e-6, beta=2.5e-10, gamma=6e-11)
+# How far each algorithm's implementation is from its coefficients; the ring is the theory.
+DEPARTS = {
+    "ring": Factors(1.0, 1.0),
+    "recursive-doubling": Factors(1.6, 0.8),
+    "rabenseifner": Factors(0.7, 1.3),
+    "direct": Factors(1.2, 1.1),
+}
+
+
+def departing_group(noise: float = 0.01, seed: int = 3, nodes=(2, 3, 4, 8)) -> Group:
+    """Points of TRUE scaled by DEPARTS; a non-power-of-two N (3) tells β + γ and
+    recursive doubling's η apart (ring.model.efficiency.held_gamma)."""
+    rng = np.random.default_rng(seed)
+    group = Group({"machine": "synthetic", "backend": "x"}, shared=False)
+    for algorithm, factors in DEPARTS.items():
+        for n in nodes:
+            for size in (1 << e for e in range(10, 28)):
+                exact = predict_seconds(TRUE, algorithm, n, size, factors=factors)
+                group.points.append(Point(algorithm, n, size, exact * rng.lognormal(0, noise)))
+    return group
+
+
+def test_fit_recovers_each_algorithms_factors():
+    fit = fit_group(departing_group())
+    assert set(fit.factors) == set(DEPARTS) and fit.factor_source.startswith("fitted")
+    for algorithm, want in DEPARTS.items():
+        got = fit.factors[algorithm]
+        np.testing.assert_allclose(got, want, rtol=0.05, err_msg=algorithm)
+        for term in ("steps", "bytes"):
+            low, high = fit.factor_interval[algorithm][term]
+            assert low <= getattr(got, term) <= high, (algorithm, term)
+    np.testing.assert_allclose(fit.params[:3], TRUE[:3], rtol=0.05)
+    # Without factors the same data misleads the joint fit.
+    theory = fit_group(departing_group(), form="theory")
+    assert theory.factors == {} and max(abs(h.error) for h in theory.held_out) > 0.1
+    assert max(abs(h.error) for h in fit.held_out) < 0.1
+
+
+def test_gamma_is_held_where_the_factors_would_absorb_it():
+    fit = fit_group(departing_group(nodes=(2, 4, 8)))
+    assert "held while the per-algorithm factors" in fit.gamma_source
+    assert "held while" not in fit_group(departing_group()).gamma_source
+    # Held or not, the measured algorithms' times are followed.
+    assert max(abs(h.error) for h in fit.held_out) < 0.1
+
+
+def test_factors_round_trip_and_an_older_file_loads_as_one(tmp_path):
+    fit = fit_group(departing_group())
+    save_fits(tmp_path / "new.json", [fit], [])
+    (again,) = load_fits(tmp_path / "new.json")
+    assert again.factors == fit.factors and again.factor_interval == fit.factor_interval
+    document = json.loads((tmp_path / "new.json").read_text())
+    for key in ("factors", "factor_interval", "factor_source"):
+        del document["fits"][0][key]
+    (tmp_path / "old.json").write_text(json.dumps(document))
+    (old,) = load_fits(tmp_path / "old.json")
+    assert old.factors == {} and old.factor_source == FACTORS_ABSENT
+    assert old.factors_of("direct") == Factors(1.0, 1.0)
+    want = predict_seconds(old.params, "direct", 4, 1 << 20)
+    assert old.predict("direct", 4, 1 << 20) == pytest.approx(want, rel=1e-12)
+    # The committed fit of the GPU machine loads, whatever it was written with.
+    for gpu in load_fits(DEFAULTS / "nvidia-h200" / "model_fit.json"):
+        assert all(f == gpu.factors_of(a) for a, f in gpu.factors.items())
+
+
+def test_unmeasured_algorithm_is_priced_by_the_theory_and_said_so(tmp_path, capsys):
+    fit = fit_group(departing_group())
+    assert "hierarchical" not in fit.factors
+    want = predict_seconds(fit.params, "hierarchical", 4, 1 << 20)
+    assert fit.predict("hierarchical", 4, 1 << 20) == pytest.approx(want, rel=1e-12)
+    save_fits(tmp_path / "fit.json", [fit], [])
+    assert main(["table", "--fit", str(tmp_path / "fit.json"), "--all"]) == 0
+    assert "factors 1: ring-segmented, ring-bidirectional, hierarchical" in capsys.readouterr().out
+
+
+def synthetic_fit(factors: dict[str, Factors]) -> Fit:
+    return Fit(
+        key={"machine": "synthetic", "backend": "cpu", "sync": "none"},
+        shared=False,
+        params=TRUE,
+        interval={},
+        gamma_source="synthetic",
+        algorithms=["direct", "ring"],
+        nodes=[2, 4],
+        sizes=[1024, 1 << 20],
+        factors=factors,
+    )
+
+
+def test_auto_and_the_table_pick_what_the_factors_favour(tmp_path, monkeypatch):
+    # At 1 KiB on 4 nodes α decides: the theory gives direct 2 steps and the ring 6, but a
+    # direct that measured 4x its steps' cost takes 8.
+    theory = synthetic_fit({})
+    slow = synthetic_fit({"ring": Factors(), "direct": Factors(4.0, 1.0)})
+    assert {r[3] for r in decision_table(theory, nodes=(4,), sizes=(1024,))} == {"direct"}
+    assert {r[3] for r in decision_table(slow, nodes=(4,), sizes=(1024,))} == {"ring"}
+    for fit, want in ((theory, "direct"), (slow, "ring")):
+        save_fits(tmp_path / "fit.json", [fit], [])
+        monkeypatch.setenv(auto.FIT_ENV, str(tmp_path / "fit.json"))
+        auto.reset()
+        try:
+            assert auto.choose("cpu", "allreduce", 4, 1024) == want
+        finally:
+            auto.reset()
+
+
+def test_check_picks_judges_a_fit_by_the_runs_fixed_series(tmp_path, capsys):
+    save_fits(tmp_path / "fit.json", [synthetic_fit({})], [])
+    run = tmp_path / "run.csv"
+    rows = [  # (algorithm, N, bytes, us): the fit picks direct at 1 KiB, N = 4
+        ("direct", 4, 1024, 30.0),
+        ("ring", 4, 1024, 20.0),
+        ("auto", 4, 1024, 5.0),  # auto's own series is not a fixed algorithm
+        ("direct", 4, 2048, 10.0),
+        ("ring", 4, 2048, 10.5),
+    ]
+    run.write_text(
+        "backend,algorithm,nodes,bytes,time_us\n"
+        + "".join(f"cpu,{a},{n},{b},{t}\n" for a, n, b, t in rows)
+    )
+    assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[4:] == ["direct", "30.0", "ring", "20.0", "1.50", ">", "1.1x"]
+    assert out[2].split()[4:] == ["direct", "10.0", "direct", "10.0", "1.00"]
+    assert out[-1] == (
+        "cpu N=4: the fit's pick within 1.1x of the fastest fixed algorithm at 1 of 2 sizes "
+        "(worst 1.50x)"
+    )
+
+
+def test_check_picks_refuses_a_run_without_the_fits_algorithms(tmp_path, capsys):
+    save_fits(tmp_path / "fit.json", [synthetic_fit({})], [])
+    run = tmp_path / "run.csv"
+    run.write_text("backend,algorithm,nodes,bytes,time_us\nother,ring,4,1024,3.0\n")
+    assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 2
+    assert "no size of these runs" in capsys.readouterr().err
