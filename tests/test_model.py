@@ -176,10 +176,14 @@ def test_decision_table_picks_the_least_predicted_time():
     fit = fit_group(synthetic(["ring", "recursive-doubling", "rabenseifner"], noise=0.0))
     rows = decision_table(fit)
     assert {r[3] for r in rows} <= set(fit.algorithms)
+    # Data that follows the theory: every algorithm's factors are 1.
+    for factors in fit.factors.values():
+        np.testing.assert_allclose(factors, (1.0, 1.0), rtol=1e-6)
     for n, low, high, pick in rows:
         for size in (low, high):
-            best = min(fit.algorithms, key=lambda a: textbook(a, n, size, fit.params))
-            assert pick == best
+            times = {a: textbook(a, n, size, fit.params) for a in fit.algorithms}
+            # Ring and Rabenseifner tie at large sizes: either is the least.
+            assert times[pick] <= min(times.values()) * (1 + 1e-6)
     small, large = rows[0], [r for r in rows if r[0] == 8][-1]
     assert small[3] == "recursive-doubling" and large[3] in ("ring", "rabenseifner")
     assert len({r[3] for r in rows}) > 1

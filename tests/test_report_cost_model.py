@@ -78,3 +78,17 @@ def test_parameters_table_shows_sigma_and_when_it_applies(tmp_path):
     assert fitted.endswith("when N / cores > 1 (4 cores)")
     assert fixed == "0 (fixed at 0: no row has more nodes than cores)"
     assert "1 + σ·(p − 1)" in table.note
+
+
+def test_factors_table_shows_each_measured_algorithm_with_its_interval(tmp_path):
+    fit = fit_group(synthetic(["ring", "recursive-doubling", "rabenseifner"], 0.01))
+    save_fits(tmp_path / "model_fit.json", [fit], [])
+    table = _table(cost_model([tmp_path / "sweep.csv"]), "Per-algorithm factors")
+    assert [row[1] for row in table.rows] == ["rabenseifner", "recursive-doubling", "ring"]
+    for row in table.rows:
+        factors, spans = fit.factors[row[1]], fit.factor_interval[row[1]]
+        for cell, term in zip(row[2:], ("steps", "bytes"), strict=True):
+            low, high = spans[term]
+            want = f"{format_number(getattr(factors, term))} "
+            assert cell == want + f"[{format_number(low)}, {format_number(high)}]"
+    assert "κ = η = 1" in table.note

@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from .costs import Factors, ModelInputError, Params
+from .costs import Factors, ModelInputError, Params, oversubscription
 from .data import Point
 from .joint import AlgorithmFactors, design, fit_points, predict_point, split
 from .solve import identifiable, robust_nnls
@@ -99,7 +99,9 @@ def held_gamma(
         return gamma
     theory = fit_points(points, shared, None, knee, sigma)
     rows, measured, sets = design(points, shared)
-    columns = [*split(rows, sets, knee).T]
+    # σ scales each whole row, as it does the factors' columns below.
+    load = np.array([oversubscription(theory.sigma, p.nodes_per_core) for p in points])
+    columns = [*(split(rows, sets, knee) * load[:, None]).T]
     steps, per_byte = _parts(theory, points, shared)
     reference = reference_algorithm(algorithms)
     for algorithm in algorithms:
