@@ -90,7 +90,9 @@ def _predict(args: argparse.Namespace) -> None:
     nbytes = _size(args.bytes)
     for fit in fits:
         seconds = fit.predict(args.algorithm, args.nodes, nbytes, Host(args.cores))
-        measured = "" if args.algorithm in fit.algorithms else " (not measured: extrapolated)"
+        measured = (
+            "" if args.algorithm in fit.algorithms else " (not measured: the theory, factors 1)"
+        )
         print(
             f"{' '.join(fit.key.values())}: {args.algorithm} N={args.nodes} "
             f"{format_bytes(nbytes)}: {seconds * 1e6:.1f} us{measured}"
