@@ -31,7 +31,11 @@ to 41 of 68 sizes; steps and bytes apart keep the held-out error where the theor
 mpi N=2 pick from 1.74x to 1.30x, so that is the form kept (:data:`FORM`).  Neither meets
 issue #14's targets: a factor per algorithm is the same at N = 2 and N = 4, while on this
 machine recursive doubling's advantage at N = 4 (1.3-1.5x over direct, 2 KiB-256 KiB) is
-not there at N = 2.
+not there at N = 2.  Factors per (algorithm, N), the ring held at 1 at every N, tried by
+patching this module (not kept: an N that was not measured would need its own rule) gave
+27, 36 and 28, 39 held-out, and picks 13 (1.54), 11 (1.21), 11 (1.47), 11 (1.31): 46 of 68.
+The reference sweeps themselves do not show recursive doubling ahead at mpi N = 4 (it and
+direct alternate as the fastest from 2 KiB to 256 KiB), so no fit of them picks it there.
 """
 
 from __future__ import annotations
