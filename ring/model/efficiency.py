@@ -15,9 +15,9 @@ factors held, then each algorithm's factors by robust least squares on its own r
 the joint parameters held), which settles in a few rounds.  An algorithm the group did
 not measure has factors 1: its prediction is the theory's.
 
-Forms compared on the reference sweeps (fitted on cpu.csv, mpi-n2.csv, mpi-n4.csv beside
-the default fit; picks judged on a later run measuring all 7 algorithms at every size,
-/tmp/meas/auto_check_rounds, never fitted on; ``python -m ring.model check-picks``):
+Forms compared on the reference sweeps of 06:17 UTC, 2026-12-01 (measured without
+``--rounds``), with picks judged on a later run that measured all 7 algorithms at every size
+with ``--rounds 10`` and was never fitted on (``python -m ring.model check-picks``):
 
     form                    held-out within 25 % (>= 4 KiB)   picks within 1.1x (worst)
                             cpu N=2,4    mpi N=2,4            cpu N=2   cpu N=4   mpi N=2   mpi N=4
@@ -28,14 +28,15 @@ the default fit; picks judged on a later run measuring all 7 algorithms at every
 (of 17 sizes each for the picks.)  Both forms of factors lift the picks within 1.1x from 29
 to 41 of 68 sizes; steps and bytes apart keep the held-out error where the theory had it
 (117 of 196 within 25 %, against 115; one factor on the whole time: 112) and take the worst
-mpi N=2 pick from 1.74x to 1.30x, so that is the form kept (:data:`FORM`).  Neither meets
-issue #14's targets: a factor per algorithm is the same at N = 2 and N = 4, while on this
-machine recursive doubling's advantage at N = 4 (1.3-1.5x over direct, 2 KiB-256 KiB) is
-not there at N = 2.  Factors per (algorithm, N), the ring held at 1 at every N, tried by
-patching this module (not kept: an N that was not measured would need its own rule) gave
-27, 36 and 28, 39 held-out, and picks 13 (1.54), 11 (1.21), 11 (1.47), 11 (1.31): 46 of 68.
-The reference sweeps themselves do not show recursive doubling ahead at mpi N = 4 (it and
-direct alternate as the fastest from 2 KiB to 256 KiB), so no fit of them picks it there.
+mpi N=2 pick from 1.74x to 1.30x, so that is the form kept (:data:`FORM`).  A factor per
+algorithm is the same at N = 2 and N = 4; factors per (algorithm, N), tried by patching
+this module (not kept: an N that was not measured would need its own rule), gave 27, 36 and
+28, 39 held-out, and picks 13 (1.54), 11 (1.21), 11 (1.47), 11 (1.31): 46 of 68.  Those
+sweeps did not show recursive doubling ahead at mpi N = 4 (it and direct alternated as the
+fastest from 2 KiB to 256 KiB), so no fit of them picked it there: sweeps measured without
+rounds carry drift between series that a fit cannot tell from the algorithms.  The
+committed default is fitted from sweeps measured with ``--rounds 5`` (its JSON sidecars
+say so); results/reference/amd-epyc-2core/auto_check/README.md gives what it picks.
 """
 
 from __future__ import annotations
