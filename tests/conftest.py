@@ -1,0 +1,12 @@
+"""Settings every test module shares."""
+
+from __future__ import annotations
+
+import signal
+
+# A test run started in the background (nohup, or `&` in a shell without job control)
+# inherits SIGINT ignored, and an ignored disposition passes on to every child it starts:
+# the Ctrl-C tests' children would then never see the SIGINT they are sent and loop for
+# ever.  With Python's own handler installed here, children start with the default instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
