@@ -13,12 +13,15 @@ import textwrap
 
 import numpy as np
 import pytest
+from ctrl_c import let_children_see_sigint
 
 import ring.bench.ceilings
 import ring.bench.results
 from ring.bench.__main__ import main
 from ring.bench.backends import CpuBackend, CpuSession, register_backend, unregister_backend
 from ring.bench.results import check_pair, text_sha256
+
+let_children_see_sigint()
 
 TINY = ["-b", "4", "-e", "4K", "-f", "8", "-n", "3", "-w", "1"]
 

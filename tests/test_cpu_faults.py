@@ -13,14 +13,18 @@ import textwrap
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
+from ctrl_c import let_children_see_sigint
 
 import ring
 from ring import CpuCommunicator
 from ring.cpu import INLINE_BYTES
 from ring.schedule import ALGORITHMS
+
+let_children_see_sigint()
 
 SYNCS = ["pairwise", "barrier"]
 
@@ -284,3 +288,26 @@ def test_the_issue_snippet_prints_zero():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "wrong elements: 0", out.stderr
+
+
+def test_children_see_sigint_when_the_run_inherited_it_ignored():
+    # A run started in the background has SIGINT ignored; its Ctrl-C tests' children must
+    # still get Python's handler (tests/ctrl_c.py), or they would loop for ever.
+    code = textwrap.dedent(
+        f"""
+        import subprocess, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from ctrl_c import let_children_see_sigint
+        let_children_see_sigint()
+        probe = "import signal as s; print(s.getsignal(s.SIGINT) is s.default_int_handler)"
+        print(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout)
+        """
+    )
+    ignored = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert ignored.stdout.strip() == "True", ignored.stderr
