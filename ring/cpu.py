@@ -13,6 +13,11 @@ same plan on the calling thread instead, node after node within each step
 (:meth:`~ring.cpu_crew.Crew.run_inline`): below it, waking N threads costs more than the
 work they share.  ``inline_bytes=0`` always uses the threads.
 
+``executor="slices"`` runs the plan by position instead (:mod:`ring.cpu_slices`): the caller
+and some workers each take a slice of the positions and apply every node's operations to it,
+tile by tile, with no wait between threads; bit for bit the result of the default,
+``"nodes"`` (one thread per node, steps synchronised as above).
+
 Every call ends when the last node to finish wakes the caller once, so consecutive calls
 never overlap.  A call that does not complete (a worker raised, or the caller was
 interrupted, e.g. by Ctrl-C) stops and joins every worker before the exception reaches the
@@ -24,13 +29,14 @@ without :meth:`CpuCommunicator.close` is collected and its finalizer stops its t
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
-from . import nvtx_ranges
+from . import cpu_crew, nvtx_ranges
 from .buffers import validate_buffers
 from .communicator import (
     Call,
@@ -52,18 +58,23 @@ from .schedule import (
 )
 
 __all__ = [
+    "EXECUTORS",
     "INLINE_BYTES",
     "SYNC_MODES",
     "CommunicatorClosedError",
     "CpuCommunicator",
     "cache_key",
     "check_call",
+    "check_executor",
     "check_sync",
     "make_communicator",
 ]
 
 SYNC_MODES = ("pairwise", "barrier")
-_OPTIONS = frozenset({"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes"})
+EXECUTORS = ("nodes", "slices")
+_OPTIONS = frozenset(
+    {"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes", "executor"}
+)
 # Calls of at most this many bytes per node run on the calling thread (inline_bytes): the
 # crossover measured on the 2-core reference machine with python -m ring.bench
 # --inline-bytes 64M,0 (direct and ring, N = 2 and 4, 1 MiB to 64 MiB): the best algorithm
@@ -80,8 +91,15 @@ def check_sync(sync: object) -> str:
     return sync
 
 
+def check_executor(executor: object) -> str:
+    if not isinstance(executor, str) or executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    return executor
+
+
 def _check_options(options: dict, nodes: int, collective: str | None = None) -> tuple:
-    """(sync, algorithm, the algorithm's options), or one line saying what is wrong."""
+    """(sync, algorithm, the algorithm's options, inline_bytes, executor), or one line
+    saying what is wrong."""
     unknown = set(options) - _OPTIONS
     if unknown:
         raise TypeError(
@@ -93,7 +111,8 @@ def _check_options(options: dict, nodes: int, collective: str | None = None) -> 
     extra = {k: v for k, v in options.items() if k in ("segment_bytes", "group_size")}
     inline = options.get("inline_bytes")
     inline = INLINE_BYTES if inline is None else _check_int("inline_bytes", inline, 0)
-    return sync, algorithm, check_algorithm_options(algorithm, nodes, extra), inline
+    executor = check_executor(options.get("executor", "nodes"))
+    return sync, algorithm, check_algorithm_options(algorithm, nodes, extra), inline, executor
 
 
 def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **options) -> Call:
@@ -102,11 +121,11 @@ def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **optio
     must name an op (None is not one)."""
     check_collective(name)
     nodes = check_buffer_list(buffers)
-    _, algorithm, extra, inline = _check_options(options, nodes, name)
+    _, algorithm, extra, inline, executor = _check_options(options, nodes, name)
     count, dtype = validate_buffers(buffers)
     ufunc = resolve_op(op, dtype) if name != "all_gather" else None
     average = ufunc is not None and op in AVERAGING
-    options = {"algorithm": algorithm, "inline_bytes": inline, **extra}
+    options = {"algorithm": algorithm, "inline_bytes": inline, "executor": executor, **extra}
     return Call("cpu", name, buffers, op, nodes, options, checked=(ufunc, count, average))
 
 
@@ -115,6 +134,12 @@ def cache_key(nodes: int, **options) -> tuple:
     algorithm is per call, so communicators differ only by sync."""
     nodes = check_nodes(nodes)
     return ("cpu", nodes, _check_options(options, nodes)[0])
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    getter = getattr(os, "sched_getaffinity", None)
+    return len(getter(0)) if getter is not None else os.cpu_count() or 1
 
 
 def make_communicator(nodes: int, **options) -> CpuCommunicator:
@@ -128,7 +153,8 @@ class CpuCommunicator(RingCommunicator):
     ``algorithm`` (see :data:`ring.schedule.ALGORITHMS`; ``segment_bytes`` and
     ``group_size`` are its options) unless a call names another.  Calls of at most
     ``inline_bytes`` bytes per node (default :data:`INLINE_BYTES`; 0: none) run on the
-    calling thread, without waking the workers.
+    calling thread, without waking the workers.  ``executor="slices"``: larger calls run by
+    position on the caller and up to min(N, cores) - 1 workers (:meth:`threads_for`).
 
     Use it as a context manager, or call :meth:`close`; a closed communicator refuses work.
     If a worker fails mid-collective, or the caller is interrupted, every worker stops at
@@ -147,14 +173,17 @@ class CpuCommunicator(RingCommunicator):
         segment_bytes: int | None = None,
         group_size: int | None = None,
         inline_bytes: int | None = None,
+        executor: str = "nodes",
     ):
         self.nodes = check_nodes(nodes)
         options: dict[str, object] = {"sync": sync, "algorithm": algorithm}
         options |= {"segment_bytes": segment_bytes, "group_size": group_size}
-        options["inline_bytes"] = inline_bytes
-        self.sync, self.algorithm, self.algorithm_options, self.inline_bytes = _check_options(
-            {k: v for k, v in options.items() if v is not None}, self.nodes
-        )
+        options |= {"inline_bytes": inline_bytes, "executor": executor}
+        given = {k: v for k, v in options.items() if v is not None}
+        checked = _check_options(given, self.nodes)
+        self.sync, self.algorithm, self.algorithm_options = checked[:3]
+        self.inline_bytes, self.executor = checked[3:]
+        self.cores = _cores()
         self._closed = False
         self._call_lock = threading.Lock()
         self._crew = Crew(self.nodes, self.sync)
@@ -188,7 +217,8 @@ class CpuCommunicator(RingCommunicator):
         state = "closed" if self._closed else "open"
         return (
             f"CpuCommunicator(nodes={self.nodes}, sync={self.sync!r}, "
-            f"algorithm={self.algorithm!r}, inline_bytes={self.inline_bytes}, {state})"
+            f"algorithm={self.algorithm!r}, inline_bytes={self.inline_bytes}, "
+            f"executor={self.executor!r}, {state})"
         )
 
     # -- the caller's side -------------------------------------------------------------
@@ -202,6 +232,7 @@ class CpuCommunicator(RingCommunicator):
                 op,
                 algorithm=self.algorithm,
                 inline_bytes=self.inline_bytes,
+                executor=self.executor,
                 **self.algorithm_options,
             )
         )
@@ -229,7 +260,9 @@ class CpuCommunicator(RingCommunicator):
         buffers = list(call.buffers)
         itemsize = buffers[0].dtype.itemsize
         algorithm = options.pop("algorithm", self.algorithm)
-        inline = count * itemsize <= options.pop("inline_bytes", self.inline_bytes)
+        inline_bytes = options.pop("inline_bytes", self.inline_bytes)
+        executor = options.pop("executor", self.executor)
+        threads = self.threads_for(count * itemsize, inline_bytes, executor)
         algorithm = resolve_algorithm(self.backend, name, self.nodes, count * itemsize, algorithm)
         steps = plan_for(name, self.nodes, count, itemsize, algorithm, options)
         with self._call_lock:
@@ -237,11 +270,7 @@ class CpuCommunicator(RingCommunicator):
             error = None
             try:
                 with nvtx_ranges.annotate(name):
-                    job = self._crew.job(buffers, ufunc, steps, average)
-                    if inline:
-                        self._crew.run_inline(job)
-                    else:
-                        error = self._crew.run(job)
+                    error = self._run(buffers, ufunc, steps, average, threads, executor)
             except BaseException:
                 # Interrupted (Ctrl-C), wherever in this block, or a failure inline: no
                 # worker may outlive it.
@@ -250,6 +279,33 @@ class CpuCommunicator(RingCommunicator):
             if error is not None:
                 self._shut_down()
                 raise error
+
+    def threads_for(
+        self, nbytes: int, inline_bytes: int | None = None, executor: str | None = None
+    ) -> int:
+        """How many threads a call of ``nbytes`` per node runs on: 1 (the caller) up to
+        ``inline_bytes``; above it, one per node (``executor="nodes"``) or one per slice,
+        as many as nodes, cores and whole tiles allow (``"slices"``)."""
+        inline_bytes = self.inline_bytes if inline_bytes is None else inline_bytes
+        if self.nodes == 1 or nbytes <= inline_bytes:
+            return 1
+        if (self.executor if executor is None else executor) == "slices":
+            tiles = -(-nbytes // cpu_crew.tile_bytes())  # a slice is whole tiles
+            return min(self.nodes, self.cores, tiles)
+        return self.nodes
+
+    def _run(self, buffers, ufunc, steps, average, threads, executor):
+        """Run one plan on ``threads`` threads; a worker's exception is returned."""
+        crew = self._crew
+        if executor == "slices":
+            job = crew.slice_job(buffers, ufunc, steps, average, threads)
+            if job is not None:
+                return crew.run_slices(job)
+        job = crew.job(buffers, ufunc, steps, average)
+        if threads == 1:
+            crew.run_inline(job)
+            return None
+        return crew.run(job)
 
     def _shut_down(self) -> None:
         """Close after a call that did not complete: stop and join every worker."""

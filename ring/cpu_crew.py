@@ -13,6 +13,7 @@ bit for bit the untiled one.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -21,6 +22,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import nvtx_ranges
+from .by_position import by_position
+from .cpu_slices import SliceJob, run_slice, scratch_slots, slice_bounds
 from .cpu_sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
 from .machine import cache_bytes
 from .ops import divide_by_nodes
@@ -100,6 +103,8 @@ class _Job(NamedTuple):
     program: list
     actions: list  # per node: the steps' moves (tiled), or None to run step.moves
     tile: int  # elements per tile
+    finished: Any  # itertools.count: workers done with this call
+    workers: int  # every node's worker runs its steps
 
 
 def run_moves(job: _Job, node: int, moves: tuple) -> None:
@@ -149,9 +154,10 @@ class Crew:
         self.arrivals: list[itertools.count] = []
         self.programs: dict[Plan, tuple[list[Program], list]] = {}
         self.scratch: list[np.ndarray | None] = [None] * n
+        self.slots: list = []  # executor="slices": per part, each node's scratch tile
+        self.slots_key: tuple | None = None
         self.start: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
         self.done: queue.SimpleQueue = queue.SimpleQueue()
-        self.finished = itertools.count()
         self.fail_lock = threading.Lock()
         self.error: BaseException | None = None
         self.failed = False
@@ -184,7 +190,28 @@ class Crew:
         while len(self.arrivals) < steps.steps:
             self.arrivals.append(itertools.count())
         tile = max(1, tile_bytes() // dtype.itemsize)
-        return _Job(buffers, ufunc, steps, average, scratch, *compiled, tile)
+        return _Job(
+            buffers, ufunc, steps, average, scratch, *compiled, tile, itertools.count(), self.nodes
+        )
+
+    def slice_job(self, buffers: list, ufunc, steps: Plan, average: bool, parts: int):
+        """One call of ``steps`` run by position (:mod:`ring.cpu_slices`) in ``parts``
+        slices, or None where the plan cannot be read by position."""
+        positions = by_position(steps)
+        if positions is None:
+            return None
+        dtype = buffers[0].dtype
+        tile = max(1, tile_bytes() // dtype.itemsize)
+        bounds = slice_bounds(steps.length, parts, tile)
+        scratch: list = []
+        if positions.uses_scratch:
+            key = (dtype, tile, parts)
+            if self.slots_key != key:
+                self.slots, self.slots_key = scratch_slots(parts, self.nodes, tile, dtype), key
+            scratch = self.slots
+        return SliceJob(
+            buffers, ufunc, average, positions, bounds, tile, scratch, itertools.count(), parts - 1
+        )
 
     def _compile(self, steps: Plan) -> tuple[list[Program], list]:
         programs = program(steps, self.pushers, self.pairwise, self.pairs)
@@ -231,6 +258,30 @@ class Crew:
                 finally:
                     pop()
 
+    def run_slices(self, job: SliceJob) -> BaseException | None:
+        """Run one collective by position: slice 0 on the calling thread, the others on
+        workers 0.. (whichever node they serve); return a worker's exception, if any.  An
+        exception on the calling thread (Ctrl-C too) stops the workers at their next tile
+        and propagates; the caller then stops and joins them (:meth:`stop`)."""
+        if job.workers:
+            self.jobs += 1
+            for start in self.start[: job.workers]:
+                start.put(job)
+        try:
+            with contextlib.suppress(Aborted):  # a worker failed: its error is returned
+                run_slice(job, 0, self.check_failed)
+            if job.workers:
+                self.done.get()
+        except BaseException as interruption:
+            self.fail(interruption)
+            raise
+        return self.error if self.failed else None
+
+    def check_failed(self) -> None:
+        """Raise :class:`Aborted` if a thread of this call failed or the call was stopped."""
+        if self.failed:
+            raise Aborted
+
     def stop(self, join: bool) -> None:
         """Make every worker exit after its current step; with ``join``, wait for them."""
         self.fail(Aborted("stopped"))
@@ -253,20 +304,23 @@ class Crew:
     # -- the workers' side -------------------------------------------------------------
 
     def worker(self, node: int) -> None:
-        start, n = self.start[node], self.nodes
+        start = self.start[node]
         while True:
             job = start.get()
             if job is _STOP:
                 return
             try:
-                self.steps(node, job)
+                if job.__class__ is SliceJob:
+                    run_slice(job, node + 1, self.check_failed)
+                else:
+                    self.steps(node, job)
             except Aborted:
                 pass
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 self.fail(exc)
             finally:
-                # itertools.count is atomic under the GIL: exactly one node sees n - 1.
-                if next(self.finished) % n == n - 1:
+                # itertools.count is atomic under the GIL: exactly one worker sees the last.
+                if next(job.finished) == job.workers - 1:
                     self.done.put(None)
 
     def steps(self, node: int, job: _Job) -> None:

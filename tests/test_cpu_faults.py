@@ -39,6 +39,7 @@ _CHILD = textwrap.dedent(
 
     sync, rounds, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     algorithm, N, count = sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+    executor = sys.argv[7]
     ins = [np.full(count, i + 1.0) for i in range(N)]
     expected = float(sum(range(1, N + 1)))
 
@@ -47,13 +48,15 @@ _CHILD = textwrap.dedent(
 
     for r in range(rounds):
         bufs = [x.copy() for x in ins]
-        comm = CpuCommunicator(N, sync=sync, algorithm=algorithm) if mode == "comm" else None
+        comm = None
+        if mode == "comm":
+            comm = CpuCommunicator(N, sync=sync, algorithm=algorithm, executor=executor)
         print("go", flush=True)
         result = {"round": r}
         try:
             while True:
                 if comm is None:
-                    ring.allreduce(bufs, sync=sync, algorithm=algorithm)
+                    ring.allreduce(bufs, sync=sync, algorithm=algorithm, executor=executor)
                 else:
                     comm.allreduce(bufs)
         except KeyboardInterrupt:
@@ -94,11 +97,13 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _interrupt_rounds(sync, mode, rounds, seed, algorithm="ring", nodes=4, count=1 << 20):
+def _interrupt_rounds(
+    sync, mode, rounds, seed, algorithm="ring", nodes=4, count=1 << 20, executor="nodes"
+):
     """Rounds of the child on ``nodes`` buffers of ``count`` float64 (8 MiB by default: on
     the worker threads)."""
     rng = np.random.default_rng(seed)
-    args = [sync, str(rounds), mode, algorithm, str(nodes), str(count)]
+    args = [sync, str(rounds), mode, algorithm, str(nodes), str(count), executor]
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, *args],
         stdout=subprocess.PIPE,
@@ -151,6 +156,20 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
     if mode == "comm":
         assert all(r["threaded_calls"] == 0 for r in rounds), rounds
         assert any(r["closed_after_interrupt"] for r in rounds), rounds
+
+
+@pytest.mark.parametrize("mode", ["api", "comm"])
+def test_ctrl_c_mid_sliced_call_ends_it_as_on_the_node_threads(mode):
+    """executor="slices" on 8 MiB per node: the caller runs one slice while a worker runs
+    another.  A SIGINT inside the call stops the worker at its next tile; the
+    communicator closes and refuses the next call, and no result is wrong."""
+    rounds = _interrupt_rounds("pairwise", mode, rounds=4, seed=9, executor="slices")
+    for r in rounds:
+        _check_round(r, mode)
+    if mode == "comm":
+        assert any(r["closed_after_interrupt"] for r in rounds), rounds
+        if len(os.sched_getaffinity(0)) > 1:  # one core: the caller alone runs the call
+            assert all(r["threaded_calls"] > 0 for r in rounds), rounds
 
 
 @pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "ring"])

@@ -76,6 +76,10 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
         other = inline.notna() & (inline != INLINE_BYTES)
         named = base + " (inline_bytes=" + inline.fillna(0).astype("int64").astype(str) + ")"
         base = base.where(~other, named)
+    if "executor" in rows:
+        # cpu rows run by position (--executor slices); the default (nodes) keeps its label.
+        slices = rows["executor"].fillna("").astype(str) == "slices"
+        base = base.where(~slices, base + " (slices)")
     if several_kinds:
         base = base + " " + rows["dtype"] + " " + rows["op"]
     if "machine" in rows:

@@ -287,7 +287,7 @@ class DeviceSession(Session):
 
 # Columns that tell apart rows of one (backend, sync, nodes, dtype, op, bytes): a
 # backend's variants (see ``variants`` above).  Absent from a CSV means one variant.
-VARIANT_COLUMNS = ("graphs", "inline_bytes")
+VARIANT_COLUMNS = ("graphs", "inline_bytes", "executor")
 
 
 class Backend:

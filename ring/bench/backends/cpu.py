@@ -1,13 +1,15 @@
 """Backend ``cpu``: our algorithms on one persistent thread per node
 (:class:`ring.CpuCommunicator`), and calls of at most ``--inline-bytes`` per node on the
-calling thread.  A row says which ran: ``inline`` (1: the calling thread), and its
-``threads_per_core`` and ``pinned`` are those of the threads that did the work."""
+calling thread; ``--executor slices`` runs them by position on as many threads as nodes
+and cores allow instead.  A row says which ran: ``executor``, ``inline`` (1: the calling
+thread), and its ``threads_per_core`` and ``pinned`` are those of the threads that did the
+work."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...cpu import INLINE_BYTES, SYNC_MODES, CpuCommunicator
+from ...cpu import INLINE_BYTES, SYNC_MODES, CpuCommunicator, check_executor
 from ..algorithms import library_algorithms
 from ..ceilings import copy_traffic_bytes
 from ..flags import BenchInputError, parse_size, split_list
@@ -17,7 +19,13 @@ from .base import Backend, HostSession, Session, register_backend
 if TYPE_CHECKING:
     from ..cli import BenchConfig
 
-__all__ = ["CpuBackend", "CpuSession", "inline_bytes_requested", "ring_traffic_bytes"]
+__all__ = [
+    "CpuBackend",
+    "CpuSession",
+    "executors_requested",
+    "inline_bytes_requested",
+    "ring_traffic_bytes",
+]
 
 
 def inline_bytes_requested(config: BenchConfig) -> tuple[int, ...]:
@@ -29,6 +37,15 @@ def inline_bytes_requested(config: BenchConfig) -> tuple[int, ...]:
         raise BenchInputError(f"--inline-bytes: {exc}") from None
 
 
+def executors_requested(config: BenchConfig) -> tuple[str, ...]:
+    """``--executor`` (the cpu backend's flag): executors, each measured as its own series."""
+    text = str(getattr(config, "executor", "") or "nodes")
+    try:
+        return tuple(check_executor(item) for item in split_list(text, "--executor"))
+    except (BenchInputError, ValueError) as exc:
+        raise BenchInputError(f"--executor: {exc}") from None
+
+
 class CpuSession(HostSession):
     def __init__(
         self,
@@ -38,10 +55,11 @@ class CpuSession(HostSession):
         world,
         algorithm: str = "ring",
         inline_bytes: int | None = None,
+        executor: str = "nodes",
     ):
         super().__init__(nodes, sync, config, world)
         self.communicator = CpuCommunicator(
-            nodes, sync=sync, algorithm=algorithm, inline_bytes=inline_bytes
+            nodes, sync=sync, algorithm=algorithm, inline_bytes=inline_bytes, executor=executor
         )
         self.threads_pinned = False
         self.inline = False
@@ -56,15 +74,17 @@ class CpuSession(HostSession):
     def load(self, inputs) -> None:
         super().load(inputs)
         # The communicator's own rule (ring.cpu): at most inline_bytes per node runs on the
-        # calling thread, which no --pin holds; the other rows ran on the N workers.
+        # calling thread, which no --pin holds; the other rows ran on the N workers, or
+        # by slices on the caller and some of them.
         nbytes = self.buffers[0].nbytes if self.buffers else 0
         self.inline = self.nodes > 1 and 0 < nbytes <= self.communicator.inline_bytes
-        self.workers = 1 if self.inline else self.nodes
-        self.pinned = self.threads_pinned and not self.inline
+        self.workers = self.communicator.threads_for(nbytes)
+        slices = self.communicator.executor == "slices"
+        self.pinned = self.threads_pinned and not self.inline and not slices
 
     def row_extras(self) -> dict[str, Any]:
         inline = {"inline_bytes": self.communicator.inline_bytes, "inline": int(self.inline)}
-        return {**super().row_extras(), **inline}
+        return {**super().row_extras(), **inline, "executor": self.communicator.executor}
 
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
@@ -96,13 +116,22 @@ class CpuBackend(Backend):
     traffic = "3(N-1)·S + 3(N-1)·S (2(N-1)·S for chunks at or above the memcpy NT threshold)"
     sync_modes = SYNC_MODES
     algorithms = library_algorithms()
-    extra_columns = ("inline_bytes", "inline")
+    extra_columns = ("inline_bytes", "inline", "executor")
 
     @classmethod
     def add_arguments(cls, parser) -> None:
         add_pin_argument(parser)
         if "--inline-bytes" in parser._option_string_actions:
             return  # a subclass's (a test's backend) is the same flag
+        parser.add_argument(
+            "--executor",
+            default="",
+            help=(
+                "backend cpu: nodes (one thread per node, the default) or slices (the plan "
+                "run by position on as many threads as nodes and cores allow); a comma "
+                "list (nodes,slices) measures each in turn (CSV column executor)"
+            ),
+        )
         parser.add_argument(
             "--inline-bytes",
             default="",
@@ -117,11 +146,17 @@ class CpuBackend(Backend):
     def check(self, config: BenchConfig, world) -> None:
         pin_requested(config)
         inline_bytes_requested(config)
+        executors_requested(config)
 
     def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
-        if not getattr(config, "inline_bytes", ""):
-            return ({},)  # the default: series keep their plain names
-        return tuple({"inline_bytes": value} for value in inline_bytes_requested(config))
+        # Only the flags given name a series (the defaults keep their plain names).
+        inline = getattr(config, "inline_bytes", "") and inline_bytes_requested(config)
+        executors = getattr(config, "executor", "") and executors_requested(config)
+        return tuple(
+            {**({"inline_bytes": i} if inline else {}), **({"executor": e} if executors else {})}
+            for i in inline or (None,)
+            for e in executors or (None,)
+        )
 
     def traffic_bytes(self, nbytes: int, nodes: int) -> int | None:
         # The formula is the plain ring's; the other algorithms' traffic is not modelled.
@@ -129,4 +164,6 @@ class CpuBackend(Backend):
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         inline_bytes = self.variant.get("inline_bytes", inline_bytes_requested(config)[0])
-        return CpuSession(nodes, sync, config, world, self.algorithm or "ring", inline_bytes)
+        executor = self.variant.get("executor", executors_requested(config)[0])
+        algorithm = self.algorithm or "ring"
+        return CpuSession(nodes, sync, config, world, algorithm, inline_bytes, executor)
