@@ -14,6 +14,7 @@ from ..report.fmt import format_bytes
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups
 from .fit import Fit, Host, fit_group
+from .regimes import ONE, THREADED
 from .table import (
     TABLE_NODES,
     crossover_lines,
@@ -32,12 +33,40 @@ def _interval(fit: Fit, name: str, unit: float) -> str:
     return f"[{low * unit:.4g}, {high * unit:.4g}] (95 %)"
 
 
+def _regime(fit: Fit, whole: Fit) -> str:
+    limit = format_bytes(whole.inline_bytes)
+    if fit.regime == THREADED:
+        return f"  threaded: calls above {limit} per node, on N worker threads"
+    return f"  inline: calls of at most {limit} per node, on the calling thread"
+
+
 def _describe(fit: Fit) -> list[str]:
-    a, b, g = fit.params.alpha, fit.params.beta, fit.params.gamma
-    knee = fit.params.knee
     lines = [
         f"{' '.join(fit.key.values())} ({', '.join(fit.algorithms)}; N = "
-        f"{', '.join(map(str, fit.nodes))}; {'shared bus' if fit.shared else 'own links'})",
+        f"{', '.join(map(str, fit.nodes))}; {'shared bus' if fit.shared else 'own links'})"
+    ]
+    for regime in fit.regimes():
+        if regime.regime != ONE:
+            lines.append(_regime(regime, fit))
+        lines += _parameters(regime)
+    lines.append(
+        "  held-out (fit on alternate sizes), error at sizes >= "
+        f"{format_bytes(HELD_OUT_MIN_BYTES)}:"
+    )
+    for h in fit.held_out:
+        if h.nbytes >= HELD_OUT_MIN_BYTES:
+            lines.append(
+                f"    {h.algorithm} N={h.nodes} {format_bytes(h.nbytes):>8}: measured "
+                f"{h.measured_s * 1e6:10.1f} us, predicted {h.predicted_s * 1e6:10.1f} us, "
+                f"{h.error * 100:+6.1f} %"
+            )
+    return lines
+
+
+def _parameters(fit: Fit) -> list[str]:
+    a, b, g = fit.params.alpha, fit.params.beta, fit.params.gamma
+    knee = fit.params.knee
+    return [
         f"  alpha = {a * 1e6:.3g} us {_interval(fit, 'alpha', 1e6)}",
         f"  beta  = {b * 1e12:.4g} ps/B {_interval(fit, 'beta', 1e12)}",
         f"  gamma = {g * 1e12:.4g} ps/B, {fit.gamma_source}",
@@ -53,17 +82,7 @@ def _describe(fit: Fit) -> list[str]:
         f"  sigma = {fit.params.sigma:.3g} per node per core past 1"
         + (f" {_interval(fit, 'sigma', 1)}" if "sigma" in fit.interval else "")
         + f", {fit.sigma_source}",
-        "  held-out (fit on alternate sizes), error at sizes >= "
-        f"{format_bytes(HELD_OUT_MIN_BYTES)}:",
     ]
-    for h in fit.held_out:
-        if h.nbytes >= HELD_OUT_MIN_BYTES:
-            lines.append(
-                f"    {h.algorithm} N={h.nodes} {format_bytes(h.nbytes):>8}: measured "
-                f"{h.measured_s * 1e6:10.1f} us, predicted {h.predicted_s * 1e6:10.1f} us, "
-                f"{h.error * 100:+6.1f} %"
-            )
-    return lines
 
 
 def _fit(args: argparse.Namespace) -> None:
