@@ -8,8 +8,8 @@ import numpy as np
 from .costs import Factors
 from .data import Group
 from .efficiency import BOOTSTRAP_ROUNDS as FACTOR_ROUNDS
-from .efficiency import FORM, fit_with_factors
-from .joint import AlgorithmFactors
+from .efficiency import fit_with_factors
+from .joint import AlgorithmFactors, Settings
 
 __all__ = ["BOOTSTRAP_ROUNDS", "FACTOR_TERMS", "PARAMETERS", "bootstrap", "intervals"]
 
@@ -22,11 +22,8 @@ FACTOR_TERMS = Factors._fields
 
 def bootstrap(
     group: Group,
-    gamma: float | None,
-    knee: float,
+    settings: Settings,
     rng: np.random.Generator,
-    sigma: float | None = 0.0,
-    form: str = FORM,
     start: AlgorithmFactors | None = None,
 ) -> np.ndarray:
     """Parameters, then each algorithm's (steps, bytes) factors in name order, refitted on
@@ -39,9 +36,7 @@ def bootstrap(
     for _ in range(BOOTSTRAP_ROUNDS):
         chosen = rng.choice(len(sizes), size=len(sizes), replace=True)
         points = [p for i in chosen for p in by_size[sizes[i]]]
-        params, factors = fit_with_factors(
-            points, group.shared, gamma, knee, sigma, form, start, FACTOR_ROUNDS
-        )
+        params, factors = fit_with_factors(points, settings, start, FACTOR_ROUNDS)
         draws.append([*params, *(x for a in algorithms for x in factors.get(a, Factors()))])
     return np.array(draws)
 

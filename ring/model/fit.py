@@ -30,7 +30,7 @@ from .costs import Factors, ModelInputError, Params, predict_seconds, working_se
 from .data import ADD_TRAFFIC, Group, Point
 from .draws import BOOTSTRAP_ROUNDS, FACTOR_TERMS, PARAMETERS, bootstrap, intervals
 from .efficiency import FORM, fit_with_factors, held_gamma, reference_algorithm
-from .joint import design, fit_points, predict_point
+from .joint import Settings, design, fit_points, predict_point
 from .regimes import INLINE, ONE, THREADED, runs_inline, split, threshold
 from .solve import identifiable
 
@@ -207,18 +207,17 @@ def _pair(value: object) -> tuple[int, int] | None:
     return int(value[0]), int(value[1])
 
 
-def _bic(points: list[Point], shared: bool, params: Params, extra: int) -> float:
+def _bic(points: list[Point], settings: Settings, extra: int) -> float:
     """Bayesian information criterion of the relative residuals (lower is better)."""
-    errors = [predict_point(params, p, shared) / p.seconds - 1 for p in points]
+    params = fit_points(points, settings)
+    errors = [predict_point(params, p, settings.shared) / p.seconds - 1 for p in points]
     # Relative errors under RESOLUTION are rounding, not a better fit.
     rss = max(float(np.sum(np.square(errors))), len(points) * RESOLUTION**2)
     return len(points) * math.log(rss / len(points)) + (3 + extra) * math.log(len(points))
 
 
-def choose_knee(
-    points: list[Point], shared: bool, gamma: float | None, sigma: float | None = 0.0
-) -> float:
-    """The working set past which β changes, or inf for none.
+def choose_knee(points: list[Point], settings: Settings) -> float:
+    """The working set past which β changes, or inf for none (the settings' knee unused).
 
     On the reference CPU the per-byte cost doubles once N·n passes the last-level cache
     (32 MiB), which one β cannot follow (it missed by 40-47 % past it); the MPI ring's
@@ -228,12 +227,12 @@ def choose_knee(
     side is tried; one is kept only if it lowers the BIC (two more parameters: the knee and
     the second β) below the single-β model's.
     """
-    sets = sorted({working_set(p.nodes, p.nbytes, shared) for p in points})
+    sets = sorted({working_set(p.nodes, p.nbytes, settings.shared) for p in points})
     best_knee = math.inf
-    best = _bic(points, shared, fit_points(points, shared, gamma, sigma=sigma), 0)
+    best = _bic(points, settings._replace(knee=math.inf), 0)
     for i in range(KNEE_MIN_SIZES - 1, len(sets) - KNEE_MIN_SIZES):
         knee = math.sqrt(sets[i] * sets[i + 1])  # between the two, on the log scale
-        score = _bic(points, shared, fit_points(points, shared, gamma, knee, sigma), 2)
+        score = _bic(points, settings._replace(knee=knee), 2)
         if score < best:
             best, best_knee = score, knee
     return best_knee
@@ -272,14 +271,10 @@ def _sigma_choice(group: Group) -> tuple[float | None, str]:
 
 
 def held_out(
-    points: list[Point],
-    shared: bool,
-    gamma: float | None,
-    sigma: float | None = 0.0,
-    form: str = FORM,
-    train: set[int] | None = None,
+    points: list[Point], settings: Settings, train: set[int] | None = None
 ) -> list[HeldOut]:
-    """Fit on every other size (1st, 3rd, ...; or the sizes ``train``), predict the others."""
+    """Fit on every other size (1st, 3rd, ...; or the sizes ``train``), predict the others;
+    the knee and the held γ chosen again on the training sizes."""
     sizes = sorted({p.nbytes for p in points})
     if train is None or not train & set(sizes):
         train = set(sizes[0::2])
@@ -287,12 +282,16 @@ def held_out(
     if not test:
         return []
     training = [p for p in points if p.nbytes in train]
-    knee = choose_knee(training, shared, gamma, sigma)
-    gamma = held_gamma(training, shared, gamma, knee, sigma, form)
-    params, factors = fit_with_factors(training, shared, gamma, knee, sigma, form)
+    settings = settings._replace(knee=choose_knee(training, settings))
+    settings = settings._replace(gamma=held_gamma(training, settings))
+    params, factors = fit_with_factors(training, settings)
     return [
         HeldOut(
-            p.algorithm, p.nodes, p.nbytes, p.seconds, predict_point(params, p, shared, factors)
+            p.algorithm,
+            p.nodes,
+            p.nbytes,
+            p.seconds,
+            predict_point(params, p, settings.shared, factors),
         )
         for p in sorted(test, key=lambda p: (p.algorithm, p.nodes, p.nbytes))
     ]
@@ -338,16 +337,17 @@ def _fit_rows(group: Group, seed: int, form: str, train: set[int] | None = None)
     gamma, gamma_source = _gamma_choice(group)
     sigma, sigma_source = _sigma_choice(group)
     algorithms = sorted({p.algorithm for p in group.points})
-    knee = choose_knee(group.points, group.shared, gamma, sigma)
-    held = held_gamma(group.points, group.shared, gamma, knee, sigma, form)
+    chosen = Settings(group.shared, gamma, math.inf, sigma, form)
+    knee = choose_knee(group.points, chosen)
+    held = held_gamma(group.points, chosen._replace(knee=knee))
+    settings = chosen._replace(knee=knee, gamma=held)
     if held is not None and gamma is None:
         gamma_source = (
             "fitted jointly by the theory's coefficients, then held while the per-algorithm "
             "factors were fitted (with these N, β + γ and the factors cannot be told apart)"
         )
-    params, factors = fit_with_factors(group.points, group.shared, held, knee, sigma, form)
-    rng = np.random.default_rng(seed)
-    draws = bootstrap(group, held, knee, rng, sigma, form, factors)
+    params, factors = fit_with_factors(group.points, settings)
+    draws = bootstrap(group, settings, np.random.default_rng(seed), factors)
     interval, factor_interval = intervals(draws, algorithms)
     return Fit(
         key=dict(group.key),
@@ -358,7 +358,7 @@ def _fit_rows(group: Group, seed: int, form: str, train: set[int] | None = None)
         algorithms=algorithms,
         nodes=sorted({p.nodes for p in group.points}),
         sizes=sorted({p.nbytes for p in group.points}),
-        held_out=held_out(group.points, group.shared, gamma, sigma, form, train),
+        held_out=held_out(group.points, chosen, train),
         sources=list(group.sources),
         sigma_source=sigma_source,
         cores=group.cores,
