@@ -15,6 +15,10 @@ same way jointly with them where the group has rows with no more nodes than core
 rows with more: N = 2 on the 2-core reference machine is one and N = 4 the other, so what
 N = 4 costs beyond its extra steps and bytes is σ's.  Where every row is on one side σ is
 fixed at 0 and the fit says so (``sigma_source``), as for γ.
+
+The cpu backend's calls run inline (on the calling thread) up to ``inline_bytes`` per node
+and on N threads above it: a group with rows of both is fitted as two regimes, each with
+everything above, and a call is priced by the one it runs in (ring.model.regimes).
 """
 
 from __future__ import annotations

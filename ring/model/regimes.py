@@ -16,6 +16,17 @@ communicator's rule (:func:`runs_inline`).  The held-out check splits the whole 
 by its own regime's fit.  A group with rows of one regime only (an MPI or GPU group, a CPU
 sweep wholly below or above the threshold, or a CSV from before the column) is one fit as
 before, used at every size.
+
+On the reference CPU sweep (ring/model/defaults/amd-epyc-2core) the regimes take the
+held-out points within 25 % (>= 4 KiB) from 12 and 24 to 29 and 31 of 49 at N = 2 and 4;
+most misses left are at 8, 32 and 512 KiB, sizes the sweep measured slower than both
+neighbours (the later run of results/reference/amd-epyc-2core/auto_check has 8 and 32 KiB
+in line with theirs).  The picks judged on that run (check-picks) move from 31 to 29 of 34
+sizes within 1.1x: 64 MiB at N = 2 (1.26x, where that run's auto and its own fixed series of
+the same algorithm differ by as much) and 4 MiB at N = 4 (1.11x).  An inline call pays
+every node's steps on one thread, so its step terms could be N times the critical path's;
+priced so, the fit followed the sweep worse (23 and 25 of 49), so the steps stay the
+critical path's, their cost per step the inline regime's own α.
 """
 
 from __future__ import annotations
