@@ -85,6 +85,8 @@ def test_a_call_is_priced_by_the_regime_it_runs_in(tmp_path, capsys):
     argv = ["predict", "--fit", str(tmp_path / "fit.json"), "--algorithm", "ring"]
     assert main([*argv, "--nodes", "4", "--bytes", "1KiB"]) == 0
     assert f"{fit.predict('ring', 4, 1024) * 1e6:.1f} us" in capsys.readouterr().out
+    assert main([*argv, "--nodes", "4", "--bytes", "1KiB", "--inline-bytes", "0"]) == 0
+    assert f"{threaded * 1e6:.1f} us" in capsys.readouterr().out
 
 
 def test_a_fit_file_from_before_the_regimes_is_one_fit_at_every_size(tmp_path):

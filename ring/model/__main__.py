@@ -104,11 +104,17 @@ def _size(text: str) -> int:
         raise ModelInputError(str(exc)) from None
 
 
+def _host(args: argparse.Namespace) -> Host:
+    """The machine and inline threshold asked for (None: the fit's, or auto's)."""
+    limit = None if args.inline_bytes is None else _size(args.inline_bytes)
+    return Host(args.cores, None, limit)
+
+
 def _predict(args: argparse.Namespace) -> None:
     fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     nbytes = _size(args.bytes)
     for fit in fits:
-        seconds = fit.predict(args.algorithm, args.nodes, nbytes, Host(args.cores))
+        seconds = fit.predict(args.algorithm, args.nodes, nbytes, _host(args))
         measured = (
             "" if args.algorithm in fit.algorithms else " (not measured: the theory, factors 1)"
         )
@@ -131,7 +137,7 @@ def _auto_fits(backend: str | None) -> list[Fit]:
 
 
 def _table(args: argparse.Namespace) -> None:
-    host = Host(args.cores)
+    host = _host(args)
     if args.fit:
         fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     else:
@@ -139,7 +145,8 @@ def _table(args: argparse.Namespace) -> None:
 
         fits = _auto_fits(args.backend)
         host = local_host()  # what auto predicts with
-        host = host if args.cores is None else host._replace(cores=args.cores)
+        given = _host(args)._asdict().items()
+        host = host._replace(**{k: v for k, v in given if v is not None})
     for fit in fits:
         names = list(ALGORITHMS) if args.all else list(fit.algorithms)
         rows = decision_table(fit, names, host=host)
@@ -190,6 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
             type=int,
             help="cores the N nodes run on, for the oversubscription term (default: the "
             "fitted machine's; table without --fit: this machine's, as auto)",
+        )
+        sub.add_argument(
+            "--inline-bytes",
+            help="the cpu backend's inline_bytes, where a fit has its inline and threaded "
+            "regimes (default: the one its rows ran with; table without --fit: "
+            "ring.cpu.INLINE_BYTES, as auto)",
         )
     predict = commands.choices["predict"]
     predict.add_argument("--algorithm", required=True)
