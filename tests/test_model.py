@@ -17,6 +17,7 @@ from ring.model.__main__ import main
 from ring.model.auto import DEFAULTS
 from ring.model.data import Group, Point, load_groups
 from ring.model.fit import SIGMA_ABSENT, Fit, Host, fit_group, fit_points, held_out
+from ring.model.joint import Settings
 from ring.model.paper import busbw_GBps, load_links
 from ring.model.table import decision_table, load_fits, save_fits
 
@@ -165,7 +166,7 @@ def test_held_out_error_by_hand():
     for size in (1024, 2048, 4096, 8192, 16384):
         exact = 2 * p.alpha + 2 * (1 / 2) * size * p.beta
         points.append(Point("ring", 2, size, exact * (1.1 if size in (2048, 8192) else 1.0)))
-    result = held_out(points, shared=False, gamma=0.0)
+    result = held_out(points, Settings(shared=False, gamma=0.0))
     assert [h.nbytes for h in result] == [2048, 8192]
     for h in result:
         assert h.error == pytest.approx(-1 / 11, rel=1e-6)
@@ -200,7 +201,7 @@ def test_predictions_check_their_inputs():
         with pytest.raises(ModelInputError, match=message):
             predict_seconds(TRUE, *bad)
     with pytest.raises(ModelInputError, match="no data"):
-        fit_points([], shared=False, gamma=None)
+        fit_points([], Settings(shared=False))
     for params, per_core, message in [
         (TRUE._replace(sigma=-0.5), 2.0, "sigma must be finite and >= 0, got -0.5"),
         (TRUE._replace(sigma=math.nan), 2.0, "sigma must be finite"),

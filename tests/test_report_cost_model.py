@@ -27,7 +27,8 @@ def test_section_builds_from_the_committed_fits(tmp_path):
     assert "committed default fits" in section.source
     committed = [f for p in auto.default_fit_files() for f in load_fits(p)]
     parameters = _table(section, "Fitted parameters")
-    assert len(parameters.rows) == len(committed)
+    assert len(parameters.rows) == sum(len(f.regimes()) for f in committed)
+    assert any(", inline (≤ 4 MiB per node)" in row[0] for row in parameters.rows)
     assert {row[0].split(" on ")[0] for row in parameters.rows} >= {"cpu", "mpi", "gpu"}
     held = _table(section, "Held-out check")
     for fit, row in zip(committed, held.rows, strict=True):

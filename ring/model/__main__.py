@@ -14,6 +14,7 @@ from ..report.fmt import format_bytes
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups
 from .fit import Fit, Host, fit_group
+from .regimes import ONE, THREADED
 from .table import (
     TABLE_NODES,
     crossover_lines,
@@ -32,12 +33,40 @@ def _interval(fit: Fit, name: str, unit: float) -> str:
     return f"[{low * unit:.4g}, {high * unit:.4g}] (95 %)"
 
 
+def _regime(fit: Fit, whole: Fit) -> str:
+    limit = format_bytes(whole.inline_bytes)
+    if fit.regime == THREADED:
+        return f"  threaded: calls above {limit} per node, on N worker threads"
+    return f"  inline: calls of at most {limit} per node, on the calling thread"
+
+
 def _describe(fit: Fit) -> list[str]:
-    a, b, g = fit.params.alpha, fit.params.beta, fit.params.gamma
-    knee = fit.params.knee
     lines = [
         f"{' '.join(fit.key.values())} ({', '.join(fit.algorithms)}; N = "
-        f"{', '.join(map(str, fit.nodes))}; {'shared bus' if fit.shared else 'own links'})",
+        f"{', '.join(map(str, fit.nodes))}; {'shared bus' if fit.shared else 'own links'})"
+    ]
+    for regime in fit.regimes():
+        if regime.regime != ONE:
+            lines.append(_regime(regime, fit))
+        lines += _parameters(regime)
+    lines.append(
+        "  held-out (fit on alternate sizes), error at sizes >= "
+        f"{format_bytes(HELD_OUT_MIN_BYTES)}:"
+    )
+    for h in fit.held_out:
+        if h.nbytes >= HELD_OUT_MIN_BYTES:
+            lines.append(
+                f"    {h.algorithm} N={h.nodes} {format_bytes(h.nbytes):>8}: measured "
+                f"{h.measured_s * 1e6:10.1f} us, predicted {h.predicted_s * 1e6:10.1f} us, "
+                f"{h.error * 100:+6.1f} %"
+            )
+    return lines
+
+
+def _parameters(fit: Fit) -> list[str]:
+    a, b, g = fit.params.alpha, fit.params.beta, fit.params.gamma
+    knee = fit.params.knee
+    return [
         f"  alpha = {a * 1e6:.3g} us {_interval(fit, 'alpha', 1e6)}",
         f"  beta  = {b * 1e12:.4g} ps/B {_interval(fit, 'beta', 1e12)}",
         f"  gamma = {g * 1e12:.4g} ps/B, {fit.gamma_source}",
@@ -53,17 +82,7 @@ def _describe(fit: Fit) -> list[str]:
         f"  sigma = {fit.params.sigma:.3g} per node per core past 1"
         + (f" {_interval(fit, 'sigma', 1)}" if "sigma" in fit.interval else "")
         + f", {fit.sigma_source}",
-        "  held-out (fit on alternate sizes), error at sizes >= "
-        f"{format_bytes(HELD_OUT_MIN_BYTES)}:",
     ]
-    for h in fit.held_out:
-        if h.nbytes >= HELD_OUT_MIN_BYTES:
-            lines.append(
-                f"    {h.algorithm} N={h.nodes} {format_bytes(h.nbytes):>8}: measured "
-                f"{h.measured_s * 1e6:10.1f} us, predicted {h.predicted_s * 1e6:10.1f} us, "
-                f"{h.error * 100:+6.1f} %"
-            )
-    return lines
 
 
 def _fit(args: argparse.Namespace) -> None:
@@ -85,11 +104,17 @@ def _size(text: str) -> int:
         raise ModelInputError(str(exc)) from None
 
 
+def _host(args: argparse.Namespace) -> Host:
+    """The machine and inline threshold asked for (None: the fit's, or auto's)."""
+    limit = None if args.inline_bytes is None else _size(args.inline_bytes)
+    return Host(args.cores, None, limit)
+
+
 def _predict(args: argparse.Namespace) -> None:
     fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     nbytes = _size(args.bytes)
     for fit in fits:
-        seconds = fit.predict(args.algorithm, args.nodes, nbytes, Host(args.cores))
+        seconds = fit.predict(args.algorithm, args.nodes, nbytes, _host(args))
         measured = (
             "" if args.algorithm in fit.algorithms else " (not measured: the theory, factors 1)"
         )
@@ -112,7 +137,7 @@ def _auto_fits(backend: str | None) -> list[Fit]:
 
 
 def _table(args: argparse.Namespace) -> None:
-    host = Host(args.cores)
+    host = _host(args)
     if args.fit:
         fits = select(load_fits(args.fit), backend=args.backend, machine=args.machine)
     else:
@@ -120,7 +145,8 @@ def _table(args: argparse.Namespace) -> None:
 
         fits = _auto_fits(args.backend)
         host = local_host()  # what auto predicts with
-        host = host if args.cores is None else host._replace(cores=args.cores)
+        given = _host(args)._asdict().items()
+        host = host._replace(**{k: v for k, v in given if v is not None})
     for fit in fits:
         names = list(ALGORITHMS) if args.all else list(fit.algorithms)
         rows = decision_table(fit, names, host=host)
@@ -171,6 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
             type=int,
             help="cores the N nodes run on, for the oversubscription term (default: the "
             "fitted machine's; table without --fit: this machine's, as auto)",
+        )
+        sub.add_argument(
+            "--inline-bytes",
+            help="the cpu backend's inline_bytes, where a fit has its inline and threaded "
+            "regimes (default: the one its rows ran with; table without --fit: "
+            "ring.cpu.INLINE_BYTES, as auto)",
         )
     predict = commands.choices["predict"]
     predict.add_argument("--algorithm", required=True)

@@ -9,10 +9,14 @@ it measured (the ones its decision table names): an extrapolated cost never pick
 The choice depends only on the fit, the backend, the collective, N, the bytes per node
 and the machine it runs on (:func:`local_host`: N over its cores is the nodes per core
 that σ prices, its caches size ring-segmented's blocks), which are the same on every MPI
-rank of one host (the pre-flight row
-compares the resolved algorithm too, so ranks that read different fits, or hosts with
-different cores, fail together instead of deadlocking).  It is cached
-per (backend, collective, N, bytes): a repeated call costs one dictionary look-up.
+rank of one host (the pre-flight row compares the resolved algorithm too, so ranks that
+read different fits, or hosts with different cores, fail together instead of
+deadlocking).  On the cpu backend the bytes per node also say whether the call runs
+inline or on the worker threads (ring.model.regimes): a fit with both regimes prices it
+by the one it runs in, split at the backend's default ``inline_bytes``
+(:data:`ring.cpu.INLINE_BYTES`; a communicator made with another ``inline_bytes`` is
+priced as if it had the default).  It is cached per (backend, collective, N, bytes): a
+repeated call costs one dictionary look-up.
 """
 
 from __future__ import annotations
@@ -65,10 +69,12 @@ def local_cores() -> int:
 
 
 def local_host() -> Host:
-    """This machine, as the predictions of ``auto`` see it."""
+    """This machine, as the predictions of ``auto`` see it; a CPU fit's regimes split at the
+    cpu backend's default ``inline_bytes`` (ring.model.regimes)."""
+    from ..cpu import INLINE_BYTES
     from ..machine import cache_bytes
 
-    return Host(local_cores(), cache_bytes())
+    return Host(local_cores(), cache_bytes(), INLINE_BYTES)
 
 
 def _closeness(fit: Fit, local: str) -> int:

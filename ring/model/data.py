@@ -31,6 +31,10 @@ ALGORITHM_OF_BACKEND = {"cpu": "ring", "mpi": "ring", "gpu": "ring", "seed-cpp":
 # memory bus, whether or not the harness filled ``shared_devices`` (it leaves it empty on
 # host rows since device sharing became its meaning).
 SHARED_BUS = frozenset({"cpu"})
+# The cpu backend's ways of running a call's nodes (its ``executor`` column): the model
+# prices a thread per node (or the calling thread for them all, inline); rows of another
+# executor are left out.  A CSV without the column ran this one.
+EXECUTORS = frozenset({"", "nodes"})
 # Bytes of memory traffic per byte reduced by `a += b` (two reads, one write), the convention
 # of the ceilings the harness records (ring.bench.ceilings, ring.bench.gpu).
 ADD_TRAFFIC = 3
@@ -47,6 +51,9 @@ class Point:
     nodes_per_core: float = 0.0
     # ring-segmented's block in the run: the backend's default on the machine that ran it.
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    # The cpu backend ran this row's calls on the calling thread, node after node (its
+    # ``inline`` column): a regime of its own (ring.model.regimes).
+    inline: bool = False
 
 
 @dataclass
@@ -164,6 +171,10 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
     machine = machine_label(meta, csv_path)
     caches = _caches(meta)
     for line, row in enumerate(_read(csv_path), start=2):
+        executor = row.get("executor") or ""
+        if executor not in EXECUTORS:
+            skipped.add(f"executor={executor}")
+            continue
         algorithm = _algorithm(row)
         if algorithm is None:
             skipped.add(row.get("algorithm") or row["backend"])
@@ -185,14 +196,15 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         per_core = _nodes_per_core(meta, row, nodes)
         # The harness records no block size: the backend took its default on that machine.
         segment = default_segment_bytes(nodes, caches) if caches else DEFAULT_SEGMENT_BYTES
-        group.points.append(Point(algorithm, nodes, nbytes, seconds, per_core, segment))
+        inline = row.get("inline") == "1"
+        group.points.append(Point(algorithm, nodes, nbytes, seconds, per_core, segment, inline))
         cores = (meta.get("environment") or {}).get("cores")
         if isinstance(cores, int) and cores > 0:
             group.cores = cores
         elif not group.cores and per_core > 0:
             # No environment beside the CSV: p is the threads that ran over the cores, and
             # a call the cpu backend ran inline ran on one thread.
-            threads = 1 if row.get("inline") == "1" else nodes
+            threads = 1 if inline else nodes
             group.cores = round(threads / per_core)
         group.caches = caches or group.caches
         if str(csv_path) not in group.sources:
@@ -216,7 +228,13 @@ def load_groups(paths: Sequence[str | Path]) -> tuple[list[Group], list[str]]:
             f"(left out: {', '.join(sorted(skipped)) or 'nothing'})"
         )
     notes = [
-        f"{name}: not fitted (a peer whose algorithm is its library's choice, or unknown)"
+        f"{name}: not fitted ("
+        + (
+            "the model prices the cpu backend's thread per node only"
+            if name.startswith("executor=")
+            else "a peer whose algorithm is its library's choice, or unknown"
+        )
+        + ")"
         for name in sorted(skipped)
     ]
     return list(groups.values()), notes

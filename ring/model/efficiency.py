@@ -37,17 +37,34 @@ fastest from 2 KiB to 256 KiB), so no fit of them picked it there: sweeps measur
 rounds carry drift between series that a fit cannot tell from the algorithms.  The
 committed default is fitted from sweeps measured with ``--rounds 5`` (its JSON sidecars
 say so); results/reference/amd-epyc-2core/auto_check/README.md gives what it picks.
+
+Per (algorithm, N) tried again on that default, its cpu regimes fitted apart
+(ring.model.regimes), picks judged on that README's run (of 68 sizes within 1.1x; cpu N=2,
+N=4, mpi N=2, N=4) beside the held-out points within 25 % (of 49 each, same order):
+
+    factors                                 picks                held-out
+    κ, η per algorithm (kept)               56: 14, 15, 14, 13   29, 31, 35, 33
+    κ, η per (algorithm, N)                 50: 12, 12, 14, 12   31, 26, 36, 38
+    κ per (algorithm, N), η per algorithm   52: 12, 13, 14, 13   30, 27, 37, 36
+    η per (algorithm, N), κ per algorithm   51: 12, 15, 14, 10   28, 29, 36, 35
+
+Per N, the fit picks recursive doubling at mpi N = 4 from 2 KiB to 16 KiB, where these
+sweeps have it ahead, but also at 1 KiB, where direct is 1.19x faster, and it moves the
+picks of other sizes as far the other way (mpi N = 4 worst 1.19x instead of 1.35x, but at
+as many sizes).  Below 64 KiB the MPI times jump between neighbouring sizes by more than
+the algorithms differ (recursive doubling 1.3x ahead of direct at 2 KiB, behind at 4 and 8
+KiB, ahead at 16 and 32 KiB, in the sweep and the check alike), which no cost smooth in the
+size follows, with one factor or two.  So the factors stay per algorithm, the same at every
+N, and an N that was not measured needs no rule of its own.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from .costs import Factors, ModelInputError, Params, oversubscription
 from .data import Point
-from .joint import AlgorithmFactors, design, fit_points, predict_point, split
+from .joint import FORM, FORMS, AlgorithmFactors, Settings, design, fit_points, predict_point, split
 from .solve import identifiable, robust_nnls
 
 __all__ = [
@@ -59,8 +76,6 @@ __all__ = [
     "reference_algorithm",
 ]
 
-FORMS = ("theory", "time", "split")
-FORM = "split"
 ROUNDS = 30
 # A bootstrap draw starts from the full data's factors and takes one round from there: a
 # full alternation per draw made the reference fit take minutes instead of seconds.
@@ -82,15 +97,8 @@ def _parts(params: Params, points: list[Point], shared: bool) -> tuple[np.ndarra
     return steps, per_byte
 
 
-def held_gamma(
-    points: list[Point],
-    shared: bool,
-    gamma: float | None,
-    knee: float = math.inf,
-    sigma: float | None = 0.0,
-    form: str = FORM,
-) -> float | None:
-    """γ to hold while the factors are fitted: the given one, else the theory's fit's
+def held_gamma(points: list[Point], settings: Settings) -> float | None:
+    """γ to hold while the factors are fitted: the settings' one, else the theory's fit's
     where β, γ and the factors together are not determined by the rows, else None.
 
     With every N a power of two, only recursive doubling (and the bidirectional ring on
@@ -99,10 +107,11 @@ def held_gamma(
     factors (the factors say how far each algorithm is from it); a non-power-of-two N,
     where recursive doubling's ratio changes with N, separates them.
     """
+    shared, gamma, knee, _, form = settings
     algorithms = sorted({p.algorithm for p in points})
     if gamma is not None or form == "theory" or len(algorithms) < 2:
         return gamma
-    theory = fit_points(points, shared, None, knee, sigma)
+    theory = fit_points(points, settings)
     rows, measured, sets = design(points, shared)
     # σ scales each whole row, as it does the factors' columns below.
     load = np.array([oversubscription(theory.sigma, p.nodes_per_core) for p in points])
@@ -136,22 +145,19 @@ def _own_factors(params: Params, points: list[Point], shared: bool, form: str) -
 
 def fit_with_factors(
     points: list[Point],
-    shared: bool,
-    gamma: float | None,
-    knee: float = math.inf,
-    sigma: float | None = 0.0,
-    form: str = FORM,
+    settings: Settings,
     start: AlgorithmFactors | None = None,
     rounds: int = ROUNDS,
 ) -> tuple[Params, dict[str, Factors]]:
     """The joint parameters and each measured algorithm's factors, alternated from
     ``start`` (default: the theory's) until neither moves; no factors for ``theory`` or a
     group of one algorithm."""
+    shared, form = settings.shared, settings.form
     if form not in FORMS:
         raise ModelInputError(f"unknown factor form {form!r}: choose one of {', '.join(FORMS)}")
     algorithms = sorted({p.algorithm for p in points})
     factors = {a: Factors() for a in algorithms} | dict(start or {})
-    params = fit_points(points, shared, gamma, knee, sigma, factors)
+    params = fit_points(points, settings, factors)
     if form == "theory" or len(algorithms) < 2:
         return params, {}
     reference = reference_algorithm(algorithms)
@@ -161,7 +167,7 @@ def fit_with_factors(
             a: Factors() if a == reference else _own_factors(params, rows[a], shared, form)
             for a in algorithms
         }
-        params = fit_points(points, shared, gamma, knee, sigma, updated)
+        params = fit_points(points, settings, updated)
         settled = all(
             np.allclose(updated[a], factors.get(a, Factors()), rtol=TOLERANCE, atol=1e-12)
             for a in algorithms

@@ -15,6 +15,10 @@ same way jointly with them where the group has rows with no more nodes than core
 rows with more: N = 2 on the 2-core reference machine is one and N = 4 the other, so what
 N = 4 costs beyond its extra steps and bytes is σ's.  Where every row is on one side σ is
 fixed at 0 and the fit says so (``sigma_source``), as for γ.
+
+The cpu backend's calls run inline (on the calling thread) up to ``inline_bytes`` per node
+and on N threads above it: a group with rows of both is fitted as two regimes, each with
+everything above, and a call is priced by the one it runs in (ring.model.regimes).
 """
 
 from __future__ import annotations
@@ -28,18 +32,14 @@ import numpy as np
 from ..schedule import default_segment_bytes
 from .costs import Factors, ModelInputError, Params, predict_seconds, working_set
 from .data import ADD_TRAFFIC, Group, Point
-from .efficiency import BOOTSTRAP_ROUNDS as FACTOR_ROUNDS
+from .draws import BOOTSTRAP_ROUNDS, FACTOR_TERMS, PARAMETERS, bootstrap, intervals
 from .efficiency import FORM, fit_with_factors, held_gamma, reference_algorithm
-from .joint import AlgorithmFactors, design, fit_points, predict_point
+from .joint import Settings, design, fit_points, predict_point
+from .regimes import INLINE, ONE, THREADED, runs_inline, split, threshold
 from .solve import identifiable
 
 __all__ = ["BOOTSTRAP_ROUNDS", "Fit", "HeldOut", "Host", "fit_group", "fit_points", "held_out"]
 
-BOOTSTRAP_ROUNDS = 200
-CONFIDENCE = 0.95
-PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above", "sigma")
-INTERVALS = ("alpha", "beta", "gamma", "beta_above", "sigma")
-FACTOR_TERMS = Factors._fields
 # What a fit file written before the per-algorithm factors says about them when read.
 FACTORS_ABSENT = "absent from the fit file (fitted before the per-algorithm factors): 1"
 # What a fit file written before the oversubscription term says about σ when read.
@@ -53,6 +53,9 @@ class Host(NamedTuple):
 
     cores: int | None = None  # N over them: the nodes per core σ prices
     caches: tuple[int, int] | None = None  # (L2, last level): ring-segmented's block
+    # The cpu backend's inline_bytes: calls of at most this many bytes per node run inline
+    # (ring.model.regimes); None: the threshold the fit's rows ran with.
+    inline_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,26 @@ class Fit:
     factors: dict[str, Factors] = field(default_factory=dict)
     factor_interval: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     factor_source: str = FACTORS_ABSENT
+    # The rows this fit covers (ring.model.regimes): ONE (all of the group's), else THREADED,
+    # with the group's inline rows fitted apart in ``inline`` and used for calls of at most
+    # ``inline_bytes`` per node.  Then ``held_out`` is the whole group's, each held-out size
+    # predicted by its own regime, and the inline fit's own is empty.  Absent from a fit
+    # file written before the regimes: one fit at every size, as it was fitted.
+    regime: str = ONE
+    inline_bytes: int = 0
+    inline: Fit | None = None
+
+    def regimes(self) -> list[Fit]:
+        """This fit, then its inline regime's where it has one."""
+        return [self] if self.inline is None else [self, self.inline]
+
+    def regime_for(self, nodes: int, nbytes: int, inline_bytes: int | None = None) -> Fit:
+        """The fit of the regime a call of ``nbytes`` per node on N nodes runs in, with the
+        backend's ``inline_bytes`` (default: the one the rows ran with)."""
+        limit = self.inline_bytes if inline_bytes is None else inline_bytes
+        if self.inline is not None and runs_inline(nodes, nbytes, limit):
+            return self.inline
+        return self
 
     def factors_of(self, algorithm: str) -> Factors:
         """The factors ``algorithm`` is predicted with: 1 where the group did not measure it."""
@@ -108,18 +131,20 @@ class Fit:
         """Seconds of one allreduce (any algorithm of the table) with N nodes on ``host``
         (default: the machine the fit was measured on)."""
         host = host or Host()
-        per_core = self.nodes_per_core(nodes, host.cores) if self.params.sigma else 0.0
-        caches = host.caches or self.caches
+        fit = self.regime_for(nodes, nbytes, host.inline_bytes)
+        threads = 1 if fit.regime == INLINE else nodes  # inline: the calling thread alone
+        per_core = fit.nodes_per_core(threads, host.cores) if fit.params.sigma else 0.0
+        caches = host.caches or fit.caches
         if algorithm == "ring-segmented" and "segment_bytes" not in options and caches:
             options["segment_bytes"] = default_segment_bytes(max(nodes, 1), caches)
         return predict_seconds(
-            self.params,
+            fit.params,
             algorithm,
             nodes,
             nbytes,
-            shared=self.shared,
+            shared=fit.shared,
             nodes_per_core=per_core,
-            factors=self.factors_of(algorithm),
+            factors=fit.factors_of(algorithm),
             **options,
         )
 
@@ -130,6 +155,7 @@ class Fit:
             document["params"]["knee"] = None  # JSON has no infinity
         document["held_out"] = [{**asdict(h), "error": h.error} for h in self.held_out]
         document["factors"] = {a: f._asdict() for a, f in self.factors.items()}
+        document["inline"] = None if self.inline is None else self.inline.to_json()
         return document
 
     @classmethod
@@ -169,6 +195,9 @@ class Fit:
                     for a, v in document.get("factor_interval", {}).items()
                 },
                 factor_source=str(document.get("factor_source", FACTORS_ABSENT)),
+                regime=str(document.get("regime", ONE)),
+                inline_bytes=int(document.get("inline_bytes", 0)),
+                inline=None if not document.get("inline") else cls.from_json(document["inline"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelInputError(f"not a ring.model fit entry ({exc!r})") from None
@@ -182,18 +211,17 @@ def _pair(value: object) -> tuple[int, int] | None:
     return int(value[0]), int(value[1])
 
 
-def _bic(points: list[Point], shared: bool, params: Params, extra: int) -> float:
+def _bic(points: list[Point], settings: Settings, extra: int) -> float:
     """Bayesian information criterion of the relative residuals (lower is better)."""
-    errors = [predict_point(params, p, shared) / p.seconds - 1 for p in points]
+    params = fit_points(points, settings)
+    errors = [predict_point(params, p, settings.shared) / p.seconds - 1 for p in points]
     # Relative errors under RESOLUTION are rounding, not a better fit.
     rss = max(float(np.sum(np.square(errors))), len(points) * RESOLUTION**2)
     return len(points) * math.log(rss / len(points)) + (3 + extra) * math.log(len(points))
 
 
-def choose_knee(
-    points: list[Point], shared: bool, gamma: float | None, sigma: float | None = 0.0
-) -> float:
-    """The working set past which β changes, or inf for none.
+def choose_knee(points: list[Point], settings: Settings) -> float:
+    """The working set past which β changes, or inf for none (the settings' knee unused).
 
     On the reference CPU the per-byte cost doubles once N·n passes the last-level cache
     (32 MiB), which one β cannot follow (it missed by 40-47 % past it); the MPI ring's
@@ -203,12 +231,12 @@ def choose_knee(
     side is tried; one is kept only if it lowers the BIC (two more parameters: the knee and
     the second β) below the single-β model's.
     """
-    sets = sorted({working_set(p.nodes, p.nbytes, shared) for p in points})
+    sets = sorted({working_set(p.nodes, p.nbytes, settings.shared) for p in points})
     best_knee = math.inf
-    best = _bic(points, shared, fit_points(points, shared, gamma, sigma=sigma), 0)
+    best = _bic(points, settings._replace(knee=math.inf), 0)
     for i in range(KNEE_MIN_SIZES - 1, len(sets) - KNEE_MIN_SIZES):
         knee = math.sqrt(sets[i] * sets[i + 1])  # between the two, on the log scale
-        score = _bic(points, shared, fit_points(points, shared, gamma, knee, sigma), 2)
+        score = _bic(points, settings._replace(knee=knee), 2)
         if score < best:
             best, best_knee = score, knee
     return best_knee
@@ -246,78 +274,31 @@ def _sigma_choice(group: Group) -> tuple[float | None, str]:
     )
 
 
-def _bootstrap(
-    group: Group,
-    gamma: float | None,
-    knee: float,
-    rng: np.random.Generator,
-    sigma: float | None = 0.0,
-    form: str = FORM,
-    start: AlgorithmFactors | None = None,
-) -> np.ndarray:
-    """Parameters, then each algorithm's (steps, bytes) factors in name order, refitted on
-    sizes drawn with replacement (all rows of a size together), the knee held where the
-    full data put it and the factors' alternation started where the full data left it."""
-    sizes = sorted({p.nbytes for p in group.points})
-    algorithms = sorted({p.algorithm for p in group.points})
-    by_size = {s: [p for p in group.points if p.nbytes == s] for s in sizes}
-    draws = []
-    for _ in range(BOOTSTRAP_ROUNDS):
-        chosen = rng.choice(len(sizes), size=len(sizes), replace=True)
-        points = [p for i in chosen for p in by_size[sizes[i]]]
-        params, factors = fit_with_factors(
-            points, group.shared, gamma, knee, sigma, form, start, FACTOR_ROUNDS
-        )
-        draws.append([*params, *(x for a in algorithms for x in factors.get(a, Factors()))])
-    return np.array(draws)
-
-
 def held_out(
-    points: list[Point],
-    shared: bool,
-    gamma: float | None,
-    sigma: float | None = 0.0,
-    form: str = FORM,
+    points: list[Point], settings: Settings, train: set[int] | None = None
 ) -> list[HeldOut]:
-    """Fit on every other size (1st, 3rd, ...), predict the sizes in between."""
+    """Fit on every other size (1st, 3rd, ...; or the sizes ``train``), predict the others;
+    the knee and the held γ chosen again on the training sizes."""
     sizes = sorted({p.nbytes for p in points})
-    train = set(sizes[0::2])
+    if train is None or not train & set(sizes):
+        train = set(sizes[0::2])
     test = [p for p in points if p.nbytes not in train]
     if not test:
         return []
     training = [p for p in points if p.nbytes in train]
-    knee = choose_knee(training, shared, gamma, sigma)
-    gamma = held_gamma(training, shared, gamma, knee, sigma, form)
-    params, factors = fit_with_factors(training, shared, gamma, knee, sigma, form)
+    settings = settings._replace(knee=choose_knee(training, settings))
+    settings = settings._replace(gamma=held_gamma(training, settings))
+    params, factors = fit_with_factors(training, settings)
     return [
         HeldOut(
-            p.algorithm, p.nodes, p.nbytes, p.seconds, predict_point(params, p, shared, factors)
+            p.algorithm,
+            p.nodes,
+            p.nbytes,
+            p.seconds,
+            predict_point(params, p, settings.shared, factors),
         )
         for p in sorted(test, key=lambda p: (p.algorithm, p.nodes, p.nbytes))
     ]
-
-
-def _intervals(
-    draws: np.ndarray, algorithms: list[str]
-) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, tuple[float, float]]]]:
-    """95 % percentile intervals of the parameters and of each algorithm's factors."""
-    tail = (1 - CONFIDENCE) / 2 * 100
-    draws = draws.copy()
-    draws[:, PARAMETERS.index("knee")] = 0.0  # held, and inf where there is none
-    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
-    interval = {
-        name: (float(low[i]), float(high[i]))
-        for i, name in enumerate(PARAMETERS)
-        if name in INTERVALS
-    }
-    factors: dict[str, dict[str, tuple[float, float]]] = {}
-    for k, algorithm in enumerate(algorithms):
-        first = len(PARAMETERS) + k * len(FACTOR_TERMS)
-        factors[algorithm] = {
-            term: (float(low[first + j]), float(high[first + j]))
-            for j, term in enumerate(FACTOR_TERMS)
-        }
-    return interval, factors
 
 
 def _factor_source(form: str, algorithms: list[str], factors: dict) -> str:
@@ -334,23 +315,44 @@ def _factor_source(form: str, algorithms: list[str], factors: dict) -> str:
 
 def fit_group(group: Group, seed: int = 0, form: str = FORM) -> Fit:
     """The fit of one group: parameters, per-algorithm factors (``form``, ring.model.
-    efficiency), 95 % bootstrap intervals, held-out errors."""
+    efficiency), 95 % bootstrap intervals, held-out errors; the cpu backend's inline and
+    threaded rows apart where it has both (ring.model.regimes)."""
+    parts = split(group)
+    if parts is None:
+        return _fit_rows(group, seed, form)
+    train = set(sorted({p.nbytes for p in group.points})[0::2])
+    threaded, inline = (_fit_rows(part, seed, form, train) for part in parts)
+    threaded.regime, inline.regime = THREADED, INLINE
+    threaded.inline, threaded.inline_bytes = inline, threshold(group)
+    threaded.held_out = sorted(
+        threaded.held_out + inline.held_out, key=lambda h: (h.algorithm, h.nodes, h.nbytes)
+    )
+    inline.held_out = []
+    threaded.algorithms = sorted({p.algorithm for p in group.points})
+    threaded.nodes = sorted({p.nodes for p in group.points})
+    threaded.sizes = sorted({p.nbytes for p in group.points})
+    return threaded
+
+
+def _fit_rows(group: Group, seed: int, form: str, train: set[int] | None = None) -> Fit:
+    """The fit of these rows, as one regime; held out: the sizes not in ``train``."""
     if not group.points:
         raise ModelInputError(f"no data to fit for {group.key}")
     gamma, gamma_source = _gamma_choice(group)
     sigma, sigma_source = _sigma_choice(group)
     algorithms = sorted({p.algorithm for p in group.points})
-    knee = choose_knee(group.points, group.shared, gamma, sigma)
-    held = held_gamma(group.points, group.shared, gamma, knee, sigma, form)
+    chosen = Settings(group.shared, gamma, math.inf, sigma, form)
+    knee = choose_knee(group.points, chosen)
+    held = held_gamma(group.points, chosen._replace(knee=knee))
+    settings = chosen._replace(knee=knee, gamma=held)
     if held is not None and gamma is None:
         gamma_source = (
             "fitted jointly by the theory's coefficients, then held while the per-algorithm "
             "factors were fitted (with these N, β + γ and the factors cannot be told apart)"
         )
-    params, factors = fit_with_factors(group.points, group.shared, held, knee, sigma, form)
-    rng = np.random.default_rng(seed)
-    draws = _bootstrap(group, held, knee, rng, sigma, form, factors)
-    interval, factor_interval = _intervals(draws, algorithms)
+    params, factors = fit_with_factors(group.points, settings)
+    draws = bootstrap(group, settings, np.random.default_rng(seed), factors)
+    interval, factor_interval = intervals(draws, algorithms)
     return Fit(
         key=dict(group.key),
         shared=group.shared,
@@ -360,7 +362,7 @@ def fit_group(group: Group, seed: int = 0, form: str = FORM) -> Fit:
         algorithms=algorithms,
         nodes=sorted({p.nodes for p in group.points}),
         sizes=sorted({p.nbytes for p in group.points}),
-        held_out=held_out(group.points, group.shared, gamma, sigma, form),
+        held_out=held_out(group.points, chosen, train),
         sources=list(group.sources),
         sigma_source=sigma_source,
         cores=group.cores,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,10 +22,25 @@ from .costs import (
 from .data import Point
 from .solve import robust_nnls, robust_nnls_loaded
 
-__all__ = ["AlgorithmFactors", "fit_points", "predict_point"]
+__all__ = ["FORM", "FORMS", "AlgorithmFactors", "Settings", "fit_points", "predict_point"]
 
 AlgorithmFactors = Mapping[str, Factors]
 THEORY: dict[str, Factors] = {}
+# The per-algorithm factors' forms (ring.model.efficiency): none, one on the whole time, or
+# κ on the steps and η on the bytes apart (the one kept).
+FORMS = ("theory", "time", "split")
+FORM = "split"
+
+
+class Settings(NamedTuple):
+    """How a group's rows are fitted: what every step of the fit (ring.model.fit,
+    ring.model.efficiency) takes alike."""
+
+    shared: bool  # the nodes share one bus: the per-byte terms count every node's bytes
+    gamma: float | None = None  # γ held at this; None: fitted
+    knee: float = math.inf  # β changes past this working set (inf: one β at every size)
+    sigma: float | None = 0.0  # σ held at this; None: fitted
+    form: str = FORM  # the per-algorithm factors' form
 
 
 def load(points: list[Point]) -> np.ndarray:
@@ -70,18 +86,14 @@ def _fit_loaded(
 
 
 def fit_points(
-    points: list[Point],
-    shared: bool,
-    gamma: float | None,
-    knee: float = math.inf,
-    sigma: float | None = 0.0,
-    factors: AlgorithmFactors = THEORY,
+    points: list[Point], settings: Settings, factors: AlgorithmFactors = THEORY
 ) -> Params:
-    """α, β, γ (and β past ``knee``) from these points; γ fitted when ``gamma`` is None,
-    σ fitted when ``sigma`` is None (else held at it); each algorithm's terms scaled by its
-    ``factors`` (absent: the theory's, 1)."""
+    """α, β, γ (and β past the knee) from these points; γ and σ fitted where ``settings``
+    leaves them None, else held; each algorithm's terms scaled by its ``factors`` (absent:
+    the theory's, 1)."""
     if not points:
         raise ModelInputError("no data to fit")
+    shared, gamma, knee, sigma, _ = settings
     rows, measured, sets = design(points, shared, factors)
     columns = split(rows, sets, knee)
     if sigma is None:

@@ -18,6 +18,7 @@ from ..model.costs import ModelInputError
 from ..model.data import Group, load_groups
 from ..model.fit import Fit
 from ..model.paper import PAPER_ALGORITHMS, PAPER_NODES, busbw_GBps, load_links, published_points
+from ..model.regimes import INLINE, THREADED
 from ..model.table import (
     TABLE_NODES,
     approx_bytes,
@@ -88,6 +89,21 @@ def _label(fit: Fit) -> str:
     return f"{fit.key.get('backend', '?')} on {fit.key.get('machine', '?')}"
 
 
+def _regimes(fits: list[tuple[Fit, Path]]) -> list[tuple[str, Fit]]:
+    """Each fit's label and parameters; a fit with the cpu backend's two regimes
+    (ring.model.regimes) gives one of each, named by where the call runs."""
+    found = []
+    for fit, _ in fits:
+        for regime in fit.regimes():
+            limit = format_bytes(fit.inline_bytes)
+            where = {
+                INLINE: f", inline (≤ {limit} per node)",
+                THREADED: f", threaded (> {limit} per node)",
+            }.get(regime.regime, "")
+            found.append((_label(fit) + where, regime))
+    return found
+
+
 def _interval(fit: Fit, name: str, unit: float) -> str:
     if name not in fit.interval:
         return "n/a"
@@ -108,13 +124,13 @@ def _sigma(fit: Fit) -> str:
 
 def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
     rows = []
-    for fit, _ in fits:
+    for label, fit in _regimes(fits):
         p = fit.params
         knee = "none" if math.isinf(p.knee) else f"{format_number(p.knee / 2**20)} MiB"
         above = "" if math.isinf(p.knee) else f"{format_number(p.beta_above * 1e12)} "
         rows.append(
             [
-                _label(fit),
+                label,
                 ", ".join(fit.algorithms),
                 f"{format_number(p.alpha * 1e6)} {_interval(fit, 'alpha', 1e6)}",
                 f"{format_number(p.beta * 1e12)} {_interval(fit, 'beta', 1e12)}",
@@ -141,17 +157,19 @@ def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
         "the add kernel's measured ceiling (the fit file's `gamma_source` says which). "
         "With p = N / cores > 1 (more workers than cores: oversubscribed) a call takes "
         "1 + σ·(p − 1) times as long; σ is fitted where rows at p ≤ 1 and p > 1 were both "
-        "measured, else 0 (`sigma_source`).",
+        "measured, else 0 (`sigma_source`). The cpu backend runs a call of at most "
+        "`inline_bytes` per node on the calling thread and a larger one on N threads: where "
+        "a sweep has both, each regime is fitted apart and priced where it runs.",
     )
 
 
 def _factors(fits: list[tuple[Fit, Path]]) -> Table:
     rows = []
-    for fit, _ in fits:
+    for label, fit in _regimes(fits):
         for algorithm, factors in sorted(fit.factors.items()):
             spans = fit.factor_interval.get(algorithm, {})
             rows.append(
-                [_label(fit), algorithm]
+                [label, algorithm]
                 + [
                     f"{format_number(value)} "
                     + (

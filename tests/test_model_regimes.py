@@ -1,0 +1,136 @@
+"""ring.model's cpu regimes: rows run inline and rows run threaded fitted apart, each call
+priced by the regime the communicator's rule puts it in; rows of another executor left out."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from ring.model import Params, predict_seconds
+from ring.model.__main__ import main
+from ring.model.data import Group, Point, load_groups
+from ring.model.fit import Fit, Host, fit_group
+from ring.model.regimes import INLINE, ONE, THREADED, runs_inline
+from ring.model.table import decision_table, load_fits, save_fits
+
+LIMIT = 1 << 20
+# Inline: no hand-over but one core does every node's bytes; threaded: the reverse.
+INLINE_TRUTH = Params(alpha=3e-6, beta=1.2e-10, gamma=2.4e-10)
+THREADED_TRUTH = Params(alpha=4e-5, beta=3e-11, gamma=6e-11)
+ALGORITHMS = ("ring", "recursive-doubling", "rabenseifner")
+
+
+def two_regimes(noise: float = 0.01, seed: int = 5) -> Group:
+    """Rows of a cpu sweep with inline_bytes = 1 MiB: each size priced by the regime the
+    backend ran it in."""
+    rng = np.random.default_rng(seed)
+    key = {"machine": "synthetic", "backend": "cpu", "inline_bytes": str(LIMIT)}
+    group = Group(key, shared=True)
+    for algorithm in ALGORITHMS:
+        for n in (2, 4, 8):
+            for size in (1 << e for e in range(10, 28)):
+                inline = size <= LIMIT
+                truth = INLINE_TRUTH if inline else THREADED_TRUTH
+                exact = predict_seconds(truth, algorithm, n, size, shared=True)
+                seconds = exact * rng.lognormal(0, noise)
+                group.points.append(Point(algorithm, n, size, seconds, inline=inline))
+    return group
+
+
+def test_the_rule_is_the_communicators():
+    assert runs_inline(2, 1, LIMIT) and runs_inline(4, LIMIT, LIMIT)
+    assert not runs_inline(4, LIMIT + 1, LIMIT)
+    assert not runs_inline(1, 100, LIMIT)  # one node: nothing to run on threads either way
+    assert not runs_inline(2, 0, LIMIT) and not runs_inline(2, 100, 0)
+
+
+def test_fit_recovers_both_regimes():
+    fit = fit_group(two_regimes())
+    assert [r.regime for r in fit.regimes()] == [THREADED, INLINE]
+    assert fit.inline_bytes == LIMIT and fit.inline is not None
+    for regime, truth in ((fit, THREADED_TRUTH), (fit.inline, INLINE_TRUTH)):
+        for name in ("alpha", "beta", "gamma"):
+            got, want = getattr(regime.params, name), getattr(truth, name)
+            assert got == pytest.approx(want, rel=0.05), (regime.regime, name)
+    assert fit.inline.sizes == [1 << e for e in range(10, 21)]
+    assert fit.sizes == [1 << e for e in range(10, 28)]  # the whole group's
+    # The held-out check is the whole group's, each size predicted by its own regime.
+    assert {h.nbytes for h in fit.held_out} == set(fit.sizes[1::2]) and not fit.inline.held_out
+    assert max(abs(h.error) for h in fit.held_out) < 0.05
+    # One curve across the switch cannot follow it.
+    merged = dataclasses.replace(
+        two_regimes(), points=[dataclasses.replace(p, inline=False) for p in two_regimes().points]
+    )
+    assert max(abs(h.error) for h in fit_group(merged).held_out) > 0.25
+
+
+def test_a_call_is_priced_by_the_regime_it_runs_in(tmp_path, capsys):
+    fit = fit_group(two_regimes())
+    for size, regime in ((LIMIT, fit.inline), (LIMIT + 4, fit)):
+        want = predict_seconds(regime.params, "ring", 4, size, shared=True)
+        assert fit.predict("ring", 4, size) == pytest.approx(want, rel=1e-12)
+    # Another inline_bytes moves the switch: 0 runs every call threaded.
+    threaded = predict_seconds(fit.params, "ring", 4, 1024, shared=True)
+    assert fit.predict("ring", 4, 1024, Host(inline_bytes=0)) == pytest.approx(threaded)
+    # Saved and loaded, the regimes stay; the table and the CLI use them.
+    save_fits(tmp_path / "fit.json", [fit], [])
+    (again,) = load_fits(tmp_path / "fit.json")
+    assert again.inline is not None and again.inline.params == fit.inline.params
+    assert again.predict("ring", 4, 1024) == fit.predict("ring", 4, 1024)
+    assert decision_table(again) == decision_table(fit)
+    argv = ["predict", "--fit", str(tmp_path / "fit.json"), "--algorithm", "ring"]
+    assert main([*argv, "--nodes", "4", "--bytes", "1KiB"]) == 0
+    assert f"{fit.predict('ring', 4, 1024) * 1e6:.1f} us" in capsys.readouterr().out
+    assert main([*argv, "--nodes", "4", "--bytes", "1KiB", "--inline-bytes", "0"]) == 0
+    assert f"{threaded * 1e6:.1f} us" in capsys.readouterr().out
+
+
+def test_a_fit_file_from_before_the_regimes_is_one_fit_at_every_size(tmp_path):
+    fit = fit_group(two_regimes())
+    document = fit.to_json()
+    for key in ("regime", "inline_bytes", "inline"):
+        del document[key]
+    old = Fit.from_json(json.loads(json.dumps(document)))
+    assert old.regime == ONE and old.inline is None and old.regimes() == [old]
+    # Every size priced by the one set of parameters it has, as when it was written.
+    want = predict_seconds(old.params, "ring", 4, 1024, shared=True)
+    assert old.predict("ring", 4, 1024) == pytest.approx(want, rel=1e-12)
+
+
+def test_a_group_of_one_regime_is_one_fit():
+    group = two_regimes()
+    group.points = [p for p in group.points if p.inline]
+    fit = fit_group(group)
+    assert fit.regime == ONE and fit.inline is None
+
+
+def _write(path, header, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def test_rows_of_another_executor_are_left_out(tmp_path):
+    header = ["backend", "sync", "algorithm", "nodes", "dtype", "op", "bytes", "time_us"]
+    header += ["inline_bytes", "inline", "executor"]
+    base = ["cpu", "pairwise", "ring", "2", "float32", "sum"]
+    rows = [
+        [*base, "4096", "30", "4194304", "1", ""],  # a run before the column was filled
+        [*base, "8192", "40", "4194304", "1", "nodes"],
+        [*base, "16384", "50", "4194304", "1", "slices"],  # another way to run: not fitted
+        [*base, "8388608", "900", "4194304", "0", "slices"],
+    ]
+    groups, notes = load_groups([_write(tmp_path / "run.csv", header, rows)])
+    (group,) = groups
+    assert [(p.nbytes, p.inline) for p in group.points] == [(4096, True), (8192, True)]
+    assert any(n.startswith("executor=slices: not fitted") for n in notes)
+    # A CSV without the column: every row is the one executor the model prices.
+    plain = [r[:-1] for r in rows]
+    groups, notes = load_groups([_write(tmp_path / "old.csv", header[:-1], plain)])
+    assert len(groups[0].points) == 4 and not notes
