@@ -121,12 +121,21 @@ def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **optio
     must name an op (None is not one)."""
     check_collective(name)
     nodes = check_buffer_list(buffers)
+    return _checked_call(name, buffers, op, _call_options(options, nodes, name))
+
+
+def _call_options(options: dict, nodes: int, name: str) -> dict:
+    """A call's options, checked for ``name``, as :meth:`CpuCommunicator.execute` reads them."""
     _, algorithm, extra, inline, executor = _check_options(options, nodes, name)
+    return {"algorithm": algorithm, "inline_bytes": inline, "executor": executor, **extra}
+
+
+def _checked_call(name: str, buffers: Sequence[np.ndarray], op: str | None, options: dict) -> Call:
+    """The call, once its buffers and op pass (its options passed already)."""
     count, dtype = validate_buffers(buffers)
     ufunc = resolve_op(op, dtype) if name != "all_gather" else None
     average = ufunc is not None and op in AVERAGING
-    options = {"algorithm": algorithm, "inline_bytes": inline, "executor": executor, **extra}
-    return Call("cpu", name, buffers, op, nodes, options, checked=(ufunc, count, average))
+    return Call("cpu", name, buffers, op, len(buffers), options, checked=(ufunc, count, average))
 
 
 def cache_key(nodes: int, **options) -> tuple:
@@ -184,6 +193,7 @@ class CpuCommunicator(RingCommunicator):
         self.sync, self.algorithm, self.algorithm_options = checked[:3]
         self.inline_bytes, self.executor = checked[3:]
         self.cores = _cores()
+        self._options: dict[str, dict] = {}  # per collective: the calls' checked options
         self._closed = False
         self._call_lock = threading.Lock()
         self._crew = Crew(self.nodes, self.sync)
@@ -225,17 +235,13 @@ class CpuCommunicator(RingCommunicator):
 
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
         self._check_open()
-        self.execute(
-            check_call(
-                name,
-                buffers,
-                op,
-                algorithm=self.algorithm,
-                inline_bytes=self.inline_bytes,
-                executor=self.executor,
-                **self.algorithm_options,
-            )
-        )
+        options = self._options.get(name)
+        if options is None:  # the communicator's own options, checked once per collective
+            mine = {"algorithm": self.algorithm, "inline_bytes": self.inline_bytes}
+            mine |= {"executor": self.executor, **self.algorithm_options}
+            options = self._options[name] = _call_options(mine, self.nodes, name)
+        check_buffer_list(buffers)
+        self.execute(_checked_call(name, buffers, op, options))
 
     def _check_open(self) -> None:
         if self._closed:
