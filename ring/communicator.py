@@ -60,10 +60,16 @@ def check_buffer_list(buffers: object) -> int:
 
 
 def resolve_algorithm(
-    backend: str, collective: str, nodes: int, nbytes: int, algorithm: str
+    backend: str,
+    collective: str,
+    nodes: int,
+    nbytes: int,
+    algorithm: str,
+    inline_bytes: int | None = None,
 ) -> str:
     """``algorithm``, or for ``auto`` the one the fitted cost model predicts fastest for this
-    backend, N and bytes per node (:func:`ring.model.auto.choose`, cached per call shape)."""
+    backend, N and bytes per node (:func:`ring.model.auto.choose`, cached per call shape);
+    ``inline_bytes``: the cpu communicator's, which says how its call runs."""
     if algorithm != AUTO:
         return algorithm
     global _choose
@@ -73,10 +79,10 @@ def resolve_algorithm(
         from .model.auto import choose
 
         _choose = choose
-    return _choose(backend, collective, nodes, nbytes)
+    return _choose(backend, collective, nodes, nbytes, inline_bytes)
 
 
-_choose: Callable[[str, str, int, int], str] | None = None
+_choose: Callable[[str, str, int, int, int | None], str] | None = None
 
 
 @dataclass(frozen=True)

@@ -269,7 +269,9 @@ class CpuCommunicator(RingCommunicator):
         inline_bytes = options.pop("inline_bytes", self.inline_bytes)
         executor = options.pop("executor", self.executor)
         threads = self.threads_for(count * itemsize, inline_bytes, executor)
-        algorithm = resolve_algorithm(self.backend, name, self.nodes, count * itemsize, algorithm)
+        algorithm = resolve_algorithm(
+            self.backend, name, self.nodes, count * itemsize, algorithm, inline_bytes
+        )
         steps = plan_for(name, self.nodes, count, itemsize, algorithm, options)
         with self._call_lock:
             self._check_open()

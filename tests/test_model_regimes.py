@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+import ring.cpu as ring_cpu
 from ring.model import Params, predict_seconds
 from ring.model.__main__ import main
 from ring.model.data import Group, Point, load_groups
@@ -134,3 +135,26 @@ def test_rows_of_another_executor_are_left_out(tmp_path):
     plain = [r[:-1] for r in rows]
     groups, notes = load_groups([_write(tmp_path / "old.csv", header[:-1], plain)])
     assert len(groups[0].points) == 4 and not notes
+
+
+def test_auto_on_a_communicator_prices_its_own_inline_bytes(monkeypatch):
+    """inline_bytes=0 runs every call on the threads: auto picks by the threaded regime,
+    at sizes where the default threshold would have priced the inline one."""
+    from ring import CpuCommunicator
+    from ring.model import auto
+    from ring.model.table import fastest
+
+    auto.reset()
+    fit, _ = auto.fit_for("cpu")
+    names = auto.candidates(fit, "allreduce")
+    sizes = [1 << e for e in range(10, 23)]
+    own = [auto.choose("cpu", "allreduce", 4, s, inline_bytes=0) for s in sizes]
+    assert own == [fastest(fit, names, 4, s, auto.local_host(0)) for s in sizes]
+    default = [auto.choose("cpu", "allreduce", 4, s) for s in sizes]
+    assert own != default  # the default fit's two regimes pick differently here
+    planned = []
+    plan_for = ring_cpu.plan_for
+    monkeypatch.setattr(ring_cpu, "plan_for", lambda *a: planned.append(a[4]) or plan_for(*a))
+    with CpuCommunicator(4, algorithm="auto", inline_bytes=0) as comm:
+        comm.allreduce([np.ones(256, np.float32) for _ in range(4)])
+    assert planned == [own[0]]

@@ -25,11 +25,15 @@ def library_algorithms() -> tuple[str, ...]:
     return (*schedule.ALGORITHMS, schedule.AUTO)
 
 
-def resolved_columns(backend: str, algorithm: str, nodes: int, nbytes: int) -> dict[str, str]:
+def resolved_columns(
+    backend: str, algorithm: str, nodes: int, nbytes: int, inline_bytes: int | None = None
+) -> dict[str, str]:
     """``{"resolved": name}`` for a row of ``auto`` (the library's own cached choice for
-    this allreduce), nothing for a row of a fixed algorithm."""
+    this allreduce, by the session's ``inline_bytes`` on cpu), nothing for a row of a
+    fixed algorithm."""
     if algorithm != schedule.AUTO:
         return {}
     from ..communicator import resolve_algorithm
 
-    return {RESOLVED_COLUMN: resolve_algorithm(backend, "allreduce", nodes, nbytes, algorithm)}
+    name = resolve_algorithm(backend, "allreduce", nodes, nbytes, algorithm, inline_bytes)
+    return {RESOLVED_COLUMN: name}

@@ -84,6 +84,10 @@ class Point:
             expected = data.reference(config.seed, nodes, count, config.dtype, config.op, known)
             wrong = world.sum_int(self._count_wrong(expected, self.windows))
         nbytes = count * config.dtype.itemsize
+        extras = self.session.row_extras()
+        resolved = resolved_columns(
+            backend.name, series.algorithm, nodes, nbytes, extras.get("inline_bytes")
+        )
         row = make_row(
             backend=backend.name,
             sync=series.sync,
@@ -97,10 +101,7 @@ class Point:
             traffic_bytes=backend.traffic_bytes(nbytes, nodes),
             wrong=wrong,
             shared_devices=self.session.shared_devices,
-            extras={
-                **self.session.row_extras(),
-                **resolved_columns(backend.name, series.algorithm, nodes, nbytes),
-            },
+            extras={**extras, **resolved},
         )
         return row, times
 

@@ -13,10 +13,9 @@ rank of one host (the pre-flight row compares the resolved algorithm too, so ran
 read different fits, or hosts with different cores, fail together instead of
 deadlocking).  On the cpu backend the bytes per node also say whether the call runs
 inline or on the worker threads (ring.model.regimes): a fit with both regimes prices it
-by the one it runs in, split at the backend's default ``inline_bytes``
-(:data:`ring.cpu.INLINE_BYTES`; a communicator made with another ``inline_bytes`` is
-priced as if it had the default).  It is cached per (backend, collective, N, bytes): a
-repeated call costs one dictionary look-up.
+by the one it runs in, split at the call's ``inline_bytes`` (the communicator's, by
+default :data:`ring.cpu.INLINE_BYTES`).  It is cached per (backend, collective, N, bytes,
+inline_bytes): a repeated call costs one dictionary look-up.
 """
 
 from __future__ import annotations
@@ -68,13 +67,14 @@ def local_cores() -> int:
     return len(machine_cores())
 
 
-def local_host() -> Host:
-    """This machine, as the predictions of ``auto`` see it; a CPU fit's regimes split at the
-    cpu backend's default ``inline_bytes`` (ring.model.regimes)."""
+def local_host(inline_bytes: int | None = None) -> Host:
+    """This machine, as the predictions of ``auto`` see it; a CPU fit's regimes split at
+    ``inline_bytes`` (default: the cpu backend's, ring.model.regimes)."""
     from ..cpu import INLINE_BYTES
     from ..machine import cache_bytes
 
-    return Host(local_cores(), cache_bytes(), INLINE_BYTES)
+    inline = INLINE_BYTES if inline_bytes is None else inline_bytes
+    return Host(local_cores(), cache_bytes(), inline)
 
 
 def _closeness(fit: Fit, local: str) -> int:
@@ -131,10 +131,14 @@ def candidates(fit: Fit, collective: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def choose(backend: str, collective: str, nodes: int, nbytes: int) -> str:
-    """The algorithm ``auto`` runs for this call (cached)."""
+def choose(
+    backend: str, collective: str, nodes: int, nbytes: int, inline_bytes: int | None = None
+) -> str:
+    """The algorithm ``auto`` runs for this call (cached); ``inline_bytes``: the cpu
+    communicator's threshold (None: the default)."""
     fit, _ = fit_for(backend)
-    return fastest(fit, candidates(fit, collective), nodes, nbytes, local_host())
+    host = local_host(inline_bytes)
+    return fastest(fit, candidates(fit, collective), nodes, nbytes, host)
 
 
 def reset() -> None:

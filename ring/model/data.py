@@ -186,7 +186,8 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             raise ModelInputError(f"{csv_path}:{line}: nodes is {nodes}, must be >= 1")
         if nodes == 1 or nbytes == 0 or seconds == 0:
             continue  # nothing moves: no information on α, β, γ
-        variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c)}
+        # Only the kept executor reaches here: it names no group of its own.
+        variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c) and c != "executor"}
         key = {"machine": machine, **{c: row[c] for c in ("backend", "sync", "dtype", "op")}}
         key.update(variant)
         shared = (
