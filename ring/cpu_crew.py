@@ -154,6 +154,7 @@ class Crew:
         self.arrivals: list[itertools.count] = []
         self.programs: dict[Plan, tuple[list[Program], list]] = {}
         self.scratch: list[np.ndarray | None] = [None] * n
+        self.sliced: dict[tuple, tuple] = {}  # (plan, parts, dtype): Crew._slice_shape
         self.slots: list = []  # executor="slices": per part, each node's scratch tile
         self.slots_key: tuple | None = None
         self.start: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
@@ -197,21 +198,32 @@ class Crew:
     def slice_job(self, buffers: list, ufunc, steps: Plan, average: bool, parts: int):
         """One call of ``steps`` run by position (:mod:`ring.cpu_slices`) in ``parts``
         slices, or None where the plan cannot be read by position."""
-        positions = by_position(steps)
+        dtype = buffers[0].dtype
+        key = (steps, parts, dtype)
+        shape = self.sliced.get(key)
+        if shape is None:
+            if len(self.sliced) >= PROGRAMS:
+                del self.sliced[next(iter(self.sliced))]
+            shape = self.sliced[key] = self._slice_shape(steps, parts, dtype)
+        positions, bounds, tile = shape
         if positions is None:
             return None
-        dtype = buffers[0].dtype
-        tile = max(1, tile_bytes() // dtype.itemsize)
-        bounds = slice_bounds(steps.length, parts, tile)
         scratch: list = []
         if positions.uses_scratch:
-            key = (dtype, tile, parts)
-            if self.slots_key != key:
-                self.slots, self.slots_key = scratch_slots(parts, self.nodes, tile, dtype), key
+            if self.slots_key != (dtype, tile, parts):
+                self.slots = scratch_slots(parts, self.nodes, tile, dtype)
+                self.slots_key = (dtype, tile, parts)
             scratch = self.slots
         return SliceJob(
             buffers, ufunc, average, positions, bounds, tile, scratch, itertools.count(), parts - 1
         )
+
+    @staticmethod
+    def _slice_shape(steps: Plan, parts: int, dtype: np.dtype) -> tuple:
+        """What a sliced call of ``steps`` needs besides its buffers: the plan by position,
+        each part's positions and the tile, in elements."""
+        tile = max(1, tile_bytes() // dtype.itemsize)
+        return by_position(steps), slice_bounds(steps.length, parts, tile), tile
 
     def _compile(self, steps: Plan) -> tuple[list[Program], list]:
         programs = program(steps, self.pushers, self.pairwise, self.pairs)
