@@ -5,6 +5,7 @@ peers, and results holding only the ring said to be so."""
 from __future__ import annotations
 
 import csv
+import itertools
 import shutil
 import subprocess
 import sys
@@ -209,6 +210,9 @@ def test_best_of_ours_takes_either_executor_against_the_fastest_peer(measured, t
     assert pairs.loc[65536, "ours"] == "cpu pairwise direct (slices)"
     table = next(t for t in headline_tables(model) if t.title == best_of.TITLE)
     assert {row[3] for row in table.rows} == set(pairs["ours"])
+    # One row per stretch of sizes with the same two winners and the same one ahead.
+    sides = [(r.ours, r.peer, r.ratio > 1) for r in pairs.sort_index().itertuples()]
+    assert len(table.rows) == 1 + sum(a != b for a, b in itertools.pairwise(sides))
     # The other tables: the ring by slices beside the node threads' and the peer; the node
     # threads' ring of the algorithm run stays out (the sweep measured it), and the slices'
     # traffic, which the ring's formula does not count, is left out.

@@ -86,8 +86,9 @@ def _span(values: list, text) -> str:
 
 
 def best_of_table(model) -> Table | None:
-    """The pairs of :func:`best_of_ours`, consecutive sizes with the same two winners on
-    one row; None where no ring backend met a peer at the same size and N."""
+    """The pairs of :func:`best_of_ours`, consecutive sizes with the same two winners and
+    the same one ahead on one row; None where no ring backend met a peer at the same size
+    and N."""
     pairs = best_of_ours(model.algorithm_rows)
     if pairs.empty:
         return None
@@ -95,7 +96,9 @@ def best_of_table(model) -> Table | None:
     for key, part in pairs.groupby(["backend", *_GROUP], sort=True):
         backend, machine = key[0], key[1]
         where = f"{backend} @ {machine}" if machine else backend
-        for _, stretch in itertools.groupby(part.itertuples(), key=lambda r: (r.ours, r.peer)):
+        # A stretch: consecutive sizes with the same two winners, and the same one ahead.
+        same = lambda r: (r.ours, r.peer, r.ratio > 1)  # noqa: E731
+        for _, stretch in itertools.groupby(part.itertuples(), key=same):
             run = list(stretch)
             runs = sorted({r.run_ours for r in run}), sorted({r.run_peer for r in run})
             body.append(
@@ -118,7 +121,8 @@ def best_of_table(model) -> Table | None:
         "At each size and N, the lowest median time of every series of ours that was "
         "measured there (each algorithm, and for cpu each executor: (nodes) one thread per "
         "node, (slices) the plan by position) against the lowest of the peers'; above 1× "
-        "ours is faster. Consecutive sizes with the same two winners share a row. The "
+        "ours is faster. Consecutive sizes with the same two winners, and the same one of "
+        "them ahead, share a row. The "
         "algorithm runs hold no peer, so a pair may come from two runs of one machine "
         "(absolute times drift between runs); where only the ring-only sweep reached a "
         "size, fewer of ours compete there (ours compared).",
