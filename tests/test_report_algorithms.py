@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from ring.report import algorithms, best_of, trust
+from ring.report import algorithms, analysis, best_of, trust
 from ring.report.build import build_figures
 from ring.report.cost_model import cost_model_of, measured_group
 from ring.report.fmt import format_number
@@ -222,6 +223,12 @@ def test_best_of_ours_takes_either_executor_against_the_fastest_peer(measured, t
     ratios = model.comparison("cpu_vs_peers").table
     assert "cpu pairwise (slices)" in set(ratios["fast"])
     assert not set(trust.oversubscribed(model.rows)["series"]) & {"cpu pairwise (slices)"}
+    # Pairwise over barrier compares the node threads' syncs; slices rows wait on neither.
+    rows = model.rows
+    barrier = rows[rows["series"] == "cpu pairwise"].assign(sync="barrier", series="cpu barrier")
+    syncs = analysis.comparisons(pd.concat([rows, barrier.assign(base="cpu barrier")]))
+    (table,) = [c.table for c in syncs if c.name == "pairwise_vs_barrier"]
+    assert set(table["fast"]) == {"cpu pairwise"} and set(table["slow"]) == {"cpu barrier"}
 
 
 def test_cost_model_section_fits_the_node_threads_beside_slices_rows(measured, tmp_path):
