@@ -26,6 +26,8 @@ def test_each_executor_is_a_series_with_its_column(tmp_path, monkeypatch):
         else:
             assert per_core <= 2 / len(_cores())
             assert r["pinned"] == "false"
+        # The ring's traffic formula counts the node threads' bytes: slices rows claim none.
+        assert (r["traffic_GBps"] == "") == (r["executor"] == "slices")
 
 
 def _cores():

@@ -5,16 +5,20 @@ peers, and results holding only the ring said to be so."""
 from __future__ import annotations
 
 import csv
+import itertools
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from ring.report import algorithms
+from ring.report import algorithms, analysis, best_of, trust
 from ring.report.build import build_figures
+from ring.report.cost_model import cost_model_of, measured_group
+from ring.report.fmt import format_number
 from ring.report.headline import headline_tables
 from ring.report.inputs import load_inputs
 from ring.report.model import ReportModel
@@ -22,6 +26,7 @@ from ring.report.model import ReportModel
 ROOT = Path(__file__).resolve().parent.parent
 THREE = ("ring", "direct", "rabenseifner")
 SIZES = (1024, 4096, 16384, 65536)
+SLICES_WIN = {16384: "ring", 65536: "direct"}
 
 
 def bench(out: Path, *args: str) -> Path:
@@ -103,6 +108,12 @@ def test_other_tables_still_compare_the_plain_ring_with_its_peers(measured):
     before = {t.title: t.rows for t in headline_tables(ring_only)}
     fastest = tables.pop("Fastest algorithm per size")
     assert algorithms.ONLY_RING in before.pop("Fastest algorithm per size")[0][3]
+    # Our fastest against the peer is the one table that reads every algorithm.
+    best_of = tables.pop("Our fastest against the fastest peer")
+    assert {row[3] for row in before.pop("Our fastest against the fastest peer")} == {
+        "cpu pairwise (nodes)"
+    }
+    assert best_of and all(row[3].startswith("cpu pairwise") for row in best_of)
     assert tables == before
     assert {row[-1] for row in fastest} == {"algorithms_n2_float32"}
     (panel,) = algorithms.panels(both.algorithm_rows, "cpu")
@@ -119,3 +130,119 @@ def test_results_with_the_ring_only_say_so():
     table = algorithms.fastest_table(model)
     assert table is not None
     assert all(algorithms.ONLY_RING in row[3] for row in table.rows)
+
+
+def with_slices(path: Path, out_dir: Path) -> tuple[Path, dict[tuple[str, str, int], float]]:
+    """A copy of the algorithm run ``path`` with every row measured again by slices, one per
+    core (the node threads' rows two per core): by slices the ring is the fastest at 16 KiB
+    and direct at 64 KiB, every other slices row slower than the node threads' slowest;
+    returns it and every cpu row's median by (algorithm, executor, size)."""
+    rng = np.random.default_rng(5)
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    slices = [{**r, "executor": "slices"} for r in rows]
+    for row in slices:
+        at = [float(r["time_us"]) for r in rows if r["bytes"] == row["bytes"]]
+        wins = SLICES_WIN.get(int(row["bytes"])) == row["algorithm"]
+        median = min(at) * 0.5 if wins else max(at) * rng.uniform(1.5, 3.0)
+        row.update(time_us=median, time_us_p25=median * 0.9, time_us_p75=median * 1.1)
+        row.update(threads_per_core="1", traffic_GBps="")
+    for row in rows:
+        row["threads_per_core"] = "2"
+    out = out_dir / "cpu" / path.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows + slices)
+    shutil.copy(path.with_suffix(".json"), out.with_suffix(".json"))
+    times = {(r["algorithm"], r["executor"], int(r["bytes"])): float(r["time_us"]) for r in rows}
+    times.update({(r["algorithm"], "slices", int(r["bytes"])): float(r["time_us"]) for r in slices})
+    return out, times
+
+
+def test_slices_rows_are_series_of_their_own_in_the_panel_and_its_fastest(measured, tmp_path):
+    path, times = with_slices(measured["algorithms"], tmp_path)
+    model = ReportModel(load_inputs([path]))
+    (panel,) = algorithms.panels(model.algorithm_rows, "cpu")
+    # Library order, each algorithm on the node threads before by slices.
+    assert panel.algorithms == [
+        "ring", "ring (slices)", "rabenseifner", "rabenseifner (slices)", "direct",
+        "direct (slices)",
+    ]  # fmt: skip
+    # The node threads ran two per core, the slices one: the title says whose.
+    assert panel.title.endswith(f"{format_number(2.0)} per core (nodes): oversubscribed")
+    fastest = algorithms.fastest_per_size(panel.rows)
+    winners = dict(zip(fastest["bytes"], fastest["fastest"], strict=True))
+    assert {winners[s] for s in SLICES_WIN} == {"ring (slices)", "direct (slices)"}
+    for r in fastest.itertuples():
+        at = {k: t for k, t in times.items() if k[2] == r.bytes}
+        algorithm, executor, _ = min(at, key=at.get)
+        assert r.fastest == algorithm + (" (slices)" if executor == "slices" else "")
+        assert r.time_us == pytest.approx(min(at.values()))
+    figures = {f.spec.name: f for f in build_figures(model, tmp_path / "figures")}
+    assert figures["algorithms_cpu"].drawn
+    assert "dashed" in figures["algorithms_cpu"].spec.caption
+
+
+def test_best_of_ours_takes_either_executor_against_the_fastest_peer(measured, tmp_path):
+    path, times = with_slices(measured["algorithms"], tmp_path)
+    model = ReportModel(load_inputs([measured["sweep"], path]))
+    with measured["sweep"].open(newline="") as handle:
+        sweep = list(csv.DictReader(handle))
+    peer = {int(r["bytes"]): float(r["time_us"]) for r in sweep if r["backend"] == "numpy-direct"}
+    for r in sweep:
+        if r["backend"] == "cpu":  # the ring-only sweep's ring, on the node threads
+            times[("ring", "sweep", int(r["bytes"]))] = float(r["time_us"])
+    pairs = best_of.best_of_ours(model.algorithm_rows).set_index("bytes")
+    assert sorted(pairs.index) == sorted(peer)
+    for size, peer_time in peer.items():
+        at = {k: t for k, t in times.items() if k[2] == size}
+        algorithm, executor, _ = min(at, key=at.get)
+        name = "cpu pairwise" + ("" if algorithm == "ring" else f" {algorithm}")
+        name += " (slices)" if executor == "slices" else " (nodes)"
+        row = pairs.loc[size]
+        assert (row["ours"], row["peer"]) == (name, "numpy-direct")
+        assert row["ratio"] == pytest.approx(peer_time / min(at.values()))
+        assert row["run_ours"] == ("sweep_n2_float32" if executor == "sweep" else path.stem)
+        # 3 algorithms x 2 executors (the sweep's ring is the node threads' ring again).
+        assert row["contenders"] == 6
+    assert pairs.loc[16384, "ours"] == "cpu pairwise (slices)"
+    assert pairs.loc[65536, "ours"] == "cpu pairwise direct (slices)"
+    table = next(t for t in headline_tables(model) if t.title == best_of.TITLE)
+    assert {row[3] for row in table.rows} == set(pairs["ours"])
+    # One row per stretch of sizes with the same two winners and the same one ahead.
+    sides = [(r.ours, r.peer, r.ratio > 1) for r in pairs.sort_index().itertuples()]
+    assert len(table.rows) == 1 + sum(a != b for a, b in itertools.pairwise(sides))
+    # The other tables: the ring by slices beside the node threads' and the peer; the node
+    # threads' ring of the algorithm run stays out (the sweep measured it), and the slices'
+    # traffic, which the ring's formula does not count, is left out.
+    assert set(model.rows["series"]) == {"cpu pairwise", "cpu pairwise (slices)", "numpy-direct"}
+    slices = model.rows[model.rows["series"] == "cpu pairwise (slices)"]
+    assert set(slices["run"]) == {path.stem} and slices["traffic_GBps"].isna().all()
+    ratios = model.comparison("cpu_vs_peers").table
+    assert "cpu pairwise (slices)" in set(ratios["fast"])
+    assert not set(trust.oversubscribed(model.rows)["series"]) & {"cpu pairwise (slices)"}
+    # Pairwise over barrier compares the node threads' syncs; slices rows wait on neither.
+    rows = model.rows
+    barrier = rows[rows["series"] == "cpu pairwise"].assign(sync="barrier", series="cpu barrier")
+    syncs = analysis.comparisons(pd.concat([rows, barrier.assign(base="cpu barrier")]))
+    (table,) = [c.table for c in syncs if c.name == "pairwise_vs_barrier"]
+    assert set(table["fast"]) == {"cpu pairwise"} and set(table["slow"]) == {"cpu barrier"}
+
+
+def test_cost_model_section_fits_the_node_threads_beside_slices_rows(measured, tmp_path):
+    path, _ = with_slices(measured["algorithms"], tmp_path)
+    fit = tmp_path / "cpu" / "model_fit.json"
+    command = [sys.executable, "-m", "ring.model", "fit", str(path), "--out", str(fit)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    model = ReportModel(load_inputs([path]))
+    section = cost_model_of(model)
+    assert "this run's own fit" in section.source
+    (only,) = section.fits
+    assert "executor" not in only[0].key
+    group = measured_group(*only)
+    assert group is not None and all(p.nbytes > 0 for p in group.points)
+    # Every point fitted is a node threads' row: 3 algorithms x 4 sizes, none by slices.
+    assert len(group.points) == len(THREE) * len(SIZES)

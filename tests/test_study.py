@@ -122,9 +122,16 @@ def test_algorithm_sweep_flags_reach_the_harness():
     assert cpu[cpu.index("-e") + 1] == "4M"  # the algorithms' range, not the sweep's 256M
     assert "--algorithm" not in study.sweep_args("cpu")  # the ring-only sweep stays so
     assert "--sync" not in study.algorithm_args("mpi")
+    # Both executors of the cpu backend; its flag reaches no other backend's sweep.
+    assert cpu[cpu.index("--executor") + 1] == "nodes,slices"
+    assert "--executor" not in study.sweep_args("cpu")
+    assert "--executor" not in study.algorithm_args("mpi")
+    assert "--executor" not in study.algorithm_args("gpu")
     assert cpu[cpu.index("--rounds") + 1] == str(config["algorithms"]["rounds"])
     config["algorithms"]["iters"] = 3  # never more rounds than timed calls
     assert "--rounds 3" in study.algorithm_args("cpu")
+    del config["algorithms"]["executors"]  # without the key: the backend's default alone
+    assert "--executor" not in study.algorithm_args("cpu")
     assert study.algorithm_files("gpu") == []  # no GPU here
     assert study.algorithm_files("mpi") == [
         f"results/mpi/algorithms_n{n}_float32.csv" for n in config["mpi"]["nodes"]

@@ -70,6 +70,10 @@ BAD = {
         "algorithms.names.1: 'rign' is not one of ['ring', 'ring-segmented'",
     ),
     "algorithm sweep of no kind": ({"algorithms": {"kinds": ["tpu"]}}, "'tpu' is not one of"),
+    "unknown executor": (
+        {"algorithms": {"executors": ["nodes", "threads"]}},
+        "algorithms.executors.1: 'threads' is not one of ['nodes', 'slices']",
+    ),
     "algorithm sweep above the maximum": (
         {"algorithms": {"max_bytes": "65G"}},
         "algorithms.max_bytes 65G is above the workflow's maximum",
@@ -109,3 +113,15 @@ def test_algorithm_names_are_the_librarys():
     for name in ("config.yaml", "full.yaml"):
         config = merged(yaml.safe_load((ROOT / "config" / name).read_text()) or {})
         assert config["algorithms"]["names"] == list(ALGORITHMS)
+
+
+def test_executors_are_the_cpu_backends():
+    from ring.cpu import EXECUTORS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    executors = schema["properties"]["algorithms"]["properties"]["executors"]["items"]["enum"]
+    assert executors == list(EXECUTORS)
+    # Every shipped configuration, the tests' tiny one included, measures both.
+    for name in ("config.yaml", "full.yaml", "ci.yaml"):
+        config = merged(yaml.safe_load((ROOT / "config" / name).read_text()) or {})
+        assert config["algorithms"]["executors"] == list(EXECUTORS)

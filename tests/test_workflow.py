@@ -214,7 +214,11 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         assert f"--algorithm {ALL_ALGORITHMS}" in shell and "-e 16K -f 4" in shell, shell
         assert f"--sweep results/{rule[:3]}/algorithms_n2_float32.csv" in report.shell
     assert "--algorithm" not in cpu_shell
-    assert "--sync pairwise " in next(j.shell for j in jobs if j.rule == "cpu_algorithms")
+    cpu_algorithms = next(j.shell for j in jobs if j.rule == "cpu_algorithms")
+    assert "--sync pairwise " in cpu_algorithms and "--executor nodes,slices " in cpu_algorithms
+    # The cpu backend's flag only (it means nothing to mpi); the ring-only sweep stays plain.
+    mpi_algorithms = next(j.shell for j in jobs if j.rule == "mpi_algorithms")
+    assert "--executor" not in mpi_algorithms and "--executor" not in cpu_shell
     assert report.shell.count("--alternated ") == COMPARE_JOBS
     compare = next(job for job in jobs if job.rule == "compare_bench")
     assert "alternate --nodes 2 --rounds 2" in compare.shell and "-- -d float32" in compare.shell

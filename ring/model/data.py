@@ -186,7 +186,8 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             raise ModelInputError(f"{csv_path}:{line}: nodes is {nodes}, must be >= 1")
         if nodes == 1 or nbytes == 0 or seconds == 0:
             continue  # nothing moves: no information on α, β, γ
-        # Only the kept executor reaches here: it names no group of its own.
+        # A variant at the one executor priced names no group of its own: every cpu row
+        # now says executor=nodes, and a CSV from before the column ran the same.
         variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c) and c != "executor"}
         key = {"machine": machine, **{c: row[c] for c in ("backend", "sync", "dtype", "op")}}
         key.update(variant)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..schedule import ALGORITHMS
-from .analysis import RING_BACKENDS
+from .analysis import RING_BACKENDS, executor_of
 from .drawing import bytes_axis, grid, legend_right, line_with_band, log_y, save, seaborn_pyplot
 from .fmt import format_bytes, format_number, format_ratio
 from .table import Table
@@ -32,6 +32,8 @@ __all__ = [
 
 PLAIN = "ring"
 ONLY_RING = "only the ring was measured in this run"
+# A cpu algorithm run by slices is a series of its own: the algorithm's name with this.
+SLICES = " (slices)"
 # The rows of one panel come from one run, one sync mode and one dtype/op.
 _CHOICE = ["machine", "run", "sync", "dtype", "op"]
 
@@ -42,6 +44,12 @@ def _algorithm(rows: pd.DataFrame) -> pd.Series:
         return pd.Series(PLAIN, index=rows.index)
     named = rows["algorithm"].fillna("").astype(str)
     return named.where(~named.isin(["", "nan"]), PLAIN)
+
+
+def _series(rows: pd.DataFrame) -> pd.Series:
+    """Each row's line in a panel: its algorithm, and " (slices)" where the cpu backend ran
+    it by slices (the node threads, the default, keep the algorithm's name)."""
+    return _algorithm(rows).where(executor_of(rows) != "slices", _algorithm(rows) + SLICES)
 
 
 def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -61,18 +69,23 @@ def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
     mixed = pd.MultiIndex.from_frame(kept[runs]).isin(mixed_runs)
     mixed &= kept["backend"].isin(RING_BACKENDS).to_numpy()
     key = [c for c in ("backend", "sync", "nodes", "dtype", "op", "machine") if c in rows]
-    points = pd.MultiIndex.from_frame(kept[key])
+    # The ring by slices (measured in the algorithm sweep only) is its own series.
+    points = pd.MultiIndex.from_frame(kept[key].assign(executor=executor_of(kept)))
     elsewhere = points[~mixed & kept["backend"].isin(RING_BACKENDS).to_numpy()]
     return kept[~(mixed & points.isin(elsewhere))]
 
 
-def _order(name: str) -> tuple[int, str]:
-    return (ALGORITHMS.index(name) if name in ALGORITHMS else len(ALGORITHMS), name)
+def _order(name: str) -> tuple[int, bool, str]:
+    """The library's order of algorithms, each on the node threads before by slices."""
+    algorithm = name.removesuffix(SLICES)
+    known = ALGORITHMS.index(algorithm) if algorithm in ALGORITHMS else len(ALGORITHMS)
+    return (known, name != algorithm, name)
 
 
 @dataclass(frozen=True)
 class Panel:
-    """One backend at one N: every algorithm one run measured there."""
+    """One backend at one N: every algorithm (on each executor) one run measured there;
+    ``rows["algorithm"]`` names the line, " (slices)" appended to a run by slices."""
 
     backend: str
     nodes: int
@@ -81,6 +94,7 @@ class Panel:
     sync: str
     rows: pd.DataFrame  # algorithm, bytes, time_us, time_us_p25, time_us_p75
     threads_per_core: float | None  # above 1: more workers than cores
+    crowded: tuple[str, ...] = ()  # the executors whose rows ran above one per core
 
     @property
     def algorithms(self) -> list[str]:
@@ -95,15 +109,24 @@ class Panel:
     def title(self) -> str:
         where = f" @ {self.machine}" if self.machine else ""
         over = self.threads_per_core
-        crowded = f", {format_number(over)} per core: oversubscribed" if over and over > 1 else ""
+        crowded = ""
+        if over and over > 1:
+            # Where the slices kept to the cores while the node threads did not, say whose.
+            whose = f" ({', '.join(self.crowded)})" if self.crowded and self.mixed else ""
+            crowded = f", {format_number(over)} per core{whose}: oversubscribed"
         return f"{self.backend}, N = {self.nodes}{where}{crowded}"
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the panel holds lines of both executors."""
+        return len({name.endswith(SLICES) for name in self.rows["algorithm"]}) > 1
 
 
 def panels(rows: pd.DataFrame, backend: str) -> list[Panel]:
     """One panel per N of ``backend``: the run (and sync, dtype, op) that measured the most
     algorithms there, this machine's before a reference's, so its times compare in one run."""
     mine = rows[(rows["backend"] == backend) & (rows["bytes"] > 0)].copy()
-    mine["algorithm"] = _algorithm(mine)
+    mine["algorithm"] = _series(mine)
     if "machine" not in mine:
         mine["machine"] = ""
     mine["machine"] = mine["machine"].fillna("").astype(str)
@@ -113,13 +136,25 @@ def panels(rows: pd.DataFrame, backend: str) -> list[Panel]:
         # Most algorithms first; then this machine's, pairwise sync, and names in order.
         best = min(counts.index, key=lambda k: (-counts[k], k[0] != "", k[2] != "pairwise", k))
         chosen = at_n[(at_n[_CHOICE] == pd.Series(best, index=_CHOICE)).all(axis=1)]
-        over = None
-        if "threads_per_core" in chosen:
-            over = pd.to_numeric(chosen["threads_per_core"], errors="coerce").max()
-            over = None if pd.isna(over) else float(over)
+        over, crowded = _crowding(chosen)
         columns = ["algorithm", "bytes", "time_us", "time_us_p25", "time_us_p75"]
-        found.append(Panel(backend, int(nodes), best[1], best[0], best[2], chosen[columns], over))
+        found.append(
+            Panel(backend, int(nodes), best[1], best[0], best[2], chosen[columns], over, crowded)
+        )
     return found
+
+
+def _crowding(rows: pd.DataFrame) -> tuple[float | None, tuple[str, ...]]:
+    """The most workers per core of any row (each row counts the threads it ran on), and
+    the executors with rows above one per core."""
+    if "threads_per_core" not in rows:
+        return None, ()
+    per_core = pd.to_numeric(rows["threads_per_core"], errors="coerce")
+    over = per_core.max()
+    if pd.isna(over):
+        return None, ()
+    crowded = executor_of(rows)[per_core > 1]
+    return float(over), tuple(e for e in ("nodes", "slices") if e in set(crowded))
 
 
 def fastest_per_size(panel_rows: pd.DataFrame) -> pd.DataFrame:
@@ -182,27 +217,32 @@ def fastest_table(model) -> Table | None:
         body,
         "Lowest median time per allreduce among the algorithms one run measured at that N "
         "(all in one run, so drift between runs does not decide); the next fastest's time "
-        "over the fastest's, lowest to highest over the sizes. Where a run measured only the "
-        "ring, the other algorithms are not measured, not slower.",
+        "over the fastest's, lowest to highest over the sizes. A cpu algorithm run by "
+        'slices (executor="slices") is a contender of its own, named with (slices). Where '
+        "a run measured only the ring, the other algorithms are not measured, not slower.",
     )
 
 
 def draw(model, out_dir, backend: str):
     """``algorithms_<backend>``: time against size per algorithm, one panel per N, the
-    fastest at each size ringed and named by the strip along the panel's foot."""
+    fastest at each size ringed and named by the strip along the panel's foot; a cpu
+    algorithm run by slices dashed (its strip hatched) in its algorithm's colour."""
     found = panels(model.algorithm_rows, backend)
     if not found:
         return f"no {backend} ring results"
     plt, sns = seaborn_pyplot()
-    names = sorted({a for p in found for a in p.algorithms}, key=_order)
-    palette = dict(zip(names, sns.color_palette("tab10", max(len(names), 1)), strict=False))
+    # One colour per algorithm; its run by slices dashed in the same colour.
+    names = sorted({a.removesuffix(SLICES) for p in found for a in p.algorithms}, key=_order)
+    colours = dict(zip(names, sns.color_palette("tab10", max(len(names), 1)), strict=False))
+    palette = {name: colours[name.removesuffix(SLICES)] for p in found for name in p.algorithms}
     fig, axes = grid(plt, 1, len(found))
     sizes = pd.concat([p.rows["bytes"] for p in found])
     for ax, panel in zip(axes[0], found, strict=True):
         for name in panel.algorithms:
             data = panel.rows[panel.rows["algorithm"] == name]
+            style = {"linestyle": "--"} if name.endswith(SLICES) else {}
             line_with_band(
-                ax, data, "time_us", "time_us_p25", "time_us_p75", palette[name], name, {}
+                ax, data, "time_us", "time_us_p25", "time_us_p75", palette[name], name, style
             )
         if panel.only_ring:
             ax.text(0.5, 0.92, ONLY_RING, transform=ax.transAxes, ha="center", fontsize=8)
@@ -236,4 +276,6 @@ def _mark_fastest(ax, fastest: pd.DataFrame, palette: dict) -> None:
         sizes[-1] * 1.41,
     ]
     for (low, high), name in zip(itertools.pairwise(edges), fastest["fastest"], strict=True):
-        ax.axvspan(low, high, ymin=0, ymax=0.035, color=palette[name], linewidth=0)
+        # A run by slices hatched, as its line is dashed.
+        hatch = "///" if name.endswith(SLICES) else None
+        ax.axvspan(low, high, ymin=0, ymax=0.035, facecolor=palette[name], hatch=hatch, linewidth=0)

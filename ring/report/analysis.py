@@ -24,9 +24,11 @@ __all__ = [
     "Comparison",
     "busbw_at_largest",
     "compare",
+    "executor_of",
     "label_series",
     "scaling",
     "summarise_comparison",
+    "without_slices_traffic",
 ]
 
 # Backends that execute this project's ring schedule.
@@ -39,6 +41,26 @@ PEERS = {
 }
 DEVICE_BACKENDS = ("gpu", "nccl")
 MPI_BACKENDS = ("mpi", "mpi-allreduce")
+
+
+def executor_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's cpu executor (ring.CpuCommunicator's): "slices" where the row says so,
+    else "nodes", the one every other row and every result before the column ran."""
+    if "executor" not in rows:
+        return pd.Series("nodes", index=rows.index)
+    named = rows["executor"].fillna("").astype(str)
+    return named.where(named == "slices", "nodes")
+
+
+def without_slices_traffic(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose traffic rate the harness computed with the node threads' formula while
+    the calls ran by slices (which move other bytes) get none."""
+    slices = executor_of(rows) == "slices"
+    if not slices.any() or "traffic_GBps" not in rows:
+        return rows
+    rows = rows.copy()
+    rows.loc[slices, "traffic_GBps"] = math.nan
+    return rows
 
 
 def label_series(rows: pd.DataFrame) -> pd.DataFrame:
@@ -76,10 +98,8 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
         other = inline.notna() & (inline != INLINE_BYTES)
         named = base + " (inline_bytes=" + inline.fillna(0).astype("int64").astype(str) + ")"
         base = base.where(~other, named)
-    if "executor" in rows:
-        # cpu rows run by position (--executor slices); the default (nodes) keeps its label.
-        slices = rows["executor"].fillna("").astype(str) == "slices"
-        base = base.where(~slices, base + " (slices)")
+    # cpu rows run by position (--executor slices); the default (nodes) keeps its label.
+    base = base.where(executor_of(rows) != "slices", base + " (slices)")
     if several_kinds:
         base = base + " " + rows["dtype"] + " " + rows["op"]
     if "machine" in rows:
@@ -248,8 +268,10 @@ def comparisons(rows: pd.DataFrame) -> list[Comparison]:
         theirs = rows[rows["backend"].isin(peers)]
         if not ours.empty and not theirs.empty:
             found.append(compare(f"{ring}_vs_peers", f"{ring} ring over its peers", ours, theirs))
-    pairwise = cpu[cpu["sync"] == "pairwise"]
-    barrier = cpu[cpu["sync"] == "barrier"]
+    # The two syncs of the node threads: calls run by slices wait for no other thread.
+    threads = cpu[executor_of(cpu) == "nodes"]
+    pairwise = threads[threads["sync"] == "pairwise"]
+    barrier = threads[threads["sync"] == "barrier"]
     if not pairwise.empty and not barrier.empty:
         found.append(
             compare(

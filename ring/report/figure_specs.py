@@ -48,7 +48,15 @@ FIGURES = (
             "band spans the 25th to 75th percentile of the timed calls; at each size a black "
             "ring marks the fastest algorithm and the strip along the panel's foot takes its "
             "colour. A panel whose run measured only the ring says so: the other algorithms "
-            "were not measured there.",
+            "were not measured there."
+            + (
+                ' Each algorithm run by slices (the cpu backend\'s executor="slices": the '
+                "plan by position on min(N, cores) threads) is a dashed line in its "
+                "algorithm's colour, labelled (slices), its stretch of the strip hatched; "
+                "the solid lines run one thread per node."
+                if backend == "cpu"
+                else ""
+            ),
         )
         for backend in ("cpu", "mpi", "gpu")
     ),

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from . import alternation, profile_notes, trust
+from .analysis import executor_of
 from .ceilings import LLC_MULTIPLE
 from .fmt import format_bytes, format_number, format_ratio
 from .intervals import sides_of_one
@@ -85,6 +86,7 @@ def _traffic_explains(model) -> list[str]:
     ):
         largest = part[part["bytes"] == part["bytes"].max()]
         ring = largest[(largest["backend"] == "cpu") & (largest["sync"] == "pairwise")]
+        ring = ring[executor_of(ring) == "nodes"]  # the node threads' bytes, the ones counted
         direct = largest[largest["backend"] == "numpy-direct"]
         if ring.empty or direct.empty or nodes < 2:
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .algorithms import fastest_table
+from .best_of import best_of_table
 from .fmt import format_bytes, format_fraction, format_number, format_ratio
 from .model import ReportModel
 from .table import Table
@@ -34,6 +35,9 @@ def headline_tables(model: ReportModel) -> list[Table]:
     fastest = fastest_table(model)
     if fastest is not None:
         headline.append(fastest)
+    best_of = best_of_table(model)
+    if best_of is not None:
+        headline.append(best_of)
     return headline
 
 

@@ -29,7 +29,8 @@ class ReportModel:
     def rows(self) -> pd.DataFrame:
         """The plain ring and its peers: what every table and figure but the per-algorithm
         ones compares (ring.report.algorithms.headline_rows)."""
-        return analysis.label_series(algorithms.headline_rows(self.inputs.sweep_rows()))
+        rows = algorithms.headline_rows(self.inputs.sweep_rows())
+        return analysis.label_series(analysis.without_slices_traffic(rows))
 
     @cached_property
     def algorithm_rows(self) -> pd.DataFrame:

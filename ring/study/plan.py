@@ -59,7 +59,8 @@ class Study:
 
     def algorithm_args(self, kind: str) -> str:
         """The harness flags of `kind`'s algorithm sweep: every configured algorithm of the
-        kind's ring backend in one run (so their times compare within it), one sync mode."""
+        kind's ring backend in one run (so their times compare within it), one sync mode,
+        and for cpu each configured executor."""
         section = self.config["algorithms"]
         settings = algorithm_settings(self.config, kind)
         args = self._sweep_flags(kind, settings)
@@ -69,6 +70,8 @@ class Study:
             args.append(f"--rounds {rounds}")
         if "sync" in self.config[kind]:
             args.append(f"--sync {section.get('sync', self.config[kind]['sync'][0])}")
+        if kind == "cpu" and "executors" in section:  # a flag of the cpu backend alone
+            args.append(f"--executor {','.join(section['executors'])}")
         return " ".join(args)
 
     def _sweep_flags(self, kind: str, s: Mapping) -> list[str]:
