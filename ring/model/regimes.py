@@ -20,8 +20,8 @@ before, used at every size.
 On the reference CPU sweep (ring/model/defaults/amd-epyc-2core) the regimes take the
 held-out points within 25 % (>= 4 KiB) from 12 and 24 to 29 and 31 of 49 at N = 2 and 4;
 most misses left are at 8, 32 and 512 KiB, sizes the sweep measured slower than both
-neighbours (the later run of results/reference/amd-epyc-2core/auto_check has 8 and 32 KiB
-in line with theirs).  The picks judged on that run (check-picks) move from 31 to 29 of 34
+neighbours (the auto check run at 07:02 UTC, measured after the sweep, had 8 and 32 KiB in
+line with theirs).  The picks judged on that run (check-picks) move from 31 to 29 of 34
 sizes within 1.1x: 64 MiB at N = 2 (1.26x, where that run's auto and its own fixed series of
 the same algorithm differ by as much) and 4 MiB at N = 4 (1.11x).  An inline call pays
 every node's steps on one thread, so its step terms could be N times the critical path's;
