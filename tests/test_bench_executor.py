@@ -38,3 +38,16 @@ def test_a_bad_executor_is_refused_before_any_run(tmp_path, capsys):
     code, out = bench(tmp_path, "--backend", "cpu", "--executor", "nodes,threads")
     assert code != 0 and not out.exists()
     assert "--executor: unknown executor 'threads'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("backend", "flag", "owner"),
+    [("numpy-direct", "--executor", "cpu"), ("cpu", "--graphs", "gpu")],
+)
+def test_a_flag_of_a_backend_the_run_does_not_measure_is_refused(
+    tmp_path, capsys, backend, flag, owner
+):
+    code, out = bench(tmp_path, "--backend", backend, flag, "0")
+    assert code != 0 and not out.exists()
+    err = capsys.readouterr().err
+    assert f"{flag} is a flag of backend {owner}" in err and "does not measure" in err

@@ -194,6 +194,8 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
     if average not in AVERAGE_MODES:
         raise BenchInputError(f"-a/--average must be 0, 1, 2 or 3, got {average}")
     backends = _known_items(args.backend, "--backend", "backend", known_backends)
+    if isinstance(known_backends, dict):
+        _check_backend_flags(parser, args, _flag_owners(known_backends, known_syncs), backends)
     rounds = int_flag(args.rounds, "--rounds", 1)
     if rounds > sweep.iters:
         raise BenchInputError(
@@ -213,6 +215,37 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         algorithms=None if args.algorithm is None else _parse_algorithms(args.algorithm),
         rounds=rounds,
     )
+
+
+def _flag_owners(known_backends: dict, known_syncs) -> dict[str, set[str]]:
+    """Per backend flag (by argparse dest), the backends that take it."""
+    owners: dict[str, set[str]] = {}
+    for name, backend in known_backends.items():
+        add_arguments = getattr(backend, "add_arguments", None)
+        if add_arguments is None:
+            continue
+        scratch = build_parser(list(known_backends), known_syncs)
+        before = {action.dest for action in scratch._actions}
+        add_arguments(scratch)
+        for action in scratch._actions:
+            if action.dest not in before:
+                owners.setdefault(action.dest, set()).add(name)
+    return owners
+
+
+def _check_backend_flags(parser, args, owners: dict[str, set[str]], backends) -> None:
+    """A backend's flag given to a run that measures none of the backends taking it would
+    be ignored without a word: refuse it instead."""
+    for action in parser._actions:
+        names = owners.get(action.dest)
+        if not names or names & set(backends):
+            continue
+        if getattr(args, action.dest) != action.default:
+            taken = ", ".join(sorted(names))
+            raise BenchInputError(
+                f"{action.option_strings[0]} is a flag of backend {taken}, which this run does "
+                f"not measure (--backend {','.join(backends)})"
+            )
 
 
 def _known_items(text: str, flag: str, what: str, known) -> tuple[str, ...]:

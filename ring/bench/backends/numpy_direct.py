@@ -10,7 +10,7 @@ import numpy as np
 from ...ops import AVERAGING, divide_by_nodes
 from ...schedule import chunk_range
 from ..parallel import WorkerPool
-from ..placement import pin_native_threads, pin_requested
+from ..placement import add_pin_argument, pin_native_threads, pin_requested
 from .base import Backend, HostSession, Session, register_backend
 
 if TYPE_CHECKING:
@@ -75,6 +75,10 @@ class NumpyDirectBackend(Backend):
         "back to every buffer, on as many threads as cores"
     )
     traffic = "2N·S"
+
+    @classmethod
+    def add_arguments(cls, parser) -> None:
+        add_pin_argument(parser)  # the cpu backend's flag, shared
 
     def traffic_bytes(self, nbytes: int, nodes: int) -> int:
         return 2 * nodes * nbytes if nodes > 1 else 0
