@@ -85,7 +85,7 @@ def _fake_cupy(used: list) -> types.ModuleType:
 def test_device_buffers_restore_reduce_and_copy_back(monkeypatch):
     used: list = []
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(used))
-    config = config_of("--buffers", "device", "-d", "float64")
+    config = config_of("--backend", "mpi", "--buffers", "device", "-d", "float64")
     session_class = device_session(CpuSession, config)
     assert session_class is not CpuSession
     rng = np.random.default_rng(3)
@@ -153,4 +153,4 @@ def test_unknown_buffers_value_is_refused():
     from ring.bench.cli import BenchInputError
 
     with pytest.raises(BenchInputError, match="expected one of host, device"):
-        check_buffers(config_of("--buffers", "gpu"), "mpi")
+        check_buffers(config_of("--backend", "mpi", "--buffers", "gpu"), "mpi")
