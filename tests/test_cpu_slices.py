@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from reference import check, ops_for, random_inputs
 from test_cpu_algorithms import _options
-from test_cpu_inline import _every_collective
+from test_cpu_inline import _every_collective, _record_threads, assert_same_bits
 
 import ring
 from ring import CommunicatorClosedError, CpuCommunicator
@@ -58,15 +58,7 @@ def test_slices_are_bit_for_bit_the_node_threads(algorithm, nodes, small_tiles, 
         make(nodes, algorithm=algorithm, executor="slices", **options) as sliced,
         make(nodes, algorithm=algorithm, **options) as threaded,
     ):
-        for dtype, op in [(np.float32, "sum"), (np.float64, "avg"), (np.float16, "prod")]:
-            for count in (nodes + 1, 1001, 4099):
-                inputs = [rng.standard_normal(count).astype(dtype) for _ in range(nodes)]
-                ours = [a.copy() for a in inputs]
-                theirs = [a.copy() for a in inputs]
-                sliced.allreduce(ours, op)
-                threaded.allreduce(theirs, op)
-                for a, b in zip(ours, theirs, strict=True):
-                    assert a.tobytes() == b.tobytes(), (dtype, op, count)
+        assert_same_bits(sliced, threaded, rng)
 
 
 def test_every_plan_reads_by_position():
@@ -128,14 +120,7 @@ def test_threads_for_follows_inline_bytes_nodes_cores_and_tiles(small_tiles, mon
 
 def test_a_large_call_splits_between_the_caller_and_one_worker(small_tiles, monkeypatch):
     monkeypatch.setattr("ring.cpu._cores", lambda: 2)
-    seen = set()
-    add = np.add
-
-    def recorded(a, b, out):
-        seen.add(threading.current_thread().name)
-        return add(a, b, out=out)
-
-    monkeypatch.setattr("ring.cpu.resolve_op", lambda op, dtype: recorded)
+    seen = _record_threads(monkeypatch)
     with CpuCommunicator(4, executor="slices", inline_bytes=0) as comm:
         buffers = [np.full(1 << 16, i + 1.0) for i in range(4)]
         comm.allreduce(buffers)
