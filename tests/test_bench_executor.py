@@ -28,6 +28,15 @@ def test_each_executor_is_a_series_with_its_column(tmp_path, monkeypatch):
             assert r["pinned"] == "false"
         # The ring's traffic formula counts the node threads' bytes: slices rows claim none.
         assert (r["traffic_GBps"] == "") == (r["executor"] == "slices")
+    # Every timed call says which series it belongs to: without the column the two
+    # executors' calls of one algorithm, N and size could not be told apart.
+    _, calls = read_rows(out.with_suffix(".samples.csv"))
+    iters = {(r["executor"], r["bytes"]): int(r["iters"]) for r in rows}
+    counted: dict = {}
+    for call in calls:
+        key = (call["executor"], call["bytes"])
+        counted[key] = counted.get(key, 0) + 1
+    assert counted == iters
 
 
 def _cores():

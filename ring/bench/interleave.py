@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .backends import Backend, Session
+from .backends import VARIANT_COLUMNS, Backend, Session
 from .nccl_compat import TABLE_HEADER, table_line
 from .point import round_shares
 
@@ -114,12 +114,14 @@ def measure_interleaved(plan, start_point, output) -> list[Series]:
 
 
 def sample_rows(series: list[Series]) -> list[dict]:
-    """One row per timed call: the point's keys, the call's index and its time."""
+    """One row per timed call: the point's keys (with the variant columns that name its
+    series, e.g. ``executor``), the call's index and its time."""
     keys = ("backend", "sync", "algorithm", "nodes", "dtype", "op", "bytes")
     records: list[dict] = []
     for s in series:
         for row, times in zip(s.rows, s.samples, strict=True):
             point = {key: row[key] for key in keys}
+            point.update({c: row[c] for c in VARIANT_COLUMNS if row.get(c) not in (None, "")})
             records.extend(
                 {**point, "call": call, "time_us": seconds * 1e6}
                 for call, seconds in enumerate(times)

@@ -146,7 +146,8 @@ def write_outputs(out: Path, measured: list[Series], document: dict, output: Out
     """Write the CSV, its JSON and its samples together; the reason (one line) if not."""
     rows = [row for s in measured for row in s.rows]
     try:
-        samples = csv_text(sample_rows(measured), SAMPLE_COLUMNS)
+        calls = sample_rows(measured)
+        samples = csv_text(calls, columns_of(calls, SAMPLE_COLUMNS))
         write_result_pair(out, rows, columns_of(rows), document, [(samples_path(out), samples)])
     except OSError as exc:
         return (
