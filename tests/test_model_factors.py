@@ -147,6 +147,26 @@ def test_check_picks_judges_a_fit_by_the_runs_fixed_series(tmp_path, capsys):
     )
 
 
+def test_check_picks_leaves_out_the_series_of_another_executor(tmp_path, capsys):
+    """A run with --executor nodes,slices has each algorithm twice: the fit is judged on
+    the thread-per-node series it prices, not on the other's times for the same name."""
+    save_fits(tmp_path / "fit.json", [synthetic_fit({})], [])
+    run = tmp_path / "run.csv"
+    rows = [
+        ("direct", "nodes", 30.0),
+        ("ring", "nodes", 20.0),
+        ("direct", "slices", 9.0),  # written last: it would stand for direct if read
+        ("ring", "slices", 8.0),
+    ]
+    run.write_text(
+        "backend,algorithm,nodes,bytes,time_us,executor\n"
+        + "".join(f"cpu,{a},4,1024,{t},{e}\n" for a, e, t in rows)
+    )
+    assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[4:] == ["direct", "30.0", "ring", "20.0", "1.50", ">", "1.1x"]
+
+
 def test_check_picks_refuses_a_run_without_the_fits_algorithms(tmp_path, capsys):
     save_fits(tmp_path / "fit.json", [synthetic_fit({})], [])
     run = tmp_path / "run.csv"

@@ -25,6 +25,7 @@ from ..bootstrap import DRAWS, percentile_interval, resampled_medians
 from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
 from .costs import ModelInputError
+from .data import EXECUTORS
 from .fit import Fit
 from .table import fastest
 
@@ -69,6 +70,8 @@ def _calls_of(path: Path) -> dict[tuple, dict[str, list[float]]]:
     samples = samples_path(path)
     if samples.is_file():
         for row in read_csv(samples)[1]:
+            if (row.get("executor") or "") not in EXECUTORS:
+                continue  # as in _read_run; older files have no column and one executor
             key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
             calls.setdefault(key, {}).setdefault(row["algorithm"], []).append(float(row["time_us"]))
     return calls
@@ -90,6 +93,10 @@ def _read_run(path: Path, cells: dict, calls: dict) -> None:
         raise ModelInputError(f"{path}: no algorithm column (a run before --algorithm)")
     run_calls = _calls_of(path)
     for row in rows:
+        # The model prices the cpu backend's thread per node: rows of another executor
+        # (a run with --executor nodes,slices) are not the series auto is judged against.
+        if (row.get("executor") or "") not in EXECUTORS:
+            continue
         if row["algorithm"] in (AUTO, *ALGORITHMS):
             key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
             seconds = float(row["time_us"])
