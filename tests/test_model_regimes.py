@@ -15,12 +15,14 @@ from ring.model import Params, predict_seconds
 from ring.model.__main__ import main
 from ring.model.data import Group, Point, load_groups
 from ring.model.fit import Fit, Host, fit_group
+from ring.model.costs import backend_group_size, inline_moves
 from ring.model.regimes import INLINE, ONE, THREADED, runs_inline
 from ring.model.table import decision_table, load_fits, save_fits
 
 LIMIT = 1 << 20
-# Inline: no hand-over but one core does every node's bytes; threaded: the reverse.
-INLINE_TRUTH = Params(alpha=3e-6, beta=1.2e-10, gamma=2.4e-10)
+# Inline: no hand-over but one core does every node's moves and bytes, and each node's
+# buffer costs its checks; threaded: the reverse.
+INLINE_TRUTH = Params(alpha=4e-7, beta=1.2e-10, gamma=2.4e-10, per_node=5e-6)
 THREADED_TRUTH = Params(alpha=4e-5, beta=3e-11, gamma=6e-11)
 ALGORITHMS = ("ring", "recursive-doubling", "rabenseifner")
 
@@ -36,7 +38,7 @@ def two_regimes(noise: float = 0.01, seed: int = 5) -> Group:
             for size in (1 << e for e in range(10, 28)):
                 inline = size <= LIMIT
                 truth = INLINE_TRUTH if inline else THREADED_TRUTH
-                exact = predict_seconds(truth, algorithm, n, size, shared=True)
+                exact = predict_seconds(truth, algorithm, n, size, shared=True, inline=inline)
                 seconds = exact * rng.lognormal(0, noise)
                 group.points.append(Point(algorithm, n, size, seconds, inline=inline))
     return group
@@ -72,7 +74,8 @@ def test_fit_recovers_both_regimes():
 def test_a_call_is_priced_by_the_regime_it_runs_in(tmp_path, capsys):
     fit = fit_group(two_regimes())
     for size, regime in ((LIMIT, fit.inline), (LIMIT + 4, fit)):
-        want = predict_seconds(regime.params, "ring", 4, size, shared=True)
+        inline = regime is fit.inline
+        want = predict_seconds(regime.params, "ring", 4, size, shared=True, inline=inline)
         assert fit.predict("ring", 4, size) == pytest.approx(want, rel=1e-12)
     # Another inline_bytes moves the switch: 0 runs every call threaded.
     threaded = predict_seconds(fit.params, "ring", 4, 1024, shared=True)
@@ -158,3 +161,59 @@ def test_auto_on_a_communicator_prices_its_own_inline_bytes(monkeypatch):
     with CpuCommunicator(4, algorithm="auto", inline_bytes=0) as comm:
         comm.allreduce([np.ones(256, np.float32) for _ in range(4)])
     assert planned == [own[0]]
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 8])
+def test_an_inline_call_counts_the_moves_of_its_plan(nodes):
+    """Ring family by its own count: every node takes 2(N-1) moves a pass (two lanes for
+    the bidirectional ring), one pass per block; recursive doubling at a power of two
+    receives into scratch and adds it, two moves per step, log2(N) steps."""
+    ring = 2 * (nodes - 1) * nodes
+    assert inline_moves("ring", nodes, 1 << 20, 2, 1 << 20) == ring
+    assert inline_moves("ring-bidirectional", nodes, 1 << 20, 2, 1 << 20) == 2 * ring
+    assert inline_moves("ring-segmented", nodes, 1 << 20, 2, 1 << 18) == 4 * ring
+    if nodes & (nodes - 1) == 0:
+        steps = nodes.bit_length() - 1
+        assert inline_moves("recursive-doubling", nodes, 1 << 20, 2, 1 << 20) == (
+            2 * steps * nodes
+        )
+    params = Params(alpha=1e-6, beta=0.0, gamma=0.0, per_node=5e-6)
+    want = 1e-6 * ring + 5e-6 * nodes
+    got = predict_seconds(params, "ring", nodes, 1 << 20, shared=True, inline=True)
+    assert got == pytest.approx(want, rel=1e-12)
+    # Threaded, the same parameters price the critical path's steps and no per-node term.
+    threaded = predict_seconds(params, "ring", nodes, 1 << 20, shared=True)
+    assert threaded == pytest.approx(1e-6 * 2 * (nodes - 1), rel=1e-12)
+
+
+def test_hierarchical_is_priced_with_the_groups_its_backend_forms():
+    """The cpu backend groups 4 nodes in 2s (ring.schedule.default_group_size), MPI's ranks
+    on one host are one group: a fit prices hierarchical as the backend runs it."""
+    assert backend_group_size("cpu", 4) == 2 and backend_group_size("gpu", 9) == 3
+    assert backend_group_size("mpi", 4) == 4
+    fit = fit_group(two_regimes())
+    size = 4 * LIMIT
+    for backend, group in (("cpu", 2), ("mpi", 4)):
+        fit.key["backend"] = backend
+        want = predict_seconds(
+            fit.params, "hierarchical", 4, size, shared=True, group_size=group
+        )
+        assert fit.predict("hierarchical", 4, size) == pytest.approx(want, rel=1e-12)
+    # Two groups of two take fewer steps than one group of four.
+    one = predict_seconds(fit.params, "hierarchical", 4, 1024, shared=True, group_size=4)
+    two = predict_seconds(fit.params, "hierarchical", 4, 1024, shared=True, group_size=2)
+    assert two < one
+
+
+def test_the_report_gives_the_inline_regimes_cost_per_node(tmp_path):
+    from ring.report.cost_model import cost_model
+    from ring.report.fmt import format_number
+
+    fit = fit_group(two_regimes())
+    save_fits(tmp_path / "model_fit.json", [fit], [])
+    section = cost_model([tmp_path / "sweep.csv"])
+    (table,) = [t for t in section.tables if t.title.startswith("Fitted parameters")]
+    assert table.header[-1] == "per node per call (µs)"
+    threaded, inline = table.rows
+    assert "inline" in inline[0] and threaded[-1] == "n/a"
+    assert inline[-1].startswith(format_number(fit.inline.params.per_node * 1e6) + " [")

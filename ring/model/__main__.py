@@ -14,7 +14,7 @@ from ..report.fmt import format_bytes
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups
 from .fit import Fit, Host, fit_group
-from .regimes import ONE, THREADED
+from .regimes import INLINE, ONE, THREADED
 from .table import (
     TABLE_NODES,
     crossover_lines,
@@ -82,6 +82,14 @@ def _parameters(fit: Fit) -> list[str]:
         f"  sigma = {fit.params.sigma:.3g} per node per core past 1"
         + (f" {_interval(fit, 'sigma', 1)}" if "sigma" in fit.interval else "")
         + f", {fit.sigma_source}",
+        *(
+            [
+                f"  per node = {fit.params.per_node * 1e6:.3g} us per call "
+                f"{_interval(fit, 'per_node', 1e6)} (inline: alpha is per move of the plan)"
+            ]
+            if fit.regime == INLINE
+            else []
+        ),
     ]
 
 

@@ -35,7 +35,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from typing import NamedTuple
+
+from ..schedule import default_group_size, plan
 
 __all__ = [
     "ALGORITHMS",
@@ -45,10 +48,13 @@ __all__ = [
     "Factors",
     "ModelInputError",
     "Params",
+    "backend_group_size",
     "check_point",
     "coefficients",
+    "inline_moves",
     "oversubscription",
     "predict_seconds",
+    "terms",
     "working_set",
 ]
 
@@ -81,6 +87,9 @@ class Params(NamedTuple):
     # Slow-down per node per core past one: a call at p nodes per core takes 1 + σ(p - 1)
     # times as long (0: no oversubscribed row was fitted, or none of the model's rows).
     sigma: float = 0.0
+    # Seconds per node per call of a call run inline (ring.model.regimes): what the calling
+    # thread spends on each node's buffer besides its moves (0: not an inline regime's fit).
+    per_node: float = 0.0
 
     def beta_at(self, nodes: int, nbytes: int, shared: bool) -> float:
         return self.beta if working_set(nodes, nbytes, shared) <= self.knee else self.beta_above
@@ -215,6 +224,36 @@ def coefficients(
     return ALGORITHMS[algorithm](nodes, nbytes, group_size, segment_bytes)
 
 
+def backend_group_size(backend: str, nodes: int) -> int:
+    """hierarchical's groups when a call names none, as ``backend`` forms them: the cpu and
+    gpu backends take ring.schedule.default_group_size (2 of 2 at N = 4); an MPI run's ranks
+    on one host are one group (``Split_type(COMM_TYPE_SHARED)``; the harness runs MPI on one
+    host); any other backend the model's default, :data:`DEFAULT_GROUP_SIZE`."""
+    if backend in ("cpu", "gpu"):
+        return default_group_size(nodes)
+    return nodes if backend == "mpi" else DEFAULT_GROUP_SIZE
+
+
+# Bytes per element the plans of inline_moves are built for: the count of moves depends on
+# the bytes only through ring-segmented's blocks (bytes over block bytes) and lengths < N.
+PLAN_ITEMSIZE = 4
+
+
+@lru_cache(maxsize=1024)
+def inline_moves(algorithm: str, nodes: int, nbytes: int, group: int, segment: int) -> int:
+    """Moves of every node's steps in the plan the backends execute (ring.schedule): what a
+    call run inline does one after the other on the calling thread, one NumPy call each.
+    At N = 4: recursive doubling 16, the ring, Rabenseifner, hierarchical and direct 24,
+    the bidirectional ring 48."""
+    if nodes == 1:
+        return 0
+    length = max(1, nbytes // PLAN_ITEMSIZE)
+    size = hierarchy(nodes, group)[0] if algorithm == "hierarchical" else 0
+    block = max(1, segment // PLAN_ITEMSIZE) if algorithm == "ring-segmented" else 0
+    schedule = plan("allreduce", nodes, length, algorithm, block, size)
+    return sum(len(step.moves) for node in range(nodes) for step in schedule.node_steps(node))
+
+
 def design_row(coef: Coefficients, nodes: int, nbytes: int, shared: bool) -> tuple[float, ...]:
     """The multipliers of (α, β, γ) in the time of one call."""
     if shared:
@@ -243,15 +282,41 @@ def predict_seconds(
     segment_bytes: int = DEFAULT_SEGMENT_BYTES,
     nodes_per_core: float = 0.0,
     factors: Factors = THEORY,
+    inline: bool = False,
 ) -> float:
     """Predicted seconds of one allreduce of ``nbytes`` on ``nodes`` nodes, run with
     ``nodes_per_core`` workers per core (0: not CPU workers, or not known), the algorithm's
-    theoretical step and byte terms scaled by ``factors``."""
+    theoretical step and byte terms scaled by ``factors``; ``inline``: the call runs on one
+    thread (ring.model.regimes), its steps the plan's moves, plus ``per_node`` per node."""
     factor = oversubscription(params.sigma, nodes_per_core)
+    steps, link, reduce, fixed = terms(
+        algorithm, nodes, nbytes, shared, group_size, segment_bytes, inline
+    )
+    beta = params.beta_at(nodes, nbytes, shared)
+    per_byte = link * beta + reduce * params.gamma
+    scaled = factors.steps * steps * params.alpha + factors.bytes * per_byte
+    return factor * (scaled + fixed * params.per_node)
+
+
+def terms(
+    algorithm: str,
+    nodes: int,
+    nbytes: int,
+    shared: bool,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    inline: bool = False,
+) -> tuple[float, float, float, float]:
+    """The multipliers of (α, β, γ, per_node) in the time of one call.  Threaded (or on
+    links): the critical path's steps, and no per-node term.  Inline: one thread runs every
+    node's moves in turn, so the steps are the plan's moves, and each node's buffer costs
+    ``per_node`` (checks, views, the look-up of its steps: about 5 µs on the reference
+    CPU, against 0.4 µs a move; a form of moves alone missed the N = 2 rows by half)."""
     coef = coefficients(
         algorithm, nodes, nbytes, group_size=group_size, segment_bytes=segment_bytes
     )
     steps, link, reduce = design_row(coef, nodes, nbytes, shared)
-    beta = params.beta_at(nodes, nbytes, shared)
-    per_byte = link * beta + reduce * params.gamma
-    return factor * (factors.steps * steps * params.alpha + factors.bytes * per_byte)
+    if not inline or nodes == 1:
+        return steps, link, reduce, 0.0
+    moves = inline_moves(algorithm, nodes, nbytes, group_size, segment_bytes)
+    return float(moves), link, reduce, float(nodes)

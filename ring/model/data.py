@@ -11,7 +11,13 @@ from pathlib import Path
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import read_csv
 from ..schedule import default_segment_bytes
-from .costs import ALGORITHMS, DEFAULT_SEGMENT_BYTES, ModelInputError
+from .costs import (
+    ALGORITHMS,
+    DEFAULT_GROUP_SIZE,
+    DEFAULT_SEGMENT_BYTES,
+    ModelInputError,
+    backend_group_size,
+)
 
 __all__ = [
     "ALGORITHM_OF_BACKEND",
@@ -54,6 +60,8 @@ class Point:
     # The cpu backend ran this row's calls on the calling thread, node after node (its
     # ``inline`` column): a regime of its own (ring.model.regimes).
     inline: bool = False
+    # hierarchical's group size in the run: the backend's default (the harness gives none).
+    group_size: int = DEFAULT_GROUP_SIZE
 
 
 @dataclass
@@ -199,7 +207,10 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         # The harness records no block size: the backend took its default on that machine.
         segment = default_segment_bytes(nodes, caches) if caches else DEFAULT_SEGMENT_BYTES
         inline = row.get("inline") == "1"
-        group.points.append(Point(algorithm, nodes, nbytes, seconds, per_core, segment, inline))
+        group_size = backend_group_size(row["backend"], nodes)
+        group.points.append(
+            Point(algorithm, nodes, nbytes, seconds, per_core, segment, inline, group_size)
+        )
         cores = (meta.get("environment") or {}).get("cores")
         if isinstance(cores, int) and cores > 0:
             group.cores = cores

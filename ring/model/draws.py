@@ -15,8 +15,8 @@ __all__ = ["BOOTSTRAP_ROUNDS", "FACTOR_TERMS", "PARAMETERS", "bootstrap", "inter
 
 BOOTSTRAP_ROUNDS = 200
 CONFIDENCE = 0.95
-PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above", "sigma")
-INTERVALS = ("alpha", "beta", "gamma", "beta_above", "sigma")
+PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above", "sigma", "per_node")
+INTERVALS = ("alpha", "beta", "gamma", "beta_above", "sigma", "per_node")
 FACTOR_TERMS = Factors._fields
 
 

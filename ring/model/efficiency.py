@@ -88,13 +88,21 @@ def reference_algorithm(algorithms: list[str]) -> str:
     return "ring" if "ring" in algorithms else sorted(algorithms)[0]
 
 
-def _parts(params: Params, points: list[Point], shared: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each point's step part and per-byte part of its predicted time, at factors 1."""
-    steps, per_byte = (
-        np.array([predict_point(params, p, shared, {p.algorithm: only}) for p in points])
-        for only in (Factors(1, 0), Factors(0, 1))
+def _parts(
+    params: Params, points: list[Point], settings: Settings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each point's step part, per-byte part and fixed part (the per-node term of an
+    inline call, which no factor scales) of its predicted time, at factors 1."""
+    fixed, steps, per_byte = (
+        np.array(
+            [
+                predict_point(params, p, settings.shared, {p.algorithm: only}, settings.inline)
+                for p in points
+            ]
+        )
+        for only in (Factors(0, 0), Factors(1, 0), Factors(0, 1))
     )
-    return steps, per_byte
+    return steps - fixed, per_byte - fixed, fixed
 
 
 def held_gamma(points: list[Point], settings: Settings) -> float | None:
@@ -107,16 +115,16 @@ def held_gamma(points: list[Point], settings: Settings) -> float | None:
     factors (the factors say how far each algorithm is from it); a non-power-of-two N,
     where recursive doubling's ratio changes with N, separates them.
     """
-    shared, gamma, knee, _, form = settings
+    shared, gamma, knee, _, form, inline = settings
     algorithms = sorted({p.algorithm for p in points})
     if gamma is not None or form == "theory" or len(algorithms) < 2:
         return gamma
     theory = fit_points(points, settings)
-    rows, measured, sets = design(points, shared)
+    rows, measured, sets = design(points, shared, inline=inline)
     # σ scales each whole row, as it does the factors' columns below.
     load = np.array([oversubscription(theory.sigma, p.nodes_per_core) for p in points])
     columns = [*(split(rows, sets, knee) * load[:, None]).T]
-    steps, per_byte = _parts(theory, points, shared)
+    steps, per_byte, _ = _parts(theory, points, settings)
     reference = reference_algorithm(algorithms)
     for algorithm in algorithms:
         mine = np.array([p.algorithm == algorithm for p in points], dtype=float)
@@ -127,11 +135,15 @@ def held_gamma(points: list[Point], settings: Settings) -> float | None:
     return None if identifiable(jacobian, measured) else theory.gamma
 
 
-def _own_factors(params: Params, points: list[Point], shared: bool, form: str) -> Factors:
+def _own_factors(params: Params, points: list[Point], settings: Settings) -> Factors:
     """One algorithm's (κ, η) on its rows, the joint parameters held."""
-    steps, per_byte = _parts(params, points, shared)
-    measured = np.array([p.seconds for p in points])
-    if form == "time":
+    steps, per_byte, fixed = _parts(params, points, settings)
+    measured = np.array([p.seconds for p in points]) - fixed
+    keep = measured > 0  # rows the per-node term alone explains say nothing of κ and η
+    steps, per_byte, measured = steps[keep], per_byte[keep], measured[keep]
+    if not keep.any():
+        return Factors()
+    if settings.form == "time":
         (eta,) = robust_nnls((steps + per_byte)[:, None], measured)
         return Factors(float(eta), float(eta))
     used = [i for i, column in enumerate((steps, per_byte)) if np.any(column > 0)]
@@ -152,7 +164,7 @@ def fit_with_factors(
     """The joint parameters and each measured algorithm's factors, alternated from
     ``start`` (default: the theory's) until neither moves; no factors for ``theory`` or a
     group of one algorithm."""
-    shared, form = settings.shared, settings.form
+    form = settings.form
     if form not in FORMS:
         raise ModelInputError(f"unknown factor form {form!r}: choose one of {', '.join(FORMS)}")
     algorithms = sorted({p.algorithm for p in points})
@@ -164,7 +176,7 @@ def fit_with_factors(
     rows = {a: [p for p in points if p.algorithm == a] for a in algorithms}
     for _ in range(rounds):
         updated = {
-            a: Factors() if a == reference else _own_factors(params, rows[a], shared, form)
+            a: Factors() if a == reference else _own_factors(params, rows[a], settings)
             for a in algorithms
         }
         params = fit_points(points, settings, updated)

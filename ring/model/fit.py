@@ -30,7 +30,14 @@ from typing import NamedTuple
 import numpy as np
 
 from ..schedule import default_segment_bytes
-from .costs import Factors, ModelInputError, Params, predict_seconds, working_set
+from .costs import (
+    Factors,
+    ModelInputError,
+    Params,
+    backend_group_size,
+    predict_seconds,
+    working_set,
+)
 from .data import ADD_TRAFFIC, Group, Point
 from .draws import BOOTSTRAP_ROUNDS, FACTOR_TERMS, PARAMETERS, bootstrap, intervals
 from .efficiency import FORM, fit_with_factors, held_gamma, reference_algorithm
@@ -132,11 +139,14 @@ class Fit:
         (default: the machine the fit was measured on)."""
         host = host or Host()
         fit = self.regime_for(nodes, nbytes, host.inline_bytes)
-        threads = 1 if fit.regime == INLINE else nodes  # inline: the calling thread alone
+        inline = fit.regime == INLINE
+        threads = 1 if inline else nodes  # inline: the calling thread alone
         per_core = fit.nodes_per_core(threads, host.cores) if fit.params.sigma else 0.0
         caches = host.caches or fit.caches
         if algorithm == "ring-segmented" and "segment_bytes" not in options and caches:
             options["segment_bytes"] = default_segment_bytes(max(nodes, 1), caches)
+        if algorithm == "hierarchical" and "group_size" not in options and nodes >= 1:
+            options["group_size"] = backend_group_size(self.key.get("backend", ""), nodes)
         return predict_seconds(
             fit.params,
             algorithm,
@@ -145,6 +155,7 @@ class Fit:
             shared=fit.shared,
             nodes_per_core=per_core,
             factors=fit.factors_of(algorithm),
+            inline=inline,
             **options,
         )
 
@@ -172,6 +183,7 @@ class Fit:
                     knee=math.inf if knee is None else float(knee),
                     beta_above=float(document["params"]["beta_above"]),
                     sigma=float(document["params"].get("sigma", 0.0)),
+                    per_node=float(document["params"].get("per_node", 0.0)),
                 ),
                 interval={k: (float(v[0]), float(v[1])) for k, v in document["interval"].items()},
                 gamma_source=str(document["gamma_source"]),
@@ -214,7 +226,10 @@ def _pair(value: object) -> tuple[int, int] | None:
 def _bic(points: list[Point], settings: Settings, extra: int) -> float:
     """Bayesian information criterion of the relative residuals (lower is better)."""
     params = fit_points(points, settings)
-    errors = [predict_point(params, p, settings.shared) / p.seconds - 1 for p in points]
+    errors = [
+        predict_point(params, p, settings.shared, inline=settings.inline) / p.seconds - 1
+        for p in points
+    ]
     # Relative errors under RESOLUTION are rounding, not a better fit.
     rss = max(float(np.sum(np.square(errors))), len(points) * RESOLUTION**2)
     return len(points) * math.log(rss / len(points)) + (3 + extra) * math.log(len(points))
@@ -242,9 +257,9 @@ def choose_knee(points: list[Point], settings: Settings) -> float:
     return best_knee
 
 
-def _gamma_choice(group: Group) -> tuple[float | None, str]:
-    rows, measured, _ = design(group.points, group.shared)
-    if identifiable(rows, measured):
+def _gamma_choice(group: Group, inline: bool = False) -> tuple[float | None, str]:
+    rows, measured, _ = design(group.points, group.shared, inline=inline)
+    if identifiable(rows[:, :3] if not inline else rows, measured):
         return None, "fitted jointly (the algorithms' b/c ratios differ, so β and γ separate)"
     if group.add_ceilings_GBps:
         ceiling = float(np.mean(group.add_ceilings_GBps))
@@ -295,7 +310,7 @@ def held_out(
             p.nodes,
             p.nbytes,
             p.seconds,
-            predict_point(params, p, settings.shared, factors),
+            predict_point(params, p, settings.shared, factors, settings.inline),
         )
         for p in sorted(test, key=lambda p: (p.algorithm, p.nodes, p.nbytes))
     ]
@@ -321,7 +336,10 @@ def fit_group(group: Group, seed: int = 0, form: str = FORM) -> Fit:
     if parts is None:
         return _fit_rows(group, seed, form)
     train = set(sorted({p.nbytes for p in group.points})[0::2])
-    threaded, inline = (_fit_rows(part, seed, form, train) for part in parts)
+    threaded, inline = (
+        _fit_rows(part, seed, form, train, inline)
+        for part, inline in zip(parts, (False, True), strict=True)
+    )
     threaded.regime, inline.regime = THREADED, INLINE
     threaded.inline, threaded.inline_bytes = inline, threshold(group)
     threaded.held_out = sorted(
@@ -334,14 +352,17 @@ def fit_group(group: Group, seed: int = 0, form: str = FORM) -> Fit:
     return threaded
 
 
-def _fit_rows(group: Group, seed: int, form: str, train: set[int] | None = None) -> Fit:
-    """The fit of these rows, as one regime; held out: the sizes not in ``train``."""
+def _fit_rows(
+    group: Group, seed: int, form: str, train: set[int] | None = None, inline: bool = False
+) -> Fit:
+    """The fit of these rows, as one regime (``inline``: the calls ran on one thread, priced
+    by their moves and nodes); held out: the sizes not in ``train``."""
     if not group.points:
         raise ModelInputError(f"no data to fit for {group.key}")
-    gamma, gamma_source = _gamma_choice(group)
+    gamma, gamma_source = _gamma_choice(group, inline)
     sigma, sigma_source = _sigma_choice(group)
     algorithms = sorted({p.algorithm for p in group.points})
-    chosen = Settings(group.shared, gamma, math.inf, sigma, form)
+    chosen = Settings(group.shared, gamma, math.inf, sigma, form, inline)
     knee = choose_knee(group.points, chosen)
     held = held_gamma(group.points, chosen._replace(knee=knee))
     settings = chosen._replace(knee=knee, gamma=held)

@@ -13,10 +13,9 @@ from .costs import (
     Factors,
     ModelInputError,
     Params,
-    coefficients,
-    design_row,
     oversubscription,
     predict_seconds,
+    terms,
     working_set,
 )
 from .data import Point
@@ -41,6 +40,7 @@ class Settings(NamedTuple):
     knee: float = math.inf  # β changes past this working set (inf: one β at every size)
     sigma: float | None = 0.0  # σ held at this; None: fitted
     form: str = FORM  # the per-algorithm factors' form
+    inline: bool = False  # the rows ran inline: moves and a per-node term (ring.model.costs)
 
 
 def load(points: list[Point]) -> np.ndarray:
@@ -49,70 +49,75 @@ def load(points: list[Point]) -> np.ndarray:
 
 
 def design(
-    points: list[Point], shared: bool, factors: AlgorithmFactors = THEORY
+    points: list[Point], shared: bool, factors: AlgorithmFactors = THEORY, inline: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Multipliers of (α, β, γ) per point (its algorithm's factors applied), the measured
-    seconds, and the working sets."""
+    """Multipliers of (α, β, γ, per_node) per point (its algorithm's factors applied to the
+    first three), the measured seconds, and the working sets."""
     rows = []
     for p in points:
-        coef = coefficients(p.algorithm, p.nodes, p.nbytes, segment_bytes=p.segment_bytes)
-        steps, link, reduce = design_row(coef, p.nodes, p.nbytes, shared)
+        steps, link, reduce, fixed = terms(
+            p.algorithm, p.nodes, p.nbytes, shared, p.group_size, p.segment_bytes, inline
+        )
         scale = factors.get(p.algorithm, Factors())
-        rows.append((scale.steps * steps, scale.bytes * link, scale.bytes * reduce))
+        rows.append((scale.steps * steps, scale.bytes * link, scale.bytes * reduce, fixed))
     sets = [working_set(p.nodes, p.nbytes, shared) for p in points]
     return np.array(rows, dtype=float), np.array([p.seconds for p in points]), np.array(sets)
 
 
 def split(columns: np.ndarray, sets: np.ndarray, knee: float) -> np.ndarray:
-    """The β column split in two at the knee: (α, β below, β above, γ)."""
+    """The β column split in two at the knee: (α, β below, β above, γ, per_node)."""
     below = sets <= knee
     link = columns[:, 1]
-    return np.column_stack([columns[:, 0], link * below, link * ~below, columns[:, 2]])
-
-
-def _fit_loaded(
-    columns: np.ndarray, measured: np.ndarray, load: np.ndarray, gamma: float | None, knee: float
-) -> Params:
-    """α, β, γ, σ jointly (σ scales the whole call, so it multiplies γ's part too)."""
-    if gamma is None:
-        (alpha, below, above, fitted), sigma = robust_nnls_loaded(
-            columns, measured, load, np.zeros_like(measured)
-        )
-        return Params(float(alpha), float(below), float(fitted), knee, float(above), sigma)
-    (alpha, below, above), sigma = robust_nnls_loaded(
-        columns[:, :3], measured, load, columns[:, 3] * gamma
+    return np.column_stack(
+        [columns[:, 0], link * below, link * ~below, columns[:, 2], columns[:, 3]]
     )
-    return Params(float(alpha), float(below), gamma, knee, float(above), sigma)
+
+
+# The columns of split's output, by the Params field each multiplies.
+COLUMNS = ("alpha", "beta", "beta_above", "gamma", "per_node")
+
+
+def _params(names: list[str], values, gamma: float | None, knee: float, sigma: float) -> Params:
+    """Params from the fitted ``values`` of the columns ``names`` (the others 0, γ held)."""
+    found = dict.fromkeys(COLUMNS, 0.0) | {n: float(v) for n, v in zip(names, values)}
+    if gamma is not None:
+        found["gamma"] = gamma
+    return Params(knee=knee, sigma=float(sigma), **found)
 
 
 def fit_points(
     points: list[Point], settings: Settings, factors: AlgorithmFactors = THEORY
 ) -> Params:
-    """α, β, γ (and β past the knee) from these points; γ and σ fitted where ``settings``
-    leaves them None, else held; each algorithm's terms scaled by its ``factors`` (absent:
-    the theory's, 1)."""
+    """α, β, γ (and β past the knee, and per_node inline) from these points; γ and σ fitted
+    where ``settings`` leaves them None, else held; each algorithm's terms scaled by its
+    ``factors`` (absent: the theory's, 1)."""
     if not points:
         raise ModelInputError("no data to fit")
-    shared, gamma, knee, sigma, _ = settings
-    rows, measured, sets = design(points, shared, factors)
+    shared, gamma, knee, sigma, _, inline = settings
+    rows, measured, sets = design(points, shared, factors, inline)
     columns = split(rows, sets, knee)
+    names = [n for n in COLUMNS if (n != "gamma" or gamma is None) and (n != "per_node" or inline)]
+    chosen = columns[:, [COLUMNS.index(n) for n in names]]
+    held = columns[:, COLUMNS.index("gamma")] * (gamma or 0.0)
     if sigma is None:
-        return _fit_loaded(columns, measured, load(points), gamma, knee)
+        # σ scales the whole call, so it multiplies γ's part too.
+        values, fitted = robust_nnls_loaded(chosen, measured, load(points), held)
+        return _params(names, values, gamma, knee, fitted)
     # A held σ divides out: the relative residuals are the same either way.
     measured = measured / np.array([oversubscription(sigma, p.nodes_per_core) for p in points])
-    if gamma is not None:
-        measured = measured - columns[:, 3] * gamma
-        keep = measured > 0  # rows the fixed γ alone explains say nothing about α and β
-        if not keep.any():
-            return Params(0.0, 0.0, gamma, knee, 0.0, sigma)
-        alpha, below, above = robust_nnls(columns[keep, :3], measured[keep])
-        return Params(float(alpha), float(below), gamma, knee, float(above), sigma)
-    alpha, below, above, fitted = robust_nnls(columns, measured)
-    return Params(float(alpha), float(below), float(fitted), knee, float(above), sigma)
+    measured = measured - held
+    keep = measured > 0  # rows the fixed γ alone explains say nothing about α and β
+    if not keep.any():
+        return _params([], [], gamma, knee, sigma)
+    return _params(names, robust_nnls(chosen[keep], measured[keep]), gamma, knee, sigma)
 
 
 def predict_point(
-    params: Params, point: Point, shared: bool, factors: AlgorithmFactors = THEORY
+    params: Params,
+    point: Point,
+    shared: bool,
+    factors: AlgorithmFactors = THEORY,
+    inline: bool = False,
 ) -> float:
     return predict_seconds(
         params,
@@ -121,6 +126,8 @@ def predict_point(
         point.nbytes,
         shared=shared,
         nodes_per_core=point.nodes_per_core,
+        group_size=point.group_size,
         segment_bytes=point.segment_bytes,
         factors=factors.get(point.algorithm, Factors()),
+        inline=inline,
     )

@@ -17,16 +17,27 @@ by its own regime's fit.  A group with rows of one regime only (an MPI or GPU gr
 sweep wholly below or above the threshold, or a CSV from before the column) is one fit as
 before, used at every size.
 
-On the reference CPU sweep (ring/model/defaults/amd-epyc-2core) the regimes take the
-held-out points within 25 % (>= 4 KiB) from 12 and 24 to 29 and 31 of 49 at N = 2 and 4;
-most misses left are at 8, 32 and 512 KiB, sizes the sweep measured slower than both
-neighbours (the auto check run at 07:02 UTC, measured after the sweep, had 8 and 32 KiB in
-line with theirs).  The picks judged on that run (check-picks) move from 31 to 29 of 34
-sizes within 1.1x: 64 MiB at N = 2 (1.26x, where that run's auto and its own fixed series of
-the same algorithm differ by as much) and 4 MiB at N = 4 (1.11x).  An inline call pays
-every node's steps on one thread, so its step terms could be N times the critical path's;
-priced so, the fit followed the sweep worse (23 and 25 of 49), so the steps stay the
-critical path's, their cost per step the inline regime's own α.
+On the reference CPU sweep (ring/model/defaults/amd-epyc-2core) the regimes took the
+held-out points within 25 % (>= 4 KiB) from 12 and 24 to 29 and 31 of 49 at N = 2 and 4.
+
+How an inline call is priced (ring.model.costs.terms).  One thread runs every node's moves
+of the plan in turn, one NumPy call each, so the step term counts the plan's moves
+(:func:`ring.model.costs.inline_moves`: at N = 4, recursive doubling 16, the ring,
+Rabenseifner, hierarchical and direct 24, the bidirectional ring 48), α is the cost of one
+move, and each node adds ``per_node`` to the call (its buffer checked, its view and steps
+looked up).  The critical path's steps, the form before, have no constant per call and
+rank the algorithms by their steps, not by what the calling thread does: on the auto check
+of results/reference/amd-epyc-2core/auto_check it picked direct (24 moves) at N = 4 from 1
+to 8 KiB where recursive doubling (16) was 1.12-1.18x faster.  On the sweep of the
+intel-xeon-2core default, measured with the code of the time, the inline fit has about
+0.2 µs a move and 6.5 µs a node; its picks judged on results/reference/intel-xeon-2core/
+cpu_executors (the nodes executor's series) are within 1.1x at 17 of 18 sizes, against 16
+with the critical path's steps, and 10 once hierarchical is priced with the groups the
+backend forms (2 of 2 at N = 4, ring.model.costs.backend_group_size): with every algorithm
+at 2 steps at N = 2, the critical path's form ranks them there by factors fitted to N = 4.
+Its held-out points within 25 % (>= 4 KiB) are 46 and 36 of 49 at N = 2 and 4, against 48
+and 38: recursive doubling's factors, fitted on every other size, fall to (0, 0.03) there
+and miss 512 KiB-2 MiB by 90 %, a local optimum of the factors' alternation.
 """
 
 from __future__ import annotations

@@ -138,6 +138,9 @@ def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
                 knee,
                 above + (_interval(fit, "beta_above", 1e12) if above else "n/a"),
                 _sigma(fit),
+                f"{format_number(p.per_node * 1e6)} {_interval(fit, 'per_node', 1e6)}"
+                if fit.regime == INLINE
+                else "n/a",
             ]
         )
     return Table(
@@ -151,6 +154,7 @@ def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
             "knee",
             "β past knee (ps/B)",
             "σ (per node per core past 1)",
+            "per node per call (µs)",
         ],
         rows,
         note="γ is fitted jointly where the algorithms' byte ratios differ, else fixed from "
@@ -159,7 +163,9 @@ def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
         "1 + σ·(p − 1) times as long; σ is fitted where rows at p ≤ 1 and p > 1 were both "
         "measured, else 0 (`sigma_source`). The cpu backend runs a call of at most "
         "`inline_bytes` per node on the calling thread and a larger one on N threads: where "
-        "a sweep has both, each regime is fitted apart and priced where it runs.",
+        "a sweep has both, each regime is fitted apart and priced where it runs; inline, one "
+        "thread runs every node's moves in turn, so α is per move of the plan and each "
+        "node's buffer adds a fixed cost per call.",
     )
 
 
