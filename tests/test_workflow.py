@@ -223,6 +223,9 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     compare = next(job for job in jobs if job.rule == "compare_bench")
     assert "alternate --nodes 2 --rounds 2" in compare.shell and "-- -d float32" in compare.shell
     assert "--profile results/profiles/cpu" in report.shell
+    # The profiler's cost from config/ci.yaml's single pair of runs (the default takes 3).
+    overhead = next(job for job in jobs if job.rule == "nsys_overhead_cpu")
+    assert "--repeats 1 " in overhead.shell, overhead.shell
 
 
 @needs_mpi4py
