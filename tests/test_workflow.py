@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 from ring.bench.seed_cpp.build import compiler_problem
 
@@ -52,7 +53,7 @@ def copy_workflow(dest: Path, extra: tuple[str, ...] = ()) -> Path:
 
 def job_env() -> dict[str, str]:
     """This interpreter's bin first on PATH: jobs run `python -m ring...`."""
-    env = dict(os.environ)
+    env = {**os.environ, **SMALL_CEILINGS_ENV}  # the jobs test the workflow, not the machine
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
