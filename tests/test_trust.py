@@ -375,6 +375,12 @@ def test_profile_phases_and_overhead_are_explained_from_its_numbers(run_files, t
         assert f" {format_number(value)} " in sentence, (value, sentence)
     (cost,) = overhead_sentences(model)
     assert "1.57×" in cost and "above the 1.10× target" in cost
+    assert "(3 alternating runs of 64M at N = 4," in cost
+    # config/ci.yaml's single pair (nsys.overhead_repeats: 1) reads as one.
+    overhead = json.loads((profile / "overhead.json").read_text())
+    (profile / "overhead.json").write_text(json.dumps({**overhead, "repeats": 1}))
+    (cost,) = overhead_sentences(model)
+    assert "(one plain and one profiled run of 64M at N = 4," in cost
     row = inputs_row(model.inputs.profiles[0])
     assert row[4] == "nsys profile … -- python -m ring.bench --nodes 3"
     assert row[5].startswith("2026-01-01T00:00:00Z") and "copy_GBps 20" in row[6]
