@@ -69,6 +69,11 @@ TINY = ["-b", "4", "-e", "4K", "-f", "8", "-n", "3", "-w", "1"]
 MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_RANK")
 
 
+# The same for harness runs in other processes (ring.bench.ceilings.host_array_bytes reads it):
+# the tests read no ceiling's value, and 4x a large last-level cache takes seconds per run.
+SMALL_CEILINGS_ENV = {"RING_CEILING_BYTES": "1M"}
+
+
 @pytest.fixture(autouse=True)
 def small_ceilings(monkeypatch):
     monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)

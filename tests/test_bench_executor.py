@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_bench import bench, outside_mpirun, read_rows  # noqa: F401 - autouse fixture
+from test_bench import bench, outside_mpirun, read_rows, small_ceilings  # noqa: F401 - autouse
 
 
 def test_each_executor_is_a_series_with_its_column(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 MPIRUN = shutil.which("mpirun")
 LAUNCH_TIMEOUT = 120
@@ -60,7 +61,7 @@ def mpirun(nodes: int, *args: str, env: dict | None = None) -> subprocess.Comple
     if "Open MPI" in version.stdout + version.stderr:
         command.append("--oversubscribe")  # more ranks than this machine may have cores
     command += ["-n", str(nodes), sys.executable, "-m", "ring.bench", *args]
-    full_env = {**os.environ, **(env or {})}
+    full_env = {**os.environ, **SMALL_CEILINGS_ENV, **(env or {})}
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         full_env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return subprocess.run(

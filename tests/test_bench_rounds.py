@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from test_bench import TINY, bench, outside_mpirun  # noqa: F401 - autouse fixture
+from test_bench import TINY, bench, outside_mpirun, small_ceilings  # noqa: F401 - autouse
 
 import ring.bench.point
 import ring.bench.runner

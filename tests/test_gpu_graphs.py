@@ -190,6 +190,20 @@ def test_simulator_refuses_an_outside_event_and_sync_during_capture():
 # -- the harness: --graphs 0,1 and the report ------------------------------------------------
 
 
+@pytest.fixture
+def small_ceilings(monkeypatch):
+    """Host and device ceilings on 64 KiB buffers (test_gpu_bench's): the simulator moves
+    bytes with NumPy, and these tests read no ceiling."""
+    import ring.bench.ceilings
+    import ring.bench.gpu_ceilings
+
+    small = 64 << 10
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: small)
+    monkeypatch.setattr(ring.bench.gpu_ceilings, "ceiling_bytes", lambda max_bytes, size: small)
+    ring.bench.gpu_ceilings._ceiling_cache.clear()
+
+
+@pytest.mark.usefixtures("small_ceilings")
 def test_harness_measures_graphs_on_and_off_and_the_report_tells_them_apart(tmp_path, capsys):
     import csv
 
@@ -218,6 +232,7 @@ def test_harness_measures_graphs_on_and_off_and_the_report_tells_them_apart(tmp_
     assert "| gpu pairwise (shared devices) | 4 |" in text
 
 
+@pytest.mark.usefixtures("small_ceilings")
 def test_merge_keeps_rows_that_differ_only_in_graphs(tmp_path):
     import ring.bench.backends.gpu  # noqa: F401
     from ring.bench.__main__ import main as bench_main

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 PROGRAMS = Path(__file__).parent / "mpi_programs"
 MPIRUN = shutil.which("mpirun")
@@ -51,7 +52,7 @@ def mpirun(nodes: int, program: str, *args: str, timeout: float = LAUNCH_TIMEOUT
         command.append("--oversubscribe")
     target = [program] if program == "-m" else [str(PROGRAMS / program)]
     command += ["-n", str(nodes), sys.executable, *target, *args]
-    env = dict(os.environ)
+    env = {**os.environ, **SMALL_CEILINGS_ENV}  # for programs that run ring.bench
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     start = time.monotonic()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 from ring.nsys import calls_by_nodes, detect_nsys, read_tables
 
@@ -117,6 +119,7 @@ def test_profile_of_the_bench_cpu_target(tmp_path):
         [sys.executable, "-m", "ring.nsys", "profile", "--name", "cpu", "--root",
          str(tmp_path / "profiles"), "--", *bench],
         capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, **SMALL_CEILINGS_ENV},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     tables = read_tables(tmp_path / "profiles" / "cpu" / "tables")

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 from ring.bench.seed_cpp.build import compiler_problem
 from ring.report import FIGURES, ReportInputError, build_report, collect_inputs
@@ -37,7 +38,8 @@ THREAD_BACKENDS = ("numpy-direct",) + (("seed-cpp",) if compiler_problem() is No
 def run_bench(out: Path, *args: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "ring.bench", *BENCH, *args, "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    env = {**os.environ, **SMALL_CEILINGS_ENV}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr
     return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 from ring.report import algorithms, analysis, best_of, trust
 from ring.report.build import build_figures
@@ -32,7 +34,8 @@ SLICES_WIN = {16384: "ring", 65536: "direct"}
 def bench(out: Path, *args: str) -> Path:
     command = [sys.executable, "-m", "ring.bench", "-b", "1K", "-e", "64K", "-f", "4"]
     command += ["-n", "2", "-w", "1", "--seed", "3", *args, "--out", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    env = {**os.environ, **SMALL_CEILINGS_ENV}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr
     return out
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 import ring.bench.ceilings as ceilings
 from ring.bench.__main__ import main as bench_main
@@ -18,6 +19,8 @@ from ring.bench.environment import mpi_version
 from ring.report import build_report
 from ring.report.intervals import bootstrap_ratio
 
+# The real one: small_ceilings below replaces it for every test of this module.
+HOST_ARRAY_BYTES = ceilings.host_array_bytes
 MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_RANK")
 
 
@@ -64,6 +67,23 @@ def test_last_level_cache_is_the_largest_data_cache():
         assert (size, source) == (max(data)[1], f"sysfs L{max(data)[0]}")
     else:
         assert size > 0 and source
+
+
+def test_ceiling_arrays_are_four_last_level_caches_unless_the_environment_says(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.delenv("RING_CEILING_BYTES", raising=False)
+    assert HOST_ARRAY_BYTES() == 4 * ceilings.last_level_cache()[0]
+    monkeypatch.setenv("RING_CEILING_BYTES", "3M")
+    assert HOST_ARRAY_BYTES() == 3 * 1024 * 1024
+    for bad, message in (("lots", "cannot parse size"), ("1K", "below the minimum of 64K")):
+        monkeypatch.setenv("RING_CEILING_BYTES", bad)
+        with pytest.raises(ValueError, match=f"RING_CEILING_BYTES.*{message}"):
+            HOST_ARRAY_BYTES()
+        # The harness refuses it in one line before anything is measured or written.
+        out = tmp_path / "r.csv"
+        assert bench_main(["-b", "1K", "-e", "1K", "-n", "1", "--out", str(out)]) == 2
+        assert message in capsys.readouterr().err and not out.exists()
 
 
 def test_sysfs_sizes_parse():
@@ -226,6 +246,7 @@ def test_alternated_launches_give_the_ratio_with_its_spread(tmp_path, monkeypatc
         pytest.skip("mpirun not found (apt-get install openmpi-bin)")
     pytest.importorskip("mpi4py")
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env.update(SMALL_CEILINGS_ENV)
     out = tmp_path / "cmp" / "cpu_vs_mpi-allreduce_n2_float32.csv"
     command = [
         sys.executable, "-m", "ring.bench", "alternate", "--nodes", "2", "--rounds", "2",
@@ -354,6 +375,12 @@ def test_profile_phases_and_overhead_are_explained_from_its_numbers(run_files, t
         assert f" {format_number(value)} " in sentence, (value, sentence)
     (cost,) = overhead_sentences(model)
     assert "1.57×" in cost and "above the 1.10× target" in cost
+    assert "(3 alternating runs of 64M at N = 4," in cost
+    # config/ci.yaml's single pair (nsys.overhead_repeats: 1) reads as one.
+    overhead = json.loads((profile / "overhead.json").read_text())
+    (profile / "overhead.json").write_text(json.dumps({**overhead, "repeats": 1}))
+    (cost,) = overhead_sentences(model)
+    assert "(one plain and one profiled run of 64M at N = 4," in cost
     row = inputs_row(model.inputs.profiles[0])
     assert row[4] == "nsys profile … -- python -m ring.bench --nodes 3"
     assert row[5].startswith("2026-01-01T00:00:00Z") and "copy_GBps 20" in row[6]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from test_bench import SMALL_CEILINGS_ENV
 
 from ring.bench.seed_cpp.build import compiler_problem
 
@@ -52,7 +53,7 @@ def copy_workflow(dest: Path, extra: tuple[str, ...] = ()) -> Path:
 
 def job_env() -> dict[str, str]:
     """This interpreter's bin first on PATH: jobs run `python -m ring...`."""
-    env = dict(os.environ)
+    env = {**os.environ, **SMALL_CEILINGS_ENV}  # the jobs test the workflow, not the machine
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
@@ -223,6 +224,9 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     compare = next(job for job in jobs if job.rule == "compare_bench")
     assert "alternate --nodes 2 --rounds 2" in compare.shell and "-- -d float32" in compare.shell
     assert "--profile results/profiles/cpu" in report.shell
+    # The profiler's cost from config/ci.yaml's single pair of runs (the default takes 3).
+    overhead = next(job for job in jobs if job.rule == "nsys_overhead_cpu")
+    assert "--repeats 1 " in overhead.shell, overhead.shell
 
 
 @needs_mpi4py

@@ -43,9 +43,11 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from ..schedule import chunk_range
+from .flags import BenchInputError, parse_size
 from .parallel import WorkerPool
 
 __all__ = [
+    "CEILING_BYTES_VARIABLE",
     "CEILING_MIN_BYTES",
     "DRIFT_LIMIT",
     "KERNELS",
@@ -65,6 +67,9 @@ KERNELS = ("copy", "add", "triad")
 # Arrays at least this many times the last-level cache (STREAM's rule).
 LLC_MULTIPLE = 4
 LLC_FALLBACK_BYTES = 32 << 20
+# The environment variable that overrides the host arrays' size, and its smallest value.
+CEILING_BYTES_VARIABLE = "RING_CEILING_BYTES"
+CEILING_BYTES_MINIMUM = 64 << 10
 HOST_TRIALS = 7
 HOST_WARMUP = 1
 # A run whose start and end ceilings differ by more than this is flagged.
@@ -125,8 +130,26 @@ def last_level_cache() -> tuple[int, str]:
 
 
 def host_array_bytes() -> int:
-    """Bytes of each array of a host ceiling kernel: 4x the last-level cache."""
-    return LLC_MULTIPLE * last_level_cache()[0]
+    """Bytes of each array of a host ceiling kernel: 4x the last-level cache, unless
+    ``RING_CEILING_BYTES`` (a size, at least 64K) says otherwise.
+
+    The variable is for runs that test the plumbing rather than measure (the test suite, CI):
+    arrays that fit in a cache make the ceilings the caches' and take milliseconds where 4x a
+    large last-level cache takes seconds.  Each measurement records its ``array_bytes``.
+    """
+    override = os.environ.get(CEILING_BYTES_VARIABLE, "").strip()
+    if not override:
+        return LLC_MULTIPLE * last_level_cache()[0]
+    try:
+        nbytes = parse_size(override)
+    except BenchInputError as exc:
+        raise BenchInputError(f"{CEILING_BYTES_VARIABLE}: {exc}") from None
+    if nbytes < CEILING_BYTES_MINIMUM:
+        raise BenchInputError(
+            f"{CEILING_BYTES_VARIABLE}={override} is below the minimum of "
+            f"{CEILING_BYTES_MINIMUM >> 10}K"
+        )
+    return nbytes
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from .backends import Backend, get_backend
-from .ceilings import host_ceilings_document, measure_cpu_ceilings
+from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
 from .environment import collect_environment, git_commit, launch_command, memory_bytes, utc_now
 from .interleave import Series, measure_interleaved
@@ -157,6 +157,7 @@ def plan_run(config: BenchConfig) -> Plan:
         stages.append(Stage(backend, syncs, nodes, _algorithms(backend, config.algorithms)))
     for stage in stages:
         stage.backend.check(config, world)
+    host_array_bytes()  # a bad RING_CEILING_BYTES is refused before anything is measured
     _check_memory(config, stages, world)
     if config.out is not None:
         # Only rank 0 writes; every rank learns whether it can, before anything is measured.

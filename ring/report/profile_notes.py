@@ -37,9 +37,11 @@ def overhead_sentences(model) -> list[str]:
         if not measured or not measured.get("ratio"):
             continue
         verdict = "within" if measured["ratio"] <= measured.get("target_ratio", 1.1) else "above"
+        runs = measured["repeats"]
+        runs = f"{runs} alternating runs" if runs != 1 else "one plain and one profiled run"
         found.append(
             f"Under Nsight Systems the profiled bench ran {format_ratio(measured['ratio'])} as "
-            f"long as without it ({measured['repeats']} alternating runs of "
+            f"long as without it ({runs} of "
             f"{measured['size']} at N = {measured['nodes']}, nsys {measured['nsys']}; "
             f"{verdict} the {format_ratio(measured.get('target_ratio', 1.1))} target), so the "
             + (

@@ -73,7 +73,7 @@ rule nsys_overhead_cpu:
         bench=1,
     params:
         p=config["nsys"]["profiles"]["cpu"],
-        repeats=3,
+        repeats=config["nsys"]["overhead_repeats"],
         workdir=lambda wildcards, output: os.path.join(
             os.path.dirname(output[0]), "overhead"
         ),
