@@ -14,7 +14,7 @@ from ring.model.auto import DEFAULTS
 from ring.model.costs import Factors
 from ring.model.data import Group, Point
 from ring.model.fit import FACTORS_ABSENT, Fit, fit_group
-from ring.model.table import decision_table, load_fits, save_fits
+from ring.model.table import decision_table, fastest, load_fits, save_fits
 
 TRUE = Params(alpha=7e-6, beta=2.5e-10, gamma=6e-11)
 # How far each algorithm's implementation is from its coefficients; the ring is the theory.
@@ -173,3 +173,35 @@ def test_check_picks_refuses_a_run_without_the_fits_algorithms(tmp_path, capsys)
     run.write_text("backend,algorithm,nodes,bytes,time_us\nother,ring,4,1024,3.0\n")
     assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 2
     assert "no size of these runs" in capsys.readouterr().err
+
+
+def test_mpi_direct_riding_the_preflight_is_not_fitted_and_is_picked(tmp_path):
+    """An MPI direct call of at most GATHERED_BYTES sends its buffer in the pre-flight
+    exchange and nothing else: its rows are left out of the fit (with a note), and the
+    table picks direct there whatever the α–β–γ terms say; above it, and on another
+    backend, the terms decide."""
+    from ring.model.data import load_groups
+    from ring.mpi_agree import GATHERED_BYTES
+
+    run = tmp_path / "run.csv"
+    rows = [(a, b, t) for a in ("direct", "ring") for b, t in ((1024, 5.0), (4096, 9.0))]
+    run.write_text(
+        "backend,sync,algorithm,nodes,dtype,op,bytes,time_us\n"
+        + "".join(f"mpi,none,{a},4,float32,sum,{b},{t}\n" for a, b, t in rows)
+    )
+    (group,), notes = load_groups([run])
+    assert sorted((p.algorithm, p.nbytes) for p in group.points) == [
+        ("direct", 4096),
+        ("ring", 1024),
+        ("ring", 4096),
+    ]
+    assert any("mpi direct at <= 1024 B: not fitted" in note for note in notes)
+    # The factors make direct the slower by far: only the pre-flight rule picks it.
+    fit = synthetic_fit({"direct": Factors(50.0, 50.0)})
+    fit.key["backend"] = "mpi"
+    names = ["direct", "ring"]
+    assert fastest(fit, names, 4, GATHERED_BYTES) == "direct"
+    assert fastest(fit, names, 4, GATHERED_BYTES + 4) == "ring"
+    assert fastest(fit, ["ring"], 4, 64) == "ring"  # only among the candidates
+    fit.key["backend"] = "cpu"
+    assert fastest(fit, names, 4, GATHERED_BYTES) == "ring"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import read_csv
+from ..mpi_agree import GATHERED_BYTES
 from ..schedule import default_segment_bytes
 from .costs import (
     ALGORITHMS,
@@ -25,6 +26,7 @@ __all__ = [
     "Group",
     "Point",
     "load_groups",
+    "rides_preflight",
 ]
 
 REQUIRED_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "time_us")
@@ -41,6 +43,8 @@ SHARED_BUS = frozenset({"cpu"})
 # prices a thread per node (or the calling thread for them all, inline); rows of another
 # executor are left out.  A CSV without the column ran this one.
 EXECUTORS = frozenset({"", "nodes"})
+# What the notes call the MPI direct rows left out by rides_preflight.
+PREFLIGHT = f"mpi direct at <= {GATHERED_BYTES} B"
 # Bytes of memory traffic per byte reduced by `a += b` (two reads, one write), the convention
 # of the ceilings the harness records (ring.bench.ceilings, ring.bench.gpu).
 ADD_TRAFFIC = 3
@@ -155,6 +159,19 @@ def _whole(csv_path: Path, line: int, row: dict, column: str) -> int:
     return int(value)
 
 
+def rides_preflight(backend: str, algorithm: str, nodes: int, nbytes: int) -> bool:
+    """Whether an MPI call's buffer travels in the pre-flight exchange every call makes
+    (ring.mpi_agree.GATHERED_BYTES, host buffers): ``direct`` then sends no other message,
+    so no algorithm can cost less.  Such rows are left out of the fit: a call of no step of
+    its own is not the α–β–γ form (fitted with them, the reference MPI fit priced direct's
+    steps low at every size, and picked it at N = 4 from 2 to 32 KiB where recursive
+    doubling was 1.1-1.3x faster), and ``auto`` picks ``direct`` there by this rule
+    (ring.model.table.fastest)."""
+    return (
+        backend == "mpi" and algorithm == "direct" and nodes > 1 and 0 < nbytes <= GATHERED_BYTES
+    )
+
+
 def _algorithm(row: dict) -> str | None:
     name = row.get("algorithm") or ALGORITHM_OF_BACKEND.get(row["backend"])
     return name if name in ALGORITHMS else None
@@ -194,6 +211,9 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             raise ModelInputError(f"{csv_path}:{line}: nodes is {nodes}, must be >= 1")
         if nodes == 1 or nbytes == 0 or seconds == 0:
             continue  # nothing moves: no information on α, β, γ
+        if rides_preflight(row["backend"], algorithm, nodes, nbytes):
+            skipped.add(PREFLIGHT)
+            continue
         # A variant at the one executor priced names no group of its own: every cpu row
         # now says executor=nodes, and a CSV from before the column ran the same.
         variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c) and c != "executor"}
@@ -245,6 +265,8 @@ def load_groups(paths: Sequence[str | Path]) -> tuple[list[Group], list[str]]:
         + (
             "the model prices the cpu backend's thread per node only"
             if name.startswith("executor=")
+            else "its buffer travels in the pre-flight exchange: no step of its own"
+            if name == PREFLIGHT
             else "a peer whose algorithm is its library's choice, or unknown"
         )
         + ")"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..report.fmt import format_bytes
 from .costs import ModelInputError, check_point
+from .data import rides_preflight
 from .fit import Fit, Host
 
 __all__ = [
@@ -71,6 +72,8 @@ def fastest(
     nodes on ``host`` (default: the fitted machine)."""
     if not algorithms:
         raise ModelInputError("no algorithm to choose from")
+    if "direct" in algorithms and rides_preflight(fit.key.get("backend", ""), "direct", nodes, nbytes):
+        return "direct"  # no message beyond the pre-flight every algorithm pays
     return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes, host))
 
 
