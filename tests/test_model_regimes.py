@@ -13,9 +13,9 @@ import pytest
 import ring.cpu as ring_cpu
 from ring.model import Params, predict_seconds
 from ring.model.__main__ import main
+from ring.model.costs import backend_group_size, inline_moves
 from ring.model.data import Group, Point, load_groups
 from ring.model.fit import Fit, Host, fit_group
-from ring.model.costs import backend_group_size, inline_moves
 from ring.model.regimes import INLINE, ONE, THREADED, runs_inline
 from ring.model.table import decision_table, load_fits, save_fits
 
@@ -174,9 +174,7 @@ def test_an_inline_call_counts_the_moves_of_its_plan(nodes):
     assert inline_moves("ring-segmented", nodes, 1 << 20, 2, 1 << 18) == 4 * ring
     if nodes & (nodes - 1) == 0:
         steps = nodes.bit_length() - 1
-        assert inline_moves("recursive-doubling", nodes, 1 << 20, 2, 1 << 20) == (
-            2 * steps * nodes
-        )
+        assert inline_moves("recursive-doubling", nodes, 1 << 20, 2, 1 << 20) == (2 * steps * nodes)
     params = Params(alpha=1e-6, beta=0.0, gamma=0.0, per_node=5e-6)
     want = 1e-6 * ring + 5e-6 * nodes
     got = predict_seconds(params, "ring", nodes, 1 << 20, shared=True, inline=True)
@@ -195,9 +193,7 @@ def test_hierarchical_is_priced_with_the_groups_its_backend_forms():
     size = 4 * LIMIT
     for backend, group in (("cpu", 2), ("mpi", 4)):
         fit.key["backend"] = backend
-        want = predict_seconds(
-            fit.params, "hierarchical", 4, size, shared=True, group_size=group
-        )
+        want = predict_seconds(fit.params, "hierarchical", 4, size, shared=True, group_size=group)
         assert fit.predict("hierarchical", 4, size) == pytest.approx(want, rel=1e-12)
     # Two groups of two take fewer steps than one group of four.
     one = predict_seconds(fit.params, "hierarchical", 4, 1024, shared=True, group_size=4)

@@ -167,9 +167,7 @@ def rides_preflight(backend: str, algorithm: str, nodes: int, nbytes: int) -> bo
     steps low at every size, and picked it at N = 4 from 2 to 32 KiB where recursive
     doubling was 1.1-1.3x faster), and ``auto`` picks ``direct`` there by this rule
     (ring.model.table.fastest)."""
-    return (
-        backend == "mpi" and algorithm == "direct" and nodes > 1 and 0 < nbytes <= GATHERED_BYTES
-    )
+    return backend == "mpi" and algorithm == "direct" and nodes > 1 and 0 < nbytes <= GATHERED_BYTES
 
 
 def _algorithm(row: dict) -> str | None:

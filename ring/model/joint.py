@@ -79,7 +79,7 @@ COLUMNS = ("alpha", "beta", "beta_above", "gamma", "per_node")
 
 def _params(names: list[str], values, gamma: float | None, knee: float, sigma: float) -> Params:
     """Params from the fitted ``values`` of the columns ``names`` (the others 0, γ held)."""
-    found = dict.fromkeys(COLUMNS, 0.0) | {n: float(v) for n, v in zip(names, values)}
+    found = dict.fromkeys(COLUMNS, 0.0) | {n: float(v) for n, v in zip(names, values, strict=True)}
     if gamma is not None:
         found["gamma"] = gamma
     return Params(knee=knee, sigma=float(sigma), **found)

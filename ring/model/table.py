@@ -72,7 +72,9 @@ def fastest(
     nodes on ``host`` (default: the fitted machine)."""
     if not algorithms:
         raise ModelInputError("no algorithm to choose from")
-    if "direct" in algorithms and rides_preflight(fit.key.get("backend", ""), "direct", nodes, nbytes):
+    if "direct" in algorithms and rides_preflight(
+        fit.key.get("backend", ""), "direct", nodes, nbytes
+    ):
         return "direct"  # no message beyond the pre-flight every algorithm pays
     return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes, host))
 
