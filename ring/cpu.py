@@ -38,6 +38,7 @@ import numpy as np
 
 from . import cpu_crew, nvtx_ranges
 from .buffers import validate_buffers
+from .by_position import by_position
 from .communicator import (
     Call,
     CommunicatorClosedError,
@@ -46,10 +47,13 @@ from .communicator import (
     check_nodes,
     resolve_algorithm,
 )
+from .cpu_bound import Bound, bind, run_bound
 from .cpu_crew import Crew
 from .cpu_sync import Pushers
 from .ops import AVERAGING, resolve_op
 from .schedule import (
+    AUTO,
+    Plan,
     _check_int,
     check_algorithm,
     check_algorithm_options,
@@ -194,6 +198,7 @@ class CpuCommunicator(RingCommunicator):
         self.inline_bytes, self.executor = checked[3:]
         self.cores = _cores()
         self._options: dict[str, dict] = {}  # per collective: the calls' checked options
+        self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
         self._closed = False
         self._call_lock = threading.Lock()
         self._crew = Crew(self.nodes, self.sync)
@@ -220,6 +225,7 @@ class CpuCommunicator(RingCommunicator):
             return
         self._closed = True
         with self._call_lock:
+            self._bound = {}  # the bound calls' views keep their buffers alive
             self._finalizer.detach()
             self._crew.stop(True)
 
@@ -235,13 +241,57 @@ class CpuCommunicator(RingCommunicator):
 
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
         self._check_open()
+        bound = self._bound.get(name)
+        if bound is not None and bound.takes(buffers, op) and self._same_pick(name, bound):
+            self._run_bound(name, bound)  # the same call again (ring.cpu_bound)
+            return
         options = self._options.get(name)
         if options is None:  # the communicator's own options, checked once per collective
             mine = {"algorithm": self.algorithm, "inline_bytes": self.inline_bytes}
             mine |= {"executor": self.executor, **self.algorithm_options}
             options = self._options[name] = _call_options(mine, self.nodes, name)
         check_buffer_list(buffers)
-        self.execute(_checked_call(name, buffers, op, options))
+        call = _checked_call(name, buffers, op, options)
+        bound = self._bind(call)
+        if bound is None:
+            self._bound.pop(name, None)
+            self.execute(call)
+            return
+        self._bound[name] = bound
+        self._run_bound(name, bound)
+
+    def _bind(self, call: Call) -> Bound | None:
+        """The call bound to its buffers (ring.cpu_bound), where it runs by slices on the
+        calling thread; else None."""
+        ufunc, count, average = call.checked
+        if self.nodes == 1 or count == 0:
+            return None
+        steps, threads, executor = self._plan_call(call)
+        if executor != "slices" or threads != 1:
+            return None
+        positions = by_position(steps)
+        if positions is None:
+            return None
+        tile = max(1, cpu_crew.tile_bytes() // call.buffers[0].dtype.itemsize)
+        return bind(call.op, steps.algorithm, list(call.buffers), ufunc, average, positions, tile)
+
+    def _same_pick(self, name: str, bound: Bound) -> bool:
+        """Whether ``auto`` (if it is the algorithm) still picks what the bound call ran."""
+        if self.algorithm != AUTO:
+            return True
+        nbytes = bound.buffers[0].nbytes
+        picked = resolve_algorithm(self.backend, name, self.nodes, nbytes, AUTO, self.inline_bytes)
+        return picked == bound.algorithm
+
+    def _run_bound(self, name: str, bound: Bound) -> None:
+        with self._call_lock:
+            self._check_open()
+            try:
+                with nvtx_ranges.annotate(name):
+                    run_bound(bound)
+            except BaseException:
+                self._shut_down()  # as an inline call of execute(): nothing to leave half-run
+                raise
 
     def _check_open(self) -> None:
         if self._closed:
@@ -262,17 +312,8 @@ class CpuCommunicator(RingCommunicator):
         if self.nodes == 1 or count == 0:
             self._check_open()
             return
-        options = dict(call.options)
         buffers = list(call.buffers)
-        itemsize = buffers[0].dtype.itemsize
-        algorithm = options.pop("algorithm", self.algorithm)
-        inline_bytes = options.pop("inline_bytes", self.inline_bytes)
-        executor = options.pop("executor", self.executor)
-        threads = self.threads_for(count * itemsize, inline_bytes, executor)
-        algorithm = resolve_algorithm(
-            self.backend, name, self.nodes, count * itemsize, algorithm, inline_bytes
-        )
-        steps = plan_for(name, self.nodes, count, itemsize, algorithm, options)
+        steps, threads, executor = self._plan_call(call)
         with self._call_lock:
             self._check_open()
             error = None
@@ -287,6 +328,21 @@ class CpuCommunicator(RingCommunicator):
             if error is not None:
                 self._shut_down()
                 raise error
+
+    def _plan_call(self, call: Call) -> tuple[Plan, int, str]:
+        """The plan a checked call runs, on how many threads, by which executor."""
+        options = dict(call.options)
+        count = call.checked[1]
+        itemsize = call.buffers[0].dtype.itemsize
+        algorithm = options.pop("algorithm", self.algorithm)
+        inline_bytes = options.pop("inline_bytes", self.inline_bytes)
+        executor = options.pop("executor", self.executor)
+        threads = self.threads_for(count * itemsize, inline_bytes, executor)
+        algorithm = resolve_algorithm(
+            self.backend, call.name, self.nodes, count * itemsize, algorithm, inline_bytes
+        )
+        steps = plan_for(call.name, self.nodes, count, itemsize, algorithm, options)
+        return steps, threads, executor
 
     def threads_for(
         self, nbytes: int, inline_bytes: int | None = None, executor: str | None = None
@@ -318,5 +374,6 @@ class CpuCommunicator(RingCommunicator):
     def _shut_down(self) -> None:
         """Close after a call that did not complete: stop and join every worker."""
         self._closed = True
+        self._bound = {}
         self._finalizer.detach()
         self._crew.stop(True)

@@ -158,6 +158,21 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
         assert any(r["closed_after_interrupt"] for r in rounds), rounds
 
 
+def test_ctrl_c_mid_bound_inline_call_ends_it_as_on_the_threads():
+    """executor="slices" just under INLINE_BYTES on 8 nodes: every call after the first
+    repeats on the same buffers and runs bound (ring.cpu_bound), milliseconds each, so the
+    SIGINT lands inside one: the communicator closes and refuses the next call, and no
+    result is wrong."""
+    nodes, count = 8, INLINE_BYTES // 8 - 1
+    rounds = _interrupt_rounds(
+        "pairwise", "comm", rounds=4, seed=13, nodes=nodes, count=count, executor="slices"
+    )
+    for r in rounds:
+        _check_round(r, "comm", nodes)
+    assert all(r["threaded_calls"] == 0 for r in rounds), rounds
+    assert any(r["closed_after_interrupt"] for r in rounds), rounds
+
+
 @pytest.mark.parametrize("mode", ["api", "comm"])
 def test_ctrl_c_mid_sliced_call_ends_it_as_on_the_node_threads(mode):
     """executor="slices" on 8 MiB per node: the caller runs one slice while a worker runs

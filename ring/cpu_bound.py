@@ -1,0 +1,88 @@
+"""A repeated sliced call on the calling thread, bound to its buffers.
+
+A call of at most ``inline_bytes`` per node runs on the calling thread, where at small
+sizes its cost is Python's: the buffers' checks, the plan's look-ups and a view per
+operation.  When a call repeats on the same buffer objects (a training loop's gradient
+buckets, a benchmark's timed calls) none of that changes.  :class:`Bound` keeps the flat
+list of (operation, destination view, source view) that the plan read by position
+(:mod:`ring.by_position`) gives for those buffers, tile by tile, and a call that
+:meth:`Bound.takes` (the same list of the same objects, each with the shape, dtype,
+strides and writeable flag it had, and the same op) runs that list and nothing else.
+
+The list is what :func:`ring.cpu_slices.run_slice` does on one slice of every position, in
+the same order: bit for bit the result of the unbound call.  Only ``executor="slices"``
+binds: the node executor's inline path marks every node's step with an NVTX range, which
+the profiles read.  The views keep the buffers alive until the next call of that
+collective on other buffers, or until the communicator closes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .by_position import ByPosition
+from .ops import divide_by_nodes
+
+__all__ = ["Bound", "bind", "run_bound"]
+
+
+class Bound(NamedTuple):
+    op: str | None
+    algorithm: str  # the one that ran: a call of "auto" is bound to auto's pick
+    buffers: tuple
+    layouts: tuple  # per buffer: (shape, dtype, strides) when bound
+    ufunc: Any
+    program: tuple  # (accumulate, destination, source, divide by N after)
+
+    def takes(self, buffers: object, op: str | None) -> bool:
+        """Whether a call of ``op`` on ``buffers`` is this bound call again."""
+        if op != self.op or type(buffers) is not list or len(buffers) != len(self.buffers):
+            return False
+        for buf, mine, layout in zip(buffers, self.buffers, self.layouts, strict=True):
+            if buf is not mine or (buf.shape, buf.dtype, buf.strides) != layout:
+                return False
+            if not buf.flags.writeable:
+                return False
+        return True
+
+
+def bind(
+    op: str | None,
+    algorithm: str,
+    buffers: list,
+    ufunc,
+    average: bool,
+    positions: ByPosition,
+    tile: int,
+) -> Bound:
+    """The operations of ``positions`` on ``buffers``, tile by tile, as views."""
+    length = buffers[0].shape[0]
+    scratch = []
+    if positions.uses_scratch:
+        scratch = [np.empty(min(tile, length), buffers[0].dtype) for _ in buffers]
+    program = []
+    for start, stop, ops in positions.segments:
+        for t0 in range(start, stop, tile):
+            t1 = min(t0 + tile, stop)
+            views = [buffer[t0:t1] for buffer in buffers]
+            own = [slot[: t1 - t0] for slot in scratch] if scratch else views
+            for node, peer, accumulate, completes, from_scratch, to_scratch in ops:
+                src = own[node] if from_scratch else views[peer]
+                dst = own[node] if to_scratch else views[node]
+                program.append((accumulate, dst, src, accumulate and completes and average))
+    layouts = tuple((b.shape, b.dtype, b.strides) for b in buffers)
+    return Bound(op, algorithm, tuple(buffers), layouts, ufunc, tuple(program))
+
+
+def run_bound(bound: Bound) -> None:
+    """Apply a bound call's operations in order (an exception, Ctrl-C too, propagates)."""
+    ufunc, nodes = bound.ufunc, len(bound.buffers)
+    for accumulate, dst, src, divide in bound.program:
+        if accumulate:
+            ufunc(dst, src, out=dst)
+            if divide:
+                divide_by_nodes(dst, nodes)
+        else:
+            dst[...] = src

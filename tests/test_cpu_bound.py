@@ -1,0 +1,152 @@
+"""A repeated sliced call on the calling thread runs bound to its buffers (ring/cpu_bound.py):
+right against the independent reference and bit for bit the node threads' result on every
+repeat, checked again in full whenever a buffer, the list or the op changed, re-planned
+when ``auto`` picks another algorithm, and releasing its buffers on close.  (Ctrl-C inside
+a bound call: tests/test_cpu_faults.py.)"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from reference import check, ops_for
+from test_cpu_algorithms import _options
+from test_cpu_inline import assert_same_bits
+
+from ring import CpuCommunicator
+from ring.schedule import ALGORITHMS
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Tiles of 5 elements: a bound call crosses tile and segment edges."""
+    monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 40)
+
+
+def _sliced(nodes: int, algorithm: str = "ring", **options) -> CpuCommunicator:
+    options = _options(algorithm, nodes) | options
+    return CpuCommunicator(nodes, algorithm=algorithm, executor="slices", **options)
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_repeated_call_runs_bound_and_stays_right(algorithm, nodes, small_tiles):
+    rng = np.random.default_rng(7 * nodes + len(algorithm))
+    with _sliced(nodes, algorithm) as comm:
+        for dtype in (np.float32, np.int64):
+            for op in ops_for(np.dtype(dtype)):
+                inputs = [(rng.standard_normal(23) * 9).astype(dtype) for _ in range(nodes)]
+                inputs = [np.where(x == 0, 1, x).astype(dtype) for x in inputs]
+                buffers = [x.copy() for x in inputs]
+                bound = None
+                for _ in range(3):
+                    for buffer, x in zip(buffers, inputs, strict=True):
+                        buffer[...] = x
+                    comm.allreduce(buffers, op)
+                    for buffer in buffers:
+                        check(buffer, inputs, op)
+                    bound = bound or comm._bound["allreduce"]
+                    assert comm._bound["allreduce"] is bound  # the repeats took it
+        # Bit for bit the node threads, on the repeat as on the first call.
+        with CpuCommunicator(nodes, algorithm=algorithm, **_options(algorithm, nodes)) as nodes_:
+            assert_same_bits(comm, nodes_, rng)
+            assert_same_bits(comm, nodes_, np.random.default_rng(3))
+
+
+def test_a_changed_buffer_list_or_op_is_checked_again():
+    rng = np.random.default_rng(11)
+    inputs = [rng.standard_normal(64).astype(np.float32) for _ in range(3)]
+    with _sliced(3, "direct") as comm:
+        buffers = [x.copy() for x in inputs]
+        comm.allreduce(buffers)
+        bound = comm._bound["allreduce"]
+
+        # Read-only now: refused before anything moves, like a first call.
+        buffers = [x.copy() for x in inputs]
+        comm.allreduce(buffers)
+        buffers[2].flags.writeable = False
+        before = [b.copy() for b in buffers]
+        with pytest.raises(ValueError, match=r"buffers\[2\] is read-only"):
+            comm.allreduce(buffers)
+        assert all(np.array_equal(a, b) for a, b in zip(buffers, before, strict=True))
+
+        # Reshaped in place: the shape check again.
+        buffers = [x.copy() for x in inputs]
+        comm.allreduce(buffers)
+        buffers[1].shape = (8, 8)
+        with pytest.raises(ValueError, match=r"buffers\[1\] must be one-dimensional"):
+            comm.allreduce(buffers)
+
+        # Another dtype through the same objects (a view in place): planned for it.
+        buffers = [x.copy() for x in inputs]
+        comm.allreduce(buffers)
+        ints = [np.arange(64, dtype=np.int32) * (i + 2) for i in range(3)]
+        for buffer, x in zip(buffers, ints, strict=True):
+            buffer.dtype = np.int32
+            buffer[...] = x
+        comm.allreduce(buffers)
+        for buffer in buffers:
+            check(buffer, ints, "sum")
+
+        # The same objects in another order, and another op: bound again, still right.
+        buffers = [x.copy() for x in inputs]
+        comm.allreduce(buffers)
+        swapped = [buffers[1], buffers[0], buffers[2]]
+        for buffer, x in zip(swapped, inputs, strict=True):
+            buffer[...] = x
+        comm.allreduce(swapped, "max")
+        for buffer in swapped:
+            check(buffer, inputs, "max")
+        assert comm._bound["allreduce"] is not bound
+        assert comm._bound["allreduce"].op == "max"
+
+
+def test_a_call_on_more_threads_or_by_node_threads_is_not_bound(small_tiles, monkeypatch):
+    monkeypatch.setattr("ring.cpu._cores", lambda: 2)
+    buffers = [np.ones(1024, np.float32) for _ in range(2)]
+    with _sliced(2, inline_bytes=1024) as comm:
+        comm.allreduce(buffers)
+        assert "allreduce" not in comm._bound  # above inline_bytes: the caller and a worker
+        comm.allreduce([b[:256] for b in buffers])
+        assert "allreduce" in comm._bound
+        comm.allreduce(buffers)
+        assert "allreduce" not in comm._bound  # the bound call is dropped, not kept stale
+    with CpuCommunicator(2) as comm:
+        comm.allreduce(buffers)
+        assert comm._bound == {}  # the node executor marks its steps for the profiles
+
+
+def test_auto_is_bound_to_its_pick_and_planned_again_when_it_changes(monkeypatch):
+    picks = iter(["direct", "ring", "ring"])
+    monkeypatch.setattr(
+        "ring.cpu.resolve_algorithm",
+        lambda backend, name, nodes, nbytes, algorithm, inline=None: (
+            next(picks) if algorithm == "auto" else algorithm
+        ),
+    )
+    inputs = [np.arange(10, dtype=np.float64) + i for i in range(3)]
+    buffers = [x.copy() for x in inputs]
+    with _sliced(3, "auto") as comm:
+        comm.allreduce(buffers)  # picks direct, binds
+        assert comm._bound["allreduce"].algorithm == "direct"
+        for buffer, x in zip(buffers, inputs, strict=True):
+            buffer[...] = x
+        comm.allreduce(buffers)  # auto asked again: ring now, so planned again
+        assert comm._bound["allreduce"].algorithm == "ring"
+        for buffer in buffers:
+            check(buffer, inputs, "sum")
+
+
+def test_close_lets_the_bound_buffers_go():
+    buffers = [np.ones(100, np.float32) for _ in range(2)]
+    watched = weakref.ref(buffers[0])
+    comm = _sliced(2)
+    comm.allreduce(buffers)
+    del buffers
+    gc.collect()
+    assert watched() is not None  # the bound call's views hold it
+    comm.close()
+    gc.collect()
+    assert watched() is None
