@@ -38,7 +38,6 @@ import numpy as np
 
 from . import cpu_crew, nvtx_ranges
 from .buffers import validate_buffers
-from .by_position import by_position
 from .communicator import (
     Call,
     CommunicatorClosedError,
@@ -47,8 +46,7 @@ from .communicator import (
     check_nodes,
     resolve_algorithm,
 )
-from .cpu_bound import Bound, bind, run_bound
-from .cpu_crew import Crew
+from .cpu_crew import Bound, Crew, run_bound
 from .cpu_sync import Pushers
 from .ops import AVERAGING, resolve_op
 from .schedule import (
@@ -251,29 +249,14 @@ class CpuCommunicator(RingCommunicator):
             mine |= {"executor": self.executor, **self.algorithm_options}
             options = self._options[name] = _call_options(mine, self.nodes, name)
         check_buffer_list(buffers)
-        call = _checked_call(name, buffers, op, options)
-        bound = self._bind(call)
-        if bound is None:
-            self._bound.pop(name, None)
-            self.execute(call)
-            return
-        self._bound[name] = bound
-        self._run_bound(name, bound)
+        self._bound.pop(name, None)
+        self._execute(_checked_call(name, buffers, op, options), bind=True)
 
-    def _bind(self, call: Call) -> Bound | None:
-        """The call bound to its buffers (ring.cpu_bound), where it runs by slices on the
-        calling thread; else None."""
-        ufunc, count, average = call.checked
-        if self.nodes == 1 or count == 0:
-            return None
-        steps, threads, executor = self._plan_call(call)
-        if executor != "slices" or threads != 1:
-            return None
-        positions = by_position(steps)
-        if positions is None:
-            return None
-        tile = max(1, cpu_crew.tile_bytes() // call.buffers[0].dtype.itemsize)
-        return bind(call.op, steps.algorithm, list(call.buffers), ufunc, average, positions, tile)
+    def _bind(self, call: Call, steps: Plan) -> Bound | None:
+        """The call bound to its buffers (ring.cpu_bound), or None where its plan cannot be
+        read by position."""
+        ufunc, _, average = call.checked
+        return self._crew.bind(call.op, list(call.buffers), ufunc, steps, average)
 
     def _same_pick(self, name: str, bound: Bound) -> bool:
         """Whether ``auto`` (if it is the algorithm) still picks what the bound call ran."""
@@ -302,6 +285,11 @@ class CpuCommunicator(RingCommunicator):
 
         Raises :class:`CommunicatorClosedError` only before any work started.
         """
+        self._execute(call, bind=False)
+
+    def _execute(self, call: Call, bind: bool) -> None:
+        """:meth:`execute`; ``bind``: a call by slices on the calling thread is bound to its
+        buffers for the next call of the collective to take (ring.cpu_bound)."""
         self._check_call_backend(call)
         if call.nodes != self.nodes:
             raise ValueError(
@@ -314,6 +302,12 @@ class CpuCommunicator(RingCommunicator):
             return
         buffers = list(call.buffers)
         steps, threads, executor = self._plan_call(call)
+        if bind and executor == "slices" and threads == 1:
+            bound = self._bind(call, steps)
+            if bound is not None:
+                self._bound[name] = bound
+                self._run_bound(name, bound)
+                return
         with self._call_lock:
             self._check_open()
             error = None

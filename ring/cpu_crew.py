@@ -23,6 +23,7 @@ import numpy as np
 
 from . import nvtx_ranges
 from .by_position import by_position
+from .cpu_bound import Bound, bind, run_bound
 from .cpu_slices import SliceJob, run_slice, scratch_slots, slice_bounds
 from .cpu_sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
 from .machine import cache_bytes
@@ -30,7 +31,16 @@ from .ops import divide_by_nodes
 from .schedule import RING_FAMILY, Plan
 from .schedule_core import Move, Range, Step
 
-__all__ = ["PROGRAMS", "Aborted", "Crew", "Tiled", "tile_bytes", "tiled_moves"]
+__all__ = [
+    "PROGRAMS",
+    "Aborted",
+    "Bound",
+    "Crew",
+    "Tiled",
+    "run_bound",
+    "tile_bytes",
+    "tiled_moves",
+]
 
 # Programs kept per communicator (one per plan: collective, algorithm, length, options).
 PROGRAMS = 32
@@ -217,6 +227,14 @@ class Crew:
         return SliceJob(
             buffers, ufunc, average, positions, bounds, tile, scratch, itertools.count(), parts - 1
         )
+
+    def bind(self, op, buffers: list, ufunc, steps: Plan, average: bool) -> Bound | None:
+        """A call of ``steps`` on the calling thread, by position, bound to ``buffers``
+        (:mod:`ring.cpu_bound`); None where the plan cannot be read by position."""
+        positions, _, tile = self._slice_shape(steps, 1, buffers[0].dtype)
+        if positions is None:
+            return None
+        return bind(op, steps.algorithm, buffers, ufunc, average, positions, tile)
 
     @staticmethod
     def _slice_shape(steps: Plan, parts: int, dtype: np.dtype) -> tuple:

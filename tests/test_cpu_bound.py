@@ -72,6 +72,10 @@ def test_a_changed_buffer_list_or_op_is_checked_again():
             comm.allreduce(buffers)
         assert all(np.array_equal(a, b) for a, b in zip(buffers, before, strict=True))
 
+        # One buffer short: the communicator's node count, checked before any binding.
+        with pytest.raises(ValueError, match="has 3 nodes but 2 buffers"):
+            comm.allreduce(buffers[:2])
+
         # Reshaped in place: the shape check again.
         buffers = [x.copy() for x in inputs]
         comm.allreduce(buffers)
