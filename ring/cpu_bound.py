@@ -9,8 +9,9 @@ list of (operation, destination view, source view) that the plan read by positio
 :meth:`Bound.takes` (the same list of the same objects, each with the shape, dtype,
 strides and writeable flag it had, and the same op) runs that list and nothing else.
 
-The list is what :func:`ring.cpu_slices.run_slice` does on one slice of every position, in
-the same order: bit for bit the result of the unbound call.  Only ``executor="slices"``
+The list is :func:`ring.cpu_slices.tile_operations` over every position, what
+:func:`ring.cpu_slices.run_slice` runs on one slice, in the same order: bit for bit the
+result of the unbound call.  Only ``executor="slices"``
 binds: the node executor's inline path marks every node's step with an NVTX range, which
 the profiles read.  The views keep the buffers alive until the next call of that
 collective on other buffers, or until the communicator closes.
@@ -23,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .by_position import ByPosition
-from .ops import divide_by_nodes
+from .cpu_slices import apply, tile_operations
 
 __all__ = ["Bound", "bind", "run_bound"]
 
@@ -62,27 +63,12 @@ def bind(
     scratch = []
     if positions.uses_scratch:
         scratch = [np.empty(min(tile, length), buffers[0].dtype) for _ in buffers]
-    program = []
-    for start, stop, ops in positions.segments:
-        for t0 in range(start, stop, tile):
-            t1 = min(t0 + tile, stop)
-            views = [buffer[t0:t1] for buffer in buffers]
-            own = [slot[: t1 - t0] for slot in scratch] if scratch else views
-            for node, peer, accumulate, completes, from_scratch, to_scratch in ops:
-                src = own[node] if from_scratch else views[peer]
-                dst = own[node] if to_scratch else views[node]
-                program.append((accumulate, dst, src, accumulate and completes and average))
+    tiles = tile_operations(positions, 0, length, tile, buffers, scratch, average)
+    program = tuple(operation for operations in tiles for operation in operations)
     layouts = tuple((b.shape, b.dtype, b.strides) for b in buffers)
-    return Bound(op, algorithm, tuple(buffers), layouts, ufunc, tuple(program))
+    return Bound(op, algorithm, tuple(buffers), layouts, ufunc, program)
 
 
 def run_bound(bound: Bound) -> None:
     """Apply a bound call's operations in order (an exception, Ctrl-C too, propagates)."""
-    ufunc, nodes = bound.ufunc, len(bound.buffers)
-    for accumulate, dst, src, divide in bound.program:
-        if accumulate:
-            ufunc(dst, src, out=dst)
-            if divide:
-                divide_by_nodes(dst, nodes)
-        else:
-            dst[...] = src
+    apply(bound.program, bound.ufunc, len(bound.buffers))

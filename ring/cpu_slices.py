@@ -20,7 +20,7 @@ import numpy as np
 from .by_position import ByPosition
 from .ops import divide_by_nodes
 
-__all__ = ["SliceJob", "run_slice", "slice_bounds"]
+__all__ = ["SliceJob", "apply", "run_slice", "slice_bounds", "tile_operations"]
 
 
 class SliceJob(NamedTuple):
@@ -47,26 +47,46 @@ def scratch_slots(parts: int, nodes: int, tile: int, dtype: np.dtype) -> list:
     return [[np.empty(tile, dtype) for _ in range(nodes)] for _ in range(parts)]
 
 
+def tile_operations(
+    plan: ByPosition, lo: int, hi: int, tile: int, buffers: list, slots, average: bool
+):
+    """Per tile of positions ``[lo, hi)``, in the plan's order: its operations on views of
+    ``buffers`` (and of ``slots``, each node's scratch tile, where the plan uses scratch) as
+    (accumulate, destination, source, divide by N after)."""
+    for start, stop, ops in plan.segments:
+        a, b = max(start, lo), min(stop, hi)
+        for t0 in range(a, b, tile):
+            t1 = min(t0 + tile, b)
+            views = [buffer[t0:t1] for buffer in buffers]
+            own = [slot[: t1 - t0] for slot in slots] if slots else views
+            yield [
+                (
+                    accumulate,
+                    own[node] if to_scratch else views[node],
+                    own[node] if from_scratch else views[peer],
+                    accumulate and completes and average,
+                )
+                for node, peer, accumulate, completes, from_scratch, to_scratch in ops
+            ]
+
+
+def apply(operations, ufunc, nodes: int) -> None:
+    """Run operations of :func:`tile_operations` in order."""
+    for accumulate, dst, src, divide in operations:
+        if accumulate:
+            ufunc(dst, src, out=dst)
+            if divide:
+                divide_by_nodes(dst, nodes)
+        else:
+            dst[...] = src
+
+
 def run_slice(job: SliceJob, part: int, stopped) -> None:
     """Apply the plan to ``part``'s positions; ``stopped()`` is asked before each tile, and
     when it says another thread failed the slice raises ``stopped.error``."""
     lo, hi = job.bounds[part]
-    buffers, ufunc, tile = job.buffers, job.ufunc, job.tile
-    nodes = len(buffers)
     slots = job.scratch[part] if job.plan.uses_scratch else None
-    for start, stop, ops in job.plan.segments:
-        a, b = max(start, lo), min(stop, hi)
-        for t0 in range(a, b, tile):
-            stopped()
-            t1 = min(t0 + tile, b)
-            views = [buffer[t0:t1] for buffer in buffers]
-            own = [slot[: t1 - t0] for slot in slots] if slots is not None else views
-            for node, peer, accumulate, completes, from_scratch, to_scratch in ops:
-                src = own[node] if from_scratch else views[peer]
-                dst = own[node] if to_scratch else views[node]
-                if accumulate:
-                    ufunc(dst, src, out=dst)
-                    if completes and job.average:
-                        divide_by_nodes(dst, nodes)
-                else:
-                    dst[...] = src
+    tiles = tile_operations(job.plan, lo, hi, job.tile, job.buffers, slots, job.average)
+    for operations in tiles:
+        stopped()
+        apply(operations, job.ufunc, len(job.buffers))
