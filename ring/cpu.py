@@ -267,14 +267,23 @@ class CpuCommunicator(RingCommunicator):
         return picked == bound.algorithm
 
     def _run_bound(self, name: str, bound: Bound) -> None:
+        self._guarded(name, run_bound, bound)
+
+    def _guarded(self, name: str, run, *args) -> None:
+        """``run(*args)`` as collective ``name``, once the communicator is known open; it
+        returns a worker's exception, if any.  Interrupted (Ctrl-C), wherever in this
+        block, or failed anywhere: the communicator closes, so no worker outlives it."""
         with self._call_lock:
             self._check_open()
             try:
                 with nvtx_ranges.annotate(name):
-                    run_bound(bound)
+                    error = run(*args)
             except BaseException:
-                self._shut_down()  # as an inline call of execute(): nothing to leave half-run
+                self._shut_down()
                 raise
+            if error is not None:
+                self._shut_down()
+                raise error
 
     def _check_open(self) -> None:
         if self._closed:
@@ -308,20 +317,7 @@ class CpuCommunicator(RingCommunicator):
                 self._bound[name] = bound
                 self._run_bound(name, bound)
                 return
-        with self._call_lock:
-            self._check_open()
-            error = None
-            try:
-                with nvtx_ranges.annotate(name):
-                    error = self._run(buffers, ufunc, steps, average, threads, executor)
-            except BaseException:
-                # Interrupted (Ctrl-C), wherever in this block, or a failure inline: no
-                # worker may outlive it.
-                self._shut_down()
-                raise
-            if error is not None:
-                self._shut_down()
-                raise error
+        self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
 
     def _plan_call(self, call: Call) -> tuple[Plan, int, str]:
         """The plan a checked call runs, on how many threads, by which executor."""
