@@ -310,8 +310,9 @@ def terms(
     """The multipliers of (α, β, γ, per_node) in the time of one call.  Threaded (or on
     links): the critical path's steps, and no per-node term.  Inline: one thread runs every
     node's moves in turn, so the steps are the plan's moves, and each node's buffer costs
-    ``per_node`` (checks, views, the look-up of its steps: about 5 µs on the reference
-    CPU, against 0.4 µs a move; a form of moves alone missed the N = 2 rows by half)."""
+    ``per_node`` (checks, views, the look-up of its steps: 6.5 µs in the intel-xeon-2core
+    default fit, against 0.2 µs a move; one constant per call in its place, fitted to the
+    N = 4 rows, priced the N = 2 rows about half again too high)."""
     coef = coefficients(
         algorithm, nodes, nbytes, group_size=group_size, segment_bytes=segment_bytes
     )
