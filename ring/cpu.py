@@ -276,7 +276,7 @@ class CpuCommunicator(RingCommunicator):
         with self._call_lock:
             self._check_open()
             try:
-                with nvtx_ranges.annotate(name):
+                with nvtx_ranges.call_range(name):
                     error = run(*args)
             except BaseException:
                 self._shut_down()

@@ -244,7 +244,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             # auto's pick gets the defaults the algorithm gets when named (its segment).
             choice = self._with_segment({**choice, "algorithm": algorithm})
             steps = plan_for(name, self.nodes, count, dtype.itemsize, algorithm, choice)
-            with nvtx_ranges.annotate(name):
+            with nvtx_ranges.call_range(name):
                 self._run(steps, list(call.buffers), op, reduce, dtype)
 
     def _with_segment(self, choice: dict) -> dict:

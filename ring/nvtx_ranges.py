@@ -67,7 +67,8 @@ def pusher(message: str):
 
 
 class annotate:
-    """Context manager for a range outside the hot path (e.g. the outer call range)."""
+    """Context manager for a range outside the hot path; :func:`call_range` for the outer
+    range of a collective call."""
 
     __slots__ = ("_push",)
 
@@ -80,3 +81,13 @@ class annotate:
 
     def __exit__(self, *exc) -> None:
         pop()
+
+
+# One reusable context manager per collective: building an annotation costs about
+# 0.7 µs, more than a bound 1 KiB call's own operations (ring.cpu_bound).
+_CALL_RANGES = {name: annotate(name) for name in COLLECTIVES}
+
+
+def call_range(name: str) -> annotate:
+    """The outer range of collective ``name``, built once."""
+    return _CALL_RANGES[name]
