@@ -33,7 +33,7 @@ class Bound(NamedTuple):
     op: str | None
     algorithm: str  # the one that ran: a call of "auto" is bound to auto's pick
     buffers: tuple
-    layouts: tuple  # per buffer: (shape, dtype, strides) when bound
+    layouts: tuple  # per buffer: (the buffer, its dtype, its strides) when bound
     ufunc: Any
     program: tuple  # (accumulate, destination, source, divide by N after)
 
@@ -41,8 +41,12 @@ class Bound(NamedTuple):
         """Whether a call of ``op`` on ``buffers`` is this bound call again."""
         if op != self.op or type(buffers) is not list or len(buffers) != len(self.buffers):
             return False
-        for buf, mine, layout in zip(buffers, self.buffers, self.layouts, strict=True):
-            if buf is not mine or (buf.shape, buf.dtype, buf.strides) != layout:
+        # An array object's size is fixed while views of it exist (resize is refused), so
+        # with its dtype and strides (their count is its ndim) unchanged so is its shape.
+        # The same dtype object, not an equal one: a dtype set again in place only costs a
+        # rebinding.  About 0.15 µs a buffer: each attribute read builds an object.
+        for buf, (mine, dtype, strides) in zip(buffers, self.layouts):
+            if buf is not mine or buf.dtype is not dtype or buf.strides != strides:
                 return False
             if not buf.flags.writeable:
                 return False
@@ -65,7 +69,7 @@ def bind(
         scratch = [np.empty(min(tile, length), buffers[0].dtype) for _ in buffers]
     tiles = tile_operations(positions, 0, length, tile, buffers, scratch, average)
     program = tuple(operation for operations in tiles for operation in operations)
-    layouts = tuple((b.shape, b.dtype, b.strides) for b in buffers)
+    layouts = tuple((b, b.dtype, b.strides) for b in buffers)
     return Bound(op, algorithm, tuple(buffers), layouts, ufunc, program)
 
 
