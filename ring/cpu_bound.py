@@ -45,7 +45,7 @@ class Bound(NamedTuple):
         # with its dtype and strides (their count is its ndim) unchanged so is its shape.
         # The same dtype object, not an equal one: a dtype set again in place only costs a
         # rebinding.  About 0.15 µs a buffer: each attribute read builds an object.
-        for buf, (mine, dtype, strides) in zip(buffers, self.layouts):
+        for buf, (mine, dtype, strides) in zip(buffers, self.layouts, strict=True):
             if buf is not mine or buf.dtype is not dtype or buf.strides != strides:
                 return False
             if not buf.flags.writeable:

@@ -22,7 +22,7 @@ DOMAIN = "ring"
 COLLECTIVES = ("allreduce", "reduce_scatter", "all_gather")
 STEP_RANGE = re.compile(
     r"^(?:(?P<algorithm>[a-z]+(?:-[a-z]+)*) )?"
-    r"(?P<phase>fold|reduce_scatter|exchange|all_gather|unfold)"
+    r"(?P<phase>fold|reduce|gather|reduce_scatter|exchange|all_gather|scatter|broadcast|unfold)"
     r" step (?P<step>\d+) node (?P<node>\d+)"
     r"(?: rank (?P<rank>\d+))?$"
 )
@@ -83,11 +83,14 @@ class annotate:
         pop()
 
 
-# One reusable context manager per collective: building an annotation costs about
-# 0.7 µs, more than a bound 1 KiB call's own operations (ring.cpu_bound).
-_CALL_RANGES = {name: annotate(name) for name in COLLECTIVES}
+# One reusable context manager per collective, built on first use: building an annotation
+# costs about 0.7 µs, more than a bound 1 KiB call's own operations (ring.cpu_bound).
+_CALL_RANGES: dict[str, annotate] = {}
 
 
 def call_range(name: str) -> annotate:
     """The outer range of collective ``name``, built once."""
-    return _CALL_RANGES[name]
+    found = _CALL_RANGES.get(name)
+    if found is None:
+        found = _CALL_RANGES[name] = annotate(name)
+    return found

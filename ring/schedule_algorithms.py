@@ -71,6 +71,39 @@ def direct(collective: str, nodes: int, length: int, **_) -> Table:
     return table
 
 
+def reduce_broadcast(collective: str, nodes: int, length: int, **_) -> Table:
+    """Everything through node 0, in two steps (Open MPI's "nonoverlapping" allreduce, with
+    a linear reduce and broadcast).  Allreduce: node 0 reduces every other node's whole
+    buffer into its own, in node order, then every other node copies node 0's.
+    Reduce-scatter: the same reduction, then each node copies its own chunk of it.
+    All-gather: node 0 copies every node's chunk, then every node copies the chunks it
+    lacks.  Node 0 takes and sends N - 1 buffers: the ring's opposite on links.  On one
+    shared memory an allreduce is 2(N - 1) moves whatever N, what a hand-written reduction
+    does, where ``direct`` cuts the buffer into chunks and makes 2N(N - 1): at small sizes,
+    where each move is one NumPy call, the cheapest plan (ring.cpu_slices, ring.cpu_bound)."""
+    bounds = chunk_bounds(length, nodes)
+    whole = _ranges(bounds, range(nodes))
+    table: Table = []
+    if collective == ALL_GATHER:
+        first = _step(table, "gather", nodes)
+        for peer in range(1, nodes):
+            _take(first[0], peer, _ranges(bounds, [owned_chunk(peer, nodes)]), False, False)
+    else:
+        first = _step(table, "reduce", nodes)
+        for peer in range(1, nodes):
+            _take(first[0], peer, whole, True, peer == nodes - 1)
+    second = _step(table, "scatter" if collective == REDUCE_SCATTER else "broadcast", nodes)
+    for node in range(1, nodes):
+        if collective == REDUCE_SCATTER:
+            wanted = [owned_chunk(node, nodes)]
+        elif collective == ALL_GATHER:
+            wanted = [c for c in range(nodes) if c != owned_chunk(node, nodes)]
+        else:
+            wanted = list(range(nodes))
+        _take(second[node], 0, _ranges(bounds, wanted), False, False)
+    return table
+
+
 class _Folded:
     """MPICH's non-power-of-two arrangement: ``power`` survivors, survivor ``r`` stands for
     ``members[r]`` (itself, and the even node that folded into it)."""
@@ -218,4 +251,5 @@ TABLE_BUILDERS = {
     "rabenseifner": rabenseifner,
     "hierarchical": hierarchical,
     "direct": direct,
+    "reduce-broadcast": reduce_broadcast,
 }

@@ -109,8 +109,20 @@ def chunk_bounds(length: int, nodes: int) -> tuple[tuple[int, int], ...]:
 
 # Every phase name a step can carry, in the order they run.  ``fold`` and ``unfold`` are
 # MPICH's steps for a node count that is not a power of two (the extra nodes hand their
-# data to a partner first and take the result last); ``exchange`` is recursive doubling's.
-PHASES = ("fold", REDUCE_SCATTER, "exchange", ALL_GATHER, "unfold")
+# data to a partner first and take the result last); ``exchange`` is recursive doubling's;
+# ``reduce`` or ``gather`` (into node 0), then ``broadcast`` or ``scatter`` (out of it), are
+# reduce-broadcast's.
+PHASES = (
+    "fold",
+    "reduce",
+    "gather",
+    REDUCE_SCATTER,
+    "exchange",
+    ALL_GATHER,
+    "scatter",
+    "broadcast",
+    "unfold",
+)
 
 Range = tuple[int, int]
 

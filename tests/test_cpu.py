@@ -263,6 +263,7 @@ def test_nvtx_ranges_name_every_step(monkeypatch):
         return push
 
     monkeypatch.setattr(nr, "_make", recorder)
+    monkeypatch.setattr(nr, "_CALL_RANGES", {})  # built anew with the recorder
     nodes = 3
     with CpuCommunicator(nodes) as comm:
         comm.allreduce([np.ones(7) for _ in range(nodes)])

@@ -150,6 +150,7 @@ def test_a_communicators_algorithm_runs_and_names_its_steps(monkeypatch):
         return push
 
     monkeypatch.setattr(nr, "_make", recorder)
+    monkeypatch.setattr(nr, "_CALL_RANGES", {})  # built anew with the recorder
     with CpuCommunicator(3, algorithm="rabenseifner") as comm:
         assert "rabenseifner" in repr(comm)
         buffers = [np.full(7, i + 1.0) for i in range(3)]
@@ -168,14 +169,16 @@ def test_a_communicators_algorithm_runs_and_names_its_steps(monkeypatch):
 @pytest.mark.parametrize("inline", [False, True], ids=["threads", "inline"])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_a_failure_inside_any_algorithm_stops_everyone(algorithm, inline, monkeypatch):
-    """Node 2's thread fails, or inline the calling thread's third reduction: either way
-    the error reaches the caller, every worker is joined and the communicator refuses the
-    next call."""
+    """Node 2's thread fails (node 0's in reduce-broadcast, where only node 0 reduces and
+    every other node waits for it), or inline the calling thread's third reduction: either
+    way the error reaches the caller, every worker is joined and the communicator refuses
+    the next call."""
     calls = []
+    failing = "ring-cpu-node0" if algorithm == "reduce-broadcast" else "ring-cpu-node2"
 
     def failing_add(a, b, out):
         calls.append(threading.current_thread().name)
-        if len(calls) == 3 if inline else calls[-1] == "ring-cpu-node2":
+        if len(calls) == 3 if inline else calls[-1] == failing:
             raise FloatingPointError("injected")
         return np.add(a, b, out=out)
 

@@ -42,7 +42,7 @@ def test_moves_that_read_the_target_or_follow_its_completion_are_not_grouped():
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_no_ring_family_step_and_only_direct_is_tiled(algorithm):
+def test_no_ring_family_step_and_only_direct_and_reduce_broadcast_are_tiled(algorithm):
     tiled = {
         type(a) is Tiled
         for n in (2, 3, 4, 5, 8)
@@ -50,7 +50,9 @@ def test_no_ring_family_step_and_only_direct_is_tiled(algorithm):
         for s in plan("allreduce", n, 1001, algorithm).node_steps(i)
         for a in tiled_moves(s)
     }
-    assert tiled == ({False, True} if algorithm == "direct" else {False})
+    # Only they reduce several peers into one range in one step.
+    many = ("direct", "reduce-broadcast")
+    assert tiled == ({False, True} if algorithm in many else {False})
 
 
 @pytest.mark.parametrize(

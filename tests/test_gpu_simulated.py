@@ -173,6 +173,7 @@ def test_nvtx_ranges_name_every_step(monkeypatch):
             pushed.append(None)
 
     monkeypatch.setattr(nvtx_ranges, "annotate", Outer)
+    monkeypatch.setattr(nvtx_ranges, "_CALL_RANGES", {})  # built anew with the recorder
     sim = FakeCuda(1)
     with fake_cupy(sim):
         comm = GpuCommunicator(3, shared_devices=True)

@@ -15,6 +15,7 @@ import yaml
 from ring.model import ALGORITHMS, ModelInputError, Params, coefficients, predict_seconds
 from ring.model.__main__ import main
 from ring.model.auto import DEFAULTS
+from ring.model.costs import design_row
 from ring.model.data import Group, Point, load_groups
 from ring.model.fit import SIGMA_ABSENT, Fit, Host, fit_group, fit_points, held_out
 from ring.model.joint import Settings
@@ -80,7 +81,12 @@ def test_derived_coefficients():
     # MPICH's non-power-of-two recursive doubling: two more steps around log2(p').
     rd = coefficients("recursive-doubling", 6, 1)
     assert (rd.steps, rd.link, rd.reduce) == (4, 4, 3)
-    assert coefficients("ring", 1, 100) == (0, 0, 0, 0)
+    assert coefficients("ring", 1, 100) == (0, 0, 0, 0, None)
+    # Reduce-broadcast: node 0 takes and reduces N - 1 vectors; on a shared bus only the
+    # totals count, and they are direct's.
+    rb, direct = coefficients("reduce-broadcast", 4, 1), coefficients("direct", 4, 1)
+    assert design_row(rb, 4, 1000, shared=False) == (2, 3000, 3000)
+    assert design_row(rb, 4, 1000, shared=True) == design_row(direct, 4, 1000, shared=True)
 
 
 @pytest.mark.parametrize("shared", [False, True])

@@ -162,7 +162,8 @@ MPI_JOBS = 1
 COMPARE_JOBS = 1
 # The algorithm sweeps (config key `algorithms`): one job per N of their kind.
 ALL_ALGORITHMS = (
-    "ring,ring-segmented,ring-bidirectional,recursive-doubling,rabenseifner,hierarchical,direct"
+    "ring,ring-segmented,ring-bidirectional,recursive-doubling,rabenseifner,hierarchical,direct,"
+    "reduce-broadcast"
 )
 TIMED_RULES = {
     "cpu_algorithms",

@@ -71,8 +71,11 @@ class ModelInputError(ValueError):
 class Coefficients(NamedTuple):
     steps: float  # a: latency terms on the critical path
     link: float  # b: bytes (per byte of vector) through the busiest link direction
-    reduce: float  # c: bytes (per byte of vector) a node reduces
-    received: float  # v: bytes (per byte of vector) a node receives, both directions
+    reduce: float  # c: bytes (per byte of vector) the busiest node reduces
+    received: float  # v: bytes (per byte of vector) a node receives, both directions, mean
+    # c on a shared bus: the mean a node reduces, where it differs from the busiest node's
+    # (None: every node reduces ``reduce``).
+    mean_reduce: float | None = None
 
 
 class Params(NamedTuple):
@@ -182,6 +185,15 @@ def _direct(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
     return Coefficients(2 if nodes > 1 else 0, 2 * share, share, 2 * share)
 
 
+def _reduce_broadcast(nodes: int, nbytes: int, group: int, segment: int) -> Coefficients:
+    # Derived, fully connected: a linear reduce, node 0 taking and reducing the N-1 other
+    # vectors in one step, then a linear broadcast, the N-1 others fetching its result:
+    # 2α + (N-1)·nβ (node 0's link, each way) + (N-1)·nγ.  On a shared bus only the totals
+    # count: 2(N-1)·n bytes received and (N-1)·n reduced over the N nodes, direct's.
+    share = (nodes - 1) / nodes
+    return Coefficients(2, nodes - 1, nodes - 1, 2 * share, share)
+
+
 CoefficientFunction = Callable[[int, int, int, int], Coefficients]
 
 ALGORITHMS: dict[str, CoefficientFunction] = {
@@ -192,6 +204,7 @@ ALGORITHMS: dict[str, CoefficientFunction] = {
     "rabenseifner": _rabenseifner,
     "hierarchical": _hierarchical,
     "direct": _direct,
+    "reduce-broadcast": _reduce_broadcast,
 }
 
 
@@ -243,8 +256,8 @@ PLAN_ITEMSIZE = 4
 def inline_moves(algorithm: str, nodes: int, nbytes: int, group: int, segment: int) -> int:
     """Moves of every node's steps in the plan the backends execute (ring.schedule): what a
     call run inline does one after the other on the calling thread, one NumPy call each.
-    At N = 4: recursive doubling 16, the ring, Rabenseifner, hierarchical and direct 24,
-    the bidirectional ring 48."""
+    At N = 4: reduce-broadcast 6, recursive doubling 16, the ring, Rabenseifner,
+    hierarchical and direct 24, the bidirectional ring 48."""
     if nodes == 1:
         return 0
     length = max(1, nbytes // PLAN_ITEMSIZE)
@@ -257,7 +270,8 @@ def inline_moves(algorithm: str, nodes: int, nbytes: int, group: int, segment: i
 def design_row(coef: Coefficients, nodes: int, nbytes: int, shared: bool) -> tuple[float, ...]:
     """The multipliers of (α, β, γ) in the time of one call."""
     if shared:
-        return (coef.steps, nodes * coef.received * nbytes, nodes * coef.reduce * nbytes)
+        reduce = coef.reduce if coef.mean_reduce is None else coef.mean_reduce
+        return (coef.steps, nodes * coef.received * nbytes, nodes * reduce * nbytes)
     return (coef.steps, coef.link * nbytes, coef.reduce * nbytes)
 
 
