@@ -241,7 +241,7 @@ class CpuCommunicator(RingCommunicator):
         self._check_open()
         bound = self._bound.get(name)
         if bound is not None and bound.takes(buffers, op) and self._same_pick(name, bound):
-            self._run_bound(name, bound)  # the same call again (ring.cpu_bound)
+            self._guarded(name, run_bound, bound)  # the same call again (ring.cpu_bound)
             return
         options = self._options.get(name)
         if options is None:  # the communicator's own options, checked once per collective
@@ -265,9 +265,6 @@ class CpuCommunicator(RingCommunicator):
         nbytes = bound.buffers[0].nbytes
         picked = resolve_algorithm(self.backend, name, self.nodes, nbytes, AUTO, self.inline_bytes)
         return picked == bound.algorithm
-
-    def _run_bound(self, name: str, bound: Bound) -> None:
-        self._guarded(name, run_bound, bound)
 
     def _guarded(self, name: str, run, *args) -> None:
         """``run(*args)`` as collective ``name``, once the communicator is known open; it
@@ -315,7 +312,7 @@ class CpuCommunicator(RingCommunicator):
             bound = self._bind(call, steps)
             if bound is not None:
                 self._bound[name] = bound
-                self._run_bound(name, bound)
+                self._guarded(name, run_bound, bound)
                 return
         self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
 
