@@ -240,7 +240,11 @@ class CpuCommunicator(RingCommunicator):
     def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
         self._check_open()
         bound = self._bound.get(name)
-        if bound is not None and bound.takes(buffers, op) and self._same_pick(name, bound):
+        if (
+            bound is not None
+            and bound.takes(buffers, op)
+            and (self.algorithm != AUTO or self._same_pick(name, bound))
+        ):
             self._guarded(name, run_bound, bound)  # the same call again (ring.cpu_bound)
             return
         options = self._options.get(name)
@@ -259,9 +263,7 @@ class CpuCommunicator(RingCommunicator):
         return self._crew.bind(call.op, list(call.buffers), ufunc, steps, average)
 
     def _same_pick(self, name: str, bound: Bound) -> bool:
-        """Whether ``auto`` (if it is the algorithm) still picks what the bound call ran."""
-        if self.algorithm != AUTO:
-            return True
+        """Whether ``auto`` still picks what the bound call ran."""
         nbytes = bound.buffers[0].nbytes
         picked = resolve_algorithm(self.backend, name, self.nodes, nbytes, AUTO, self.inline_bytes)
         return picked == bound.algorithm
