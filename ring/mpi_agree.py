@@ -8,7 +8,8 @@ rank's value, instead of some ranks waiting forever for a message that never com
 
 Each rank's slot of the exchange also carries its buffer when that is at most
 :data:`GATHERED_BYTES` (the slot's size is fixed, so the exchange matches whatever the
-ranks passed): then ``direct`` needs no other message (:func:`ring.mpi_steps.compile_gathered`).
+ranks passed): then ``direct``, and a ``reduce-broadcast`` allreduce, need no other message
+(:func:`rides_preflight`, :func:`ring.mpi_steps.compile_gathered`).
 
 What a rank's checks found is a :class:`CallForm`, made once per (collective, op, dtype,
 length, options) and kept by the ring: a repeated call is checked by one key lookup and
@@ -36,6 +37,7 @@ __all__ = [
     "COLLECTIVE_CODE",
     "GATHERED_BYTES",
     "OP_CODE",
+    "PREFLIGHT_ALGORITHMS",
     "ROW",
     "ROW_FORMAT",
     "SLOT",
@@ -53,6 +55,7 @@ __all__ = [
     "pack_row",
     "raise_local_errors",
     "resolve_call",
+    "rides_preflight",
     "shared_group_size",
 ]
 
@@ -69,6 +72,10 @@ pack_row = ROW_FORMAT.pack_into
 GATHERED_BYTES = 1024
 SLOT_DATA = 80
 SLOT = SLOT_DATA + GATHERED_BYTES
+# The algorithms whose plans a rank can run on every rank's input alone, fewest local
+# operations first: a reduce-broadcast allreduce is N - 1 on the whole buffer, direct
+# N(N - 1) on chunks.
+PREFLIGHT_ALGORITHMS = ("reduce-broadcast", "direct")
 COLLECTIVE_CODE = {name: i for i, name in enumerate(_COLLECTIVES)}
 ALGORITHM_CODE = {name: i for i, name in enumerate(ALGORITHMS)}
 OP_CODE: dict[str | None, int] = {None: -1, **{name: i for i, name in enumerate(_OP_NAMES)}}
@@ -247,6 +254,14 @@ class CallForm(NamedTuple):
 _PLAIN_OPTION = (int, type(None))
 
 
+def rides_preflight(name: str, algorithm: str) -> bool:
+    """Whether every copy of this plan takes a range its owner's input holds or one rank
+    completes whole (what :func:`ring.mpi_steps.compile_gathered` computes from the
+    exchanged inputs): every collective of ``direct``, the allreduce of
+    ``reduce-broadcast`` (whose scatter and all-gather copy parts of node 0's result)."""
+    return algorithm == "direct" or (algorithm == "reduce-broadcast" and name == "allreduce")
+
+
 def form_key(name: str, buffers, op, settings: tuple) -> tuple | None:
     """The key of a NumPy call's :class:`CallForm`, or None when the call needs the full
     checks: only a plain one-buffer list, an aligned, writeable, one-dimensional array and
@@ -321,7 +336,7 @@ def local_form(name: str, buffers, op, settings: tuple, nodes: int, host_group_s
     )
     average = op in AVERAGING
     row_bytes = bytes(row)
-    gathered = algorithm == "direct" and not device and buf.nbytes <= GATHERED_BYTES
+    gathered = rides_preflight(name, algorithm) and not device and buf.nbytes <= GATHERED_BYTES
     form = CallForm(
         name,
         op,

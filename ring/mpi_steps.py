@@ -11,7 +11,8 @@ in place.  Moves that read this rank's own buffer or scratch need no message.  E
 ranges send nothing on either side (both sides know the range).  After the messages the
 moves are applied in order, which is all the plan asks (see :mod:`ring.schedule_core`).
 
-Small ``direct`` calls run on the pre-flight exchange (:func:`compile_gathered`).
+Small ``direct`` and ``reduce-broadcast`` calls run on the pre-flight exchange
+(:func:`compile_gathered`).
 
 The plain ring is compiled by :func:`compile_ring`: one ``Sendrecv`` per step, or per
 segment of ``segment_bytes`` in reduce-scatter, so the landing segment is still in cache
@@ -152,7 +153,8 @@ def compile_plan(steps: tuple, rank: int, memory: StepBuffers, byte, pushers) ->
 
 
 def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
-    """``direct`` when every rank's buffer came with the pre-flight exchange (``slots[j]``:
+    """A plan of ring.mpi_agree.rides_preflight (``direct``, a ``reduce-broadcast``
+    allreduce) when every rank's buffer came with the pre-flight exchange (``slots[j]``:
     rank j's input): its moves read the peers' inputs from there instead of messages, and
     a range it would copy from the rank that completed it is completed here instead, by
     that rank's own moves in its order, so the result is the one the messages would bring.
@@ -316,7 +318,8 @@ class Programs:
 
     def _gathered(self, form, buf) -> tuple:
         slots = self._slots[:, : buf.nbytes].view(buf.dtype)
-        steps = plan_for(form.name, self.nodes, buf.shape[0], buf.dtype.itemsize, "direct", {})
+        itemsize = buf.dtype.itemsize
+        steps = plan_for(form.name, self.nodes, buf.shape[0], itemsize, form.algorithm, {})
         pushers = self._pushers(steps.node_steps(self.rank))
         return compile_gathered(steps, self.rank, buf, slots, pushers)
 

@@ -175,16 +175,18 @@ def test_check_picks_refuses_a_run_without_the_fits_algorithms(tmp_path, capsys)
     assert "no size of these runs" in capsys.readouterr().err
 
 
-def test_mpi_direct_riding_the_preflight_is_not_fitted_and_is_picked(tmp_path):
-    """An MPI direct call of at most GATHERED_BYTES sends its buffer in the pre-flight
-    exchange and nothing else: its rows are left out of the fit (with a note), and the
-    table picks direct there whatever the α–β–γ terms say; above it, and on another
-    backend, the terms decide."""
+def test_mpi_calls_riding_the_preflight_are_not_fitted_and_are_picked(tmp_path):
+    """An MPI direct or reduce-broadcast call of at most GATHERED_BYTES sends its buffer in
+    the pre-flight exchange and nothing else: its rows are left out of the fit (with a
+    note), and the table picks one of them there (reduce-broadcast, whose local work is
+    the least, where the fit has it) whatever the α–β–γ terms say; above it, and on
+    another backend, the terms decide."""
     from ring.model.data import load_groups
     from ring.mpi_agree import GATHERED_BYTES
 
     run = tmp_path / "run.csv"
-    rows = [(a, b, t) for a in ("direct", "ring") for b, t in ((1024, 5.0), (4096, 9.0))]
+    names = ("direct", "reduce-broadcast", "ring")
+    rows = [(a, b, t) for a in names for b, t in ((1024, 5.0), (4096, 9.0))]
     run.write_text(
         "backend,sync,algorithm,nodes,dtype,op,bytes,time_us\n"
         + "".join(f"mpi,none,{a},4,float32,sum,{b},{t}\n" for a, b, t in rows)
@@ -192,10 +194,11 @@ def test_mpi_direct_riding_the_preflight_is_not_fitted_and_is_picked(tmp_path):
     (group,), notes = load_groups([run])
     assert sorted((p.algorithm, p.nbytes) for p in group.points) == [
         ("direct", 4096),
+        ("reduce-broadcast", 4096),
         ("ring", 1024),
         ("ring", 4096),
     ]
-    assert any("mpi direct at <= 1024 B: not fitted" in note for note in notes)
+    assert any("mpi reduce-broadcast and direct at <= 1024 B: not fitted" in n for n in notes)
     # The factors make direct the slower by far: only the pre-flight rule picks it.
     fit = synthetic_fit({"direct": Factors(50.0, 50.0)})
     fit.key["backend"] = "mpi"
@@ -203,5 +206,6 @@ def test_mpi_direct_riding_the_preflight_is_not_fitted_and_is_picked(tmp_path):
     assert fastest(fit, names, 4, GATHERED_BYTES) == "direct"
     assert fastest(fit, names, 4, GATHERED_BYTES + 4) == "ring"
     assert fastest(fit, ["ring"], 4, 64) == "ring"  # only among the candidates
+    assert fastest(fit, [*names, "reduce-broadcast"], 4, 64) == "reduce-broadcast"
     fit.key["backend"] = "cpu"
     assert fastest(fit, names, 4, GATHERED_BYTES) == "ring"

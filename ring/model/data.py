@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import read_csv
-from ..mpi_agree import GATHERED_BYTES
+from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
 from ..schedule import default_segment_bytes
 from .costs import (
     ALGORITHMS,
@@ -43,8 +43,8 @@ SHARED_BUS = frozenset({"cpu"})
 # prices a thread per node (or the calling thread for them all, inline); rows of another
 # executor are left out.  A CSV without the column ran this one.
 EXECUTORS = frozenset({"", "nodes"})
-# What the notes call the MPI direct rows left out by rides_preflight.
-PREFLIGHT = f"mpi direct at <= {GATHERED_BYTES} B"
+# What the notes call the MPI rows left out by rides_preflight.
+PREFLIGHT = f"mpi {' and '.join(PREFLIGHT_ALGORITHMS)} at <= {GATHERED_BYTES} B"
 # Bytes of memory traffic per byte reduced by `a += b` (two reads, one write), the convention
 # of the ceilings the harness records (ring.bench.ceilings, ring.bench.gpu).
 ADD_TRAFFIC = 3
@@ -161,13 +161,16 @@ def _whole(csv_path: Path, line: int, row: dict, column: str) -> int:
 
 def rides_preflight(backend: str, algorithm: str, nodes: int, nbytes: int) -> bool:
     """Whether an MPI call's buffer travels in the pre-flight exchange every call makes
-    (ring.mpi_agree.GATHERED_BYTES, host buffers): ``direct`` then sends no other message,
-    so no algorithm can cost less.  Such rows are left out of the fit: a call of no step of
+    (ring.mpi_agree.GATHERED_BYTES, host buffers): ``direct`` and ``reduce-broadcast``
+    (ring.mpi_agree.PREFLIGHT_ALGORITHMS) then send no other message, so no algorithm can
+    cost less.  Such rows are left out of the fit: a call of no step of
     its own is not the α–β–γ form (fitted with them, the reference MPI fit priced direct's
     steps low at every size, and picked it at N = 4 from 2 to 32 KiB where recursive
-    doubling was 1.1-1.3x faster), and ``auto`` picks ``direct`` there by this rule
+    doubling was 1.1-1.3x faster), and ``auto`` picks one of them there by this rule
     (ring.model.table.fastest)."""
-    return backend == "mpi" and algorithm == "direct" and nodes > 1 and 0 < nbytes <= GATHERED_BYTES
+    if backend != "mpi" or algorithm not in PREFLIGHT_ALGORITHMS:
+        return False
+    return nodes > 1 and 0 < nbytes <= GATHERED_BYTES
 
 
 def _algorithm(row: dict) -> str | None:

@@ -6,6 +6,7 @@ import itertools
 import json
 from pathlib import Path
 
+from ..mpi_agree import PREFLIGHT_ALGORITHMS
 from ..report.fmt import format_bytes
 from .costs import ModelInputError, check_point
 from .data import rides_preflight
@@ -72,10 +73,10 @@ def fastest(
     nodes on ``host`` (default: the fitted machine)."""
     if not algorithms:
         raise ModelInputError("no algorithm to choose from")
-    if "direct" in algorithms and rides_preflight(
-        fit.key.get("backend", ""), "direct", nodes, nbytes
-    ):
-        return "direct"  # no message beyond the pre-flight every algorithm pays
+    backend = fit.key.get("backend", "")
+    for name in PREFLIGHT_ALGORITHMS:  # the fewest local operations first
+        if name in algorithms and rides_preflight(backend, name, nodes, nbytes):
+            return name  # no message beyond the pre-flight every algorithm pays
     return min(algorithms, key=lambda a: fit.predict(a, nodes, nbytes, host))
 
 

@@ -1,16 +1,18 @@
 """Run under ``mpirun -n N``: what a repeated call keeps (its checked form and compiled
-steps) must never stand in for what changed, and small ``direct`` calls move their data
-in the pre-flight exchange alone.
+steps) must never stand in for what changed, and small ``direct`` calls (and
+``reduce-broadcast`` allreduces) move their data in the pre-flight exchange alone.
 
 * One buffer object per (algorithm, length), refilled with new random data before each of
   several calls and ops (as the harness restores its buffers): every result is checked
   against the float64 / exact reference, so a program compiled for an earlier call that
   read stale views, or a kept form that skipped a needed check, shows up here.
-* ``direct`` at most ``ring.mpi_agree.GATHERED_BYTES`` per rank sends no point-to-point
-  message (counted by a proxy around the ring's communicator); just above it, it does.
+* ``direct`` and a ``reduce-broadcast`` allreduce at most ``ring.mpi_agree.GATHERED_BYTES``
+  per rank send no point-to-point message (counted by a proxy around the ring's
+  communicator); just above it, they do.  Computed from the exchanged inputs, the
+  reduce-broadcast result is bit for bit node 0's chain, rank 0 + rank 1 + ... in order.
 * A kept program holds its buffer weakly: a dropped buffer is freed.
-Rank 0 prints one JSON line ``{"reports": [...]}``, every rank's ``{"nodes", "cases",
-"failures", "messages", "freed"}``.
+Rank 0 prints one JSON line ``{"reports": [...]}``, every rank's ``{"rank", "nodes",
+"cases", "failures", "messages", "freed"}``.
 """
 
 from __future__ import annotations
@@ -79,15 +81,23 @@ def reused_buffers(failures: list[str]) -> int:
     return cases
 
 
-def messages_of_direct(count: int) -> int:
-    comm = MpiRing(world, algorithm="direct")
+def messages_of(algorithm: str, count: int) -> int:
+    """Point-to-point calls of one allreduce of ``count`` float32 by ``algorithm``, whose
+    result is checked bit for bit against the plan's order of additions."""
+    comm = MpiRing(world, algorithm=algorithm)
     counting = CountingComm(comm._comm)
     comm._comm = counting
-    buf = np.full(count, rank + 1.0, dtype=np.float32)
+    inputs = [np.random.default_rng(r).random(count, dtype=np.float32) for r in range(nodes)]
+    buf = inputs[rank].copy()
     comm.allreduce([buf])
     comm._comm = counting._comm
     comm.close()
-    assert (buf == nodes * (nodes + 1) / 2).all()
+    if algorithm == "reduce-broadcast":  # node 0's chain, whichever rank computed it
+        want = inputs[0].copy()
+        for other in inputs[1:]:
+            np.add(want, other, out=want)
+        assert np.array_equal(buf, want)
+    check(buf, inputs, "sum")
     return counting.calls
 
 
@@ -106,8 +116,13 @@ def main() -> int:
     failures: list[str] = []
     cases = reused_buffers(failures)
     small = GATHERED_BYTES // 4
-    messages = {"at the slot": messages_of_direct(small), "above it": messages_of_direct(small + 1)}
+    messages = {
+        f"{algorithm} {where}": messages_of(algorithm, count)
+        for algorithm in ("direct", "reduce-broadcast")
+        for where, count in (("at the slot", small), ("above it", small + 1))
+    }
     report = {
+        "rank": rank,
         "nodes": nodes,
         "cases": cases,
         "failures": failures[:10],
