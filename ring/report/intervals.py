@@ -24,6 +24,11 @@ __all__ = ["DRAWS", "bootstrap_ratio", "one_run_ratios", "samples_of", "sides_of
 
 SEED = 0
 _KEY = ["backend", "sync", "nodes", "bytes"]
+# What tells the series of one backend apart in a run that measured several (algorithms,
+# executors, dtypes, ...): its rows and its timed calls carry these columns (ring.bench), so
+# each ratio's interval is drawn from its own two series' calls.  Samples written before
+# they did carry the key columns only, and are matched on those.
+_VARIANTS = ["algorithm", "dtype", "op", "executor", "inline_bytes", "graphs"]
 
 
 @functools.cache
@@ -42,14 +47,19 @@ def samples_of(run) -> pd.DataFrame | None:
 
 def _calls(samples: pd.DataFrame, point: dict) -> np.ndarray:
     mask = np.ones(len(samples), dtype=bool)
-    for key in _KEY:
-        mask &= (samples[key] == point[key]).to_numpy()
+    for key, value in point.items():
+        if key not in samples.columns:
+            continue
+        column = samples[key]
+        mask &= (column.isna() if pd.isna(value) else column == value).to_numpy()
     return samples.loc[mask, "time_us"].to_numpy()
 
 
 def _point(rows: pd.DataFrame, series: str, nodes: int, pair) -> dict:
     found = rows.loc[[(series, nodes, pair.bytes, pair.run_fast)]].iloc[0]
-    return {"backend": found["backend"], "sync": found["sync"], "nodes": nodes, "bytes": pair.bytes}
+    point = {"backend": found["backend"], "sync": found["sync"], "nodes": nodes}
+    point |= {"bytes": pair.bytes}
+    return point | {key: found[key] for key in _VARIANTS if key in found.index}
 
 
 def one_run_ratios(model) -> pd.DataFrame:
