@@ -256,11 +256,11 @@ class CpuCommunicator(RingCommunicator):
         self._bound.pop(name, None)
         self._execute(_checked_call(name, buffers, op, options), bind=True)
 
-    def _bind(self, call: Call, steps: Plan) -> Bound | None:
+    def _bind(self, call: Call, steps: Plan, executor: str) -> Bound | None:
         """The call bound to its buffers (ring.cpu_bound), or None where its plan cannot be
         read by position."""
         ufunc, _, average = call.checked
-        return self._crew.bind(call.op, list(call.buffers), ufunc, steps, average)
+        return self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
 
     def _same_pick(self, name: str, bound: Bound) -> bool:
         """Whether ``auto`` still picks what the bound call ran."""
@@ -296,7 +296,7 @@ class CpuCommunicator(RingCommunicator):
         self._execute(call, bind=False)
 
     def _execute(self, call: Call, bind: bool) -> None:
-        """:meth:`execute`; ``bind``: a call by slices on the calling thread is bound to its
+        """:meth:`execute`; ``bind``: a call on the calling thread is bound to its
         buffers for the next call of the collective to take (ring.cpu_bound)."""
         self._check_call_backend(call)
         if call.nodes != self.nodes:
@@ -310,8 +310,8 @@ class CpuCommunicator(RingCommunicator):
             return
         buffers = list(call.buffers)
         steps, threads, executor = self._plan_call(call)
-        if bind and executor == "slices" and threads == 1:
-            bound = self._bind(call, steps)
+        if bind and threads == 1:
+            bound = self._bind(call, steps, executor)
             if bound is not None:
                 self._bound[name] = bound
                 self._guarded(name, run_bound, bound)

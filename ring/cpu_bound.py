@@ -1,20 +1,20 @@
-"""A repeated sliced call on the calling thread, bound to its buffers.
+"""A repeated call on the calling thread, bound to its buffers.
 
 A call of at most ``inline_bytes`` per node runs on the calling thread, where at small
 sizes its cost is Python's: the buffers' checks, the plan's look-ups and a view per
 operation.  When a call repeats on the same buffer objects (a training loop's gradient
-buckets, a benchmark's timed calls) none of that changes.  :class:`Bound` keeps the flat
-list of (operation, destination view, source view) that the plan read by position
-(:mod:`ring.by_position`) gives for those buffers, tile by tile, and a call that
-:meth:`Bound.takes` (the same list of the same objects, each with the shape, dtype,
+buckets, a benchmark's timed calls) none of that changes.  :class:`Bound` keeps the list
+of (operation, destination view, source view) that the plan gives for those buffers, and
+a call that :meth:`Bound.takes` (the same list of the same objects, each with the dtype,
 strides and writeable flag it had, and the same op) runs that list and nothing else.
 
-The list is :func:`ring.cpu_slices.tile_operations` over every position, what
-:func:`ring.cpu_slices.run_slice` runs on one slice, in the same order: bit for bit the
-result of the unbound call.  Only ``executor="slices"``
-binds: the node executor's inline path marks every node's step with an NVTX range, which
-the profiles read.  The views keep the buffers alive until the next call of that
-collective on other buffers, or until the communicator closes.
+By slices (:func:`bind`) the list is :func:`ring.cpu_slices.tile_operations` over every
+position, what :func:`ring.cpu_slices.run_slice` runs on one slice, in the same order.  By
+nodes (:func:`bind_steps`) it is what :meth:`ring.cpu_crew.Crew.run_inline` runs, step by
+step and node after node (:func:`ring.cpu_moves.move_operations`), each node's step inside
+its NVTX range, which the profiles read.  Either way the result is bit for bit the unbound
+call's.  The views keep the buffers alive until the next call of that collective on other
+buffers, or until the communicator closes.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .by_position import ByPosition
+from .cpu_moves import move_operations
 from .cpu_slices import apply, tile_operations
 
-__all__ = ["Bound", "bind", "run_bound"]
+__all__ = ["Bound", "bind", "bind_steps", "run_bound"]
 
 
 class Bound(NamedTuple):
@@ -35,7 +36,10 @@ class Bound(NamedTuple):
     buffers: tuple
     layouts: tuple  # per buffer: (the buffer, its dtype, its strides) when bound
     ufunc: Any
-    program: tuple  # (accumulate, destination, source, divide by N after)
+    # (accumulate, destination, source, divide by N after); by nodes, per step and node
+    # (push its NVTX range, its operations)
+    program: tuple
+    pop: Any = None  # by nodes: what ends a step's range
 
     def takes(self, buffers: object, op: str | None) -> bool:
         """Whether a call of ``op`` on ``buffers`` is this bound call again."""
@@ -69,10 +73,36 @@ def bind(
         scratch = [np.empty(min(tile, length), buffers[0].dtype) for _ in buffers]
     tiles = tile_operations(positions, 0, length, tile, buffers, scratch, average)
     program = tuple(operation for operations in tiles for operation in operations)
-    layouts = tuple((b, b.dtype, b.strides) for b in buffers)
-    return Bound(op, algorithm, tuple(buffers), layouts, ufunc, program)
+    return Bound(op, algorithm, tuple(buffers), _layouts(buffers), ufunc, program)
+
+
+def bind_steps(op: str | None, buffers: list, ufunc, job, pop) -> Bound:
+    """The inline call of a :class:`ring.cpu_crew` job bound to ``buffers``: per step,
+    node after node, the push of the node's step range and its operations."""
+    plan, program = job.plan, []
+    for t in range(plan.steps):
+        for node in range(plan.nodes):
+            actions = job.actions[node]
+            moves = plan.node_steps(node)[t].moves if actions is None else actions[t]
+            operations = tuple(move_operations(job, node, moves))
+            program.append((job.program[node].pushers[t], operations))
+    layouts = _layouts(buffers)
+    return Bound(op, plan.algorithm, tuple(buffers), layouts, ufunc, tuple(program), pop)
+
+
+def _layouts(buffers: list) -> tuple:
+    return tuple((b, b.dtype, b.strides) for b in buffers)
 
 
 def run_bound(bound: Bound) -> None:
     """Apply a bound call's operations in order (an exception, Ctrl-C too, propagates)."""
-    apply(bound.program, bound.ufunc, len(bound.buffers))
+    ufunc, nodes, pop = bound.ufunc, len(bound.buffers), bound.pop
+    if pop is None:
+        apply(bound.program, ufunc, nodes)
+        return
+    for push, operations in bound.program:
+        push()
+        try:
+            apply(operations, ufunc, nodes)
+        finally:
+            pop()

@@ -4,11 +4,8 @@ All nodes share one address space, so a "link" is a node reading a peer's array 
 range the plan names; reductions are NumPy ufuncs with ``out=``, which release the GIL on
 large ranges so nodes really run in parallel (queues and barrier: :mod:`ring.cpu_sync`).
 
-A step whose moves all accumulate into one range (``direct`` reduces its chunk from every
-peer in one step) runs tile by tile: every peer's tile is added while the target tile is
-still in the core's cache, so the target crosses the memory bus once instead of once per
-peer.  Each element still sees the same operations in the same order, so the result is
-bit for bit the untiled one.
+How a node applies one step's moves (tile by tile where several accumulate into one
+range): :mod:`ring.cpu_moves`.
 """
 
 from __future__ import annotations
@@ -23,15 +20,15 @@ import numpy as np
 
 from . import nvtx_ranges
 from .by_position import by_position
-from .cpu_bound import Bound, bind, run_bound
+from .cpu_bound import Bound, bind, bind_steps, run_bound
+from .cpu_moves import Tiled, run_moves, tiled_moves
 from .cpu_slices import SliceJob, run_slice, scratch_slots, slice_bounds
 from .cpu_sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
 from .machine import cache_bytes
-from .ops import divide_by_nodes
 from .schedule import RING_FAMILY, Plan
-from .schedule_core import Move, Range, Step
 
 __all__ = [
+    "BOUND_MOVES",
     "PROGRAMS",
     "Aborted",
     "Bound",
@@ -44,6 +41,10 @@ __all__ = [
 
 # Programs kept per communicator (one per plan: collective, algorithm, length, options).
 PROGRAMS = 32
+# A call binds (ring.cpu_bound) only a plan of at most this many moves: binding keeps a view
+# of each, and saves a few µs a call, which only a short call notices (a ring on 1,024
+# nodes has two million moves).
+BOUND_MOVES = 4096
 _STOP = None  # what a worker's start queue receives instead of a job when it must exit
 
 
@@ -55,53 +56,6 @@ def tile_bytes() -> int:
     """Bytes of one tile of a tiled step: a quarter of the per-core L2, so the target
     tile and the source streaming past it stay in it (16 KiB at least)."""
     return max(16 << 10, cache_bytes()[0] // 4)
-
-
-class Tiled(NamedTuple):
-    """Moves of one step that all accumulate into ``dst``, run tile by tile: ``sources``
-    are (peer, first element of its range, from_scratch) in the plan's order."""
-
-    dst: Range
-    to_scratch: bool
-    sources: tuple[tuple[int, int, bool], ...]
-    completes: bool
-
-
-def _joins(group: list[Move], move: Move, node: int) -> bool:
-    """Whether ``move`` can run in the same tiles as ``group``: same target, and it neither
-    reads that target nor follows a move that completes it."""
-    first = group[0]
-    reads_target = move.from_scratch if move.to_scratch else move.peer == node
-    return (
-        move.accumulate
-        and move.dst == first.dst
-        and move.to_scratch == first.to_scratch
-        and not reads_target
-        and not group[-1].completes
-    )
-
-
-def tiled_moves(step: Step) -> tuple:
-    """``step.moves`` with each run of two or more moves into one range as a :class:`Tiled`."""
-    groups: list[list[Move]] = []
-    for move in step.moves:
-        if groups and groups[-1][0].accumulate and _joins(groups[-1], move, step.node):
-            groups[-1].append(move)
-        else:
-            groups.append([move])
-    if all(len(g) == 1 for g in groups):
-        return step.moves
-    return tuple(
-        g[0]
-        if len(g) == 1
-        else Tiled(
-            g[0].dst,
-            g[0].to_scratch,
-            tuple((m.peer, m.src[0], m.from_scratch) for m in g),
-            g[-1].completes,
-        )
-        for g in groups
-    )
 
 
 class _Job(NamedTuple):
@@ -117,37 +71,12 @@ class _Job(NamedTuple):
     workers: int  # every node's worker runs its steps
 
 
-def run_moves(job: _Job, node: int, moves: tuple) -> None:
-    """Apply one step's moves (and tiled runs of moves) to ``node``'s arrays: what a worker
-    does at each step, and what the calling thread does for every node in turn inline."""
-    buffers, ufunc, average = job.buffers, job.ufunc, job.average
-    mine, own = buffers[node], job.scratch[node]
-    for move in moves:
-        if move.__class__ is Tiled:
-            _tiled(move, mine, own, job)
-            continue
-        peer, (a, b), (c, d), accumulate, completes, from_scratch, to_scratch = move
-        src = (own if from_scratch else buffers[peer])[a:b]
-        dst = (own if to_scratch else mine)[c:d]
-        if accumulate:
-            ufunc(dst, src, out=dst)
-            if completes and average:
-                divide_by_nodes(dst, len(buffers))
-        else:
-            dst[...] = src
-
-
-def _tiled(run: Tiled, mine: np.ndarray, own, job: _Job) -> None:
-    c, d = run.dst
-    target, ufunc, buffers = (own if run.to_scratch else mine), job.ufunc, job.buffers
-    sources = [(own if s else buffers[peer], a - c) for peer, a, s in run.sources]
-    for lo in range(c, d, job.tile):
-        hi = min(lo + job.tile, d)
-        out = target[lo:hi]
-        for array, shift in sources:
-            ufunc(out, array[lo + shift : hi + shift], out=out)
-        if run.completes and job.average:
-            divide_by_nodes(out, len(buffers))
+def _most_moves(steps: Plan) -> int:
+    """At least as many moves as every node's steps of ``steps`` hold, without building
+    them (a ring-family plan computes a node's steps on request)."""
+    if steps.algorithm in RING_FAMILY:
+        return steps.steps * steps.nodes * (2 if steps.algorithm == "ring-bidirectional" else 1)
+    return sum(len(step.moves) for node in range(steps.nodes) for step in steps.node_steps(node))
 
 
 class Crew:
@@ -228,12 +157,21 @@ class Crew:
             buffers, ufunc, average, positions, bounds, tile, scratch, itertools.count(), parts - 1
         )
 
-    def bind(self, op, buffers: list, ufunc, steps: Plan, average: bool) -> Bound | None:
-        """A call of ``steps`` on the calling thread, by position, bound to ``buffers``
-        (:mod:`ring.cpu_bound`); None where the plan cannot be read by position."""
-        positions, _, tile = self._slice_shape(steps, 1, buffers[0].dtype)
+    def bind(
+        self, op, buffers: list, ufunc, steps: Plan, average: bool, executor: str
+    ) -> Bound | None:
+        """A call of ``steps`` on the calling thread bound to ``buffers``
+        (:mod:`ring.cpu_bound`), by position or node after node as ``executor`` says;
+        None where a plan cannot be read by position or has more than BOUND_MOVES moves."""
+        if _most_moves(steps) > BOUND_MOVES:
+            return None
+        if executor == "nodes":
+            job = self.job(buffers, ufunc, steps, average)
+            return bind_steps(op, buffers, ufunc, job, self.pop)
+        positions = by_position(steps)
         if positions is None:
             return None
+        tile = max(1, tile_bytes() // buffers[0].dtype.itemsize)
         return bind(op, steps.algorithm, buffers, ufunc, average, positions, tile)
 
     @staticmethod

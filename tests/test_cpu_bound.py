@@ -1,8 +1,9 @@
-"""A repeated sliced call on the calling thread runs bound to its buffers (ring/cpu_bound.py):
-right against the independent reference and bit for bit the node threads' result on every
-repeat, checked again in full whenever a buffer, the list or the op changed, re-planned
-when ``auto`` picks another algorithm, and releasing its buffers on close.  (Ctrl-C inside
-a bound call: tests/test_cpu_faults.py.)"""
+"""A repeated call on the calling thread runs bound to its buffers (ring/cpu_bound.py), by
+either executor: right against the independent reference and bit for bit the node threads'
+result on every repeat, by nodes with every node's step range, checked again in full
+whenever a buffer, the list or the op changed, re-planned when ``auto`` picks another
+algorithm, and releasing its buffers on close.  (Ctrl-C inside a bound call:
+tests/test_cpu_faults.py.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from test_cpu_algorithms import _options
 from test_cpu_inline import assert_same_bits
 
 from ring import CpuCommunicator
-from ring.schedule import ALGORITHMS
+from ring.schedule import ALGORITHMS, plan
 
 
 @pytest.fixture
@@ -25,16 +26,22 @@ def small_tiles(monkeypatch):
     monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 40)
 
 
-def _sliced(nodes: int, algorithm: str = "ring", **options) -> CpuCommunicator:
+EXECUTORS = ("slices", "nodes")
+
+
+def _sliced(
+    nodes: int, algorithm: str = "ring", executor: str = "slices", **options
+) -> CpuCommunicator:
     options = _options(algorithm, nodes) | options
-    return CpuCommunicator(nodes, algorithm=algorithm, executor="slices", **options)
+    return CpuCommunicator(nodes, algorithm=algorithm, executor=executor, **options)
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("nodes", [2, 3, 4, 5])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_a_repeated_call_runs_bound_and_stays_right(algorithm, nodes, small_tiles):
+def test_a_repeated_call_runs_bound_and_stays_right(algorithm, nodes, executor, small_tiles):
     rng = np.random.default_rng(7 * nodes + len(algorithm))
-    with _sliced(nodes, algorithm) as comm:
+    with _sliced(nodes, algorithm, executor) as comm:
         for dtype in (np.float32, np.int64):
             for op in ops_for(np.dtype(dtype)):
                 inputs = [(rng.standard_normal(23) * 9).astype(dtype) for _ in range(nodes)]
@@ -55,10 +62,11 @@ def test_a_repeated_call_runs_bound_and_stays_right(algorithm, nodes, small_tile
             assert_same_bits(comm, nodes_, np.random.default_rng(3))
 
 
-def test_a_changed_buffer_list_or_op_is_checked_again():
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_changed_buffer_list_or_op_is_checked_again(executor):
     rng = np.random.default_rng(11)
     inputs = [rng.standard_normal(64).astype(np.float32) for _ in range(3)]
-    with _sliced(3, "direct") as comm:
+    with _sliced(3, "direct", executor) as comm:
         buffers = [x.copy() for x in inputs]
         comm.allreduce(buffers)
         bound = comm._bound["allreduce"]
@@ -107,19 +115,38 @@ def test_a_changed_buffer_list_or_op_is_checked_again():
         assert comm._bound["allreduce"].op == "max"
 
 
-def test_a_call_on_more_threads_or_by_node_threads_is_not_bound(small_tiles, monkeypatch):
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_call_on_more_threads_is_not_bound(executor, small_tiles, monkeypatch):
     monkeypatch.setattr("ring.cpu._cores", lambda: 2)
     buffers = [np.ones(1024, np.float32) for _ in range(2)]
-    with _sliced(2, inline_bytes=1024) as comm:
+    with _sliced(2, executor=executor, inline_bytes=1024) as comm:
         comm.allreduce(buffers)
-        assert "allreduce" not in comm._bound  # above inline_bytes: the caller and a worker
+        assert "allreduce" not in comm._bound  # above inline_bytes: more than the caller
         comm.allreduce([b[:256] for b in buffers])
         assert "allreduce" in comm._bound
         comm.allreduce(buffers)
         assert "allreduce" not in comm._bound  # the bound call is dropped, not kept stale
-    with CpuCommunicator(2) as comm:
+
+
+@pytest.mark.parametrize("algorithm", ["rabenseifner", "reduce-broadcast"])
+def test_a_bound_call_by_nodes_marks_every_node_step_as_the_first_call_did(algorithm, monkeypatch):
+    import ring.nvtx_ranges as nr
+
+    events = []
+    monkeypatch.setattr(nr, "_make", lambda m: lambda: events.append(m))
+    monkeypatch.setattr(nr, "pop", lambda: events.append(None))
+    monkeypatch.setattr(nr, "_CALL_RANGES", {})  # built anew with the recorder
+    buffers = [np.full(7, i + 1.0) for i in range(3)]
+    with CpuCommunicator(3, algorithm=algorithm) as comm:
         comm.allreduce(buffers)
-        assert comm._bound == {}  # the node executor marks its steps for the profiles
+        first, events[:] = list(events), []
+        comm.allreduce(buffers)
+        assert comm._bound["allreduce"].pop is not None  # bound, node after node
+    assert events == first
+    steps = plan("allreduce", 3, 7, algorithm)
+    names = [steps.node_steps(i)[t].name for t in range(steps.steps) for i in range(3)]
+    assert [e for e in events if e is not None] == ["allreduce", *names]
+    assert events.count(None) == len(names) + 1  # every range closed
 
 
 def test_auto_is_bound_to_its_pick_and_planned_again_when_it_changes(monkeypatch):
@@ -154,3 +181,19 @@ def test_close_lets_the_bound_buffers_go():
     comm.close()
     gc.collect()
     assert watched() is None
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_plan_of_more_moves_than_bound_moves_runs_unbound(executor, monkeypatch):
+    """Binding keeps a view per move: a plan of many (a ring on 1,024 nodes has two
+    million) runs unbound, and right."""
+    buffers = [np.full(10, i + 1.0) for i in range(2)]
+    for limit, bound in ((3, False), (4, True)):  # the ring on 2 nodes: 2 steps, 4 moves
+        monkeypatch.setattr("ring.cpu_crew.BOUND_MOVES", limit)
+        with _sliced(2, executor=executor) as comm:
+            for _ in range(2):
+                for i, buffer in enumerate(buffers):
+                    buffer[...] = i + 1.0
+                comm.allreduce(buffers)
+                assert all((b == 3.0).all() for b in buffers)
+            assert ("allreduce" in comm._bound) == bound

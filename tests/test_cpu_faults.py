@@ -148,7 +148,9 @@ def _check_round(r, mode, nodes=4):
 def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
     """A buffer just under INLINE_BYTES runs on the calling thread; on 8 nodes a call takes
     milliseconds, so the SIGINT lands inside one: the communicator closes and refuses the
-    next call, as after an interrupted threaded call, and no result is wrong."""
+    next call, as after an interrupted threaded call, and no result is wrong.  (On a
+    communicator every call after the first repeats on the same buffers and runs bound, node
+    after node: ring.cpu_bound.)"""
     nodes, count = 8, INLINE_BYTES // 8 - 1
     rounds = _interrupt_rounds("pairwise", mode, rounds=4, seed=5, nodes=nodes, count=count)
     for r in rounds:
@@ -160,7 +162,8 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
 
 def test_ctrl_c_mid_bound_inline_call_ends_it_as_on_the_threads():
     """executor="slices" just under INLINE_BYTES on 8 nodes: every call after the first
-    repeats on the same buffers and runs bound (ring.cpu_bound), milliseconds each, so the
+    repeats on the same buffers and runs bound by position (ring.cpu_bound; bound by nodes:
+    the test above), milliseconds each, so the
     SIGINT lands inside one: the communicator closes and refuses the next call, and no
     result is wrong."""
     nodes, count = 8, INLINE_BYTES // 8 - 1

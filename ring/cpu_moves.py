@@ -1,0 +1,99 @@
+"""How a node applies one step's moves to the arrays: what a CPU worker does at each step,
+what the calling thread does for every node in turn inline, and what a bound inline call
+keeps (:mod:`ring.cpu_bound`).
+
+A step whose moves all accumulate into one range (``direct`` reduces its chunk from every
+peer in one step, ``reduce-broadcast`` node 0 the whole buffer) runs tile by tile: every
+peer's tile is added while the target tile is still in the core's cache, so the target
+crosses the memory bus once instead of once per peer.  Each element still sees the same
+operations in the same order, so the result is bit for bit the untiled one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .cpu_slices import apply
+from .schedule_core import Move, Range, Step
+
+__all__ = ["Tiled", "move_operations", "run_moves", "tiled_moves"]
+
+
+class Tiled(NamedTuple):
+    """Moves of one step that all accumulate into ``dst``, run tile by tile: ``sources``
+    are (peer, first element of its range, from_scratch) in the plan's order."""
+
+    dst: Range
+    to_scratch: bool
+    sources: tuple[tuple[int, int, bool], ...]
+    completes: bool
+
+
+def _joins(group: list[Move], move: Move, node: int) -> bool:
+    """Whether ``move`` can run in the same tiles as ``group``: same target, and it neither
+    reads that target nor follows a move that completes it."""
+    first = group[0]
+    reads_target = move.from_scratch if move.to_scratch else move.peer == node
+    return (
+        move.accumulate
+        and move.dst == first.dst
+        and move.to_scratch == first.to_scratch
+        and not reads_target
+        and not group[-1].completes
+    )
+
+
+def tiled_moves(step: Step) -> tuple:
+    """``step.moves`` with each run of two or more moves into one range as a :class:`Tiled`."""
+    groups: list[list[Move]] = []
+    for move in step.moves:
+        if groups and groups[-1][0].accumulate and _joins(groups[-1], move, step.node):
+            groups[-1].append(move)
+        else:
+            groups.append([move])
+    if all(len(g) == 1 for g in groups):
+        return step.moves
+    return tuple(
+        g[0]
+        if len(g) == 1
+        else Tiled(
+            g[0].dst,
+            g[0].to_scratch,
+            tuple((m.peer, m.src[0], m.from_scratch) for m in g),
+            g[-1].completes,
+        )
+        for g in groups
+    )
+
+
+def move_operations(job: Any, node: int, moves: tuple):
+    """One step's moves (and tiled runs of moves) on ``node``'s arrays of ``job`` (a
+    :class:`ring.cpu_crew` job: buffers, scratch, average, tile) as the operations of
+    :func:`ring.cpu_slices.apply`: (accumulate, destination, source, divide by N after)."""
+    buffers, average = job.buffers, job.average
+    mine, own = buffers[node], job.scratch[node]
+    for move in moves:
+        if move.__class__ is Tiled:
+            yield from _tiled(move, mine, own, job)
+            continue
+        peer, (a, b), (c, d), accumulate, completes, from_scratch, to_scratch = move
+        src = (own if from_scratch else buffers[peer])[a:b]
+        dst = (own if to_scratch else mine)[c:d]
+        yield accumulate, dst, src, accumulate and completes and average
+
+
+def run_moves(job: Any, node: int, moves: tuple) -> None:
+    """Apply one step's moves to ``node``'s arrays."""
+    apply(move_operations(job, node, moves), job.ufunc, len(job.buffers))
+
+
+def _tiled(run: Tiled, mine, own, job: Any):
+    c, d = run.dst
+    target, buffers = (own if run.to_scratch else mine), job.buffers
+    sources = [(own if s else buffers[peer], a - c) for peer, a, s in run.sources]
+    divide, last = run.completes and job.average, len(sources) - 1
+    for lo in range(c, d, job.tile):
+        hi = min(lo + job.tile, d)
+        out = target[lo:hi]
+        for k, (array, shift) in enumerate(sources):
+            yield True, out, array[lo + shift : hi + shift], divide and k == last
