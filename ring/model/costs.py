@@ -324,9 +324,10 @@ def terms(
     """The multipliers of (α, β, γ, per_node) in the time of one call.  Threaded (or on
     links): the critical path's steps, and no per-node term.  Inline: one thread runs every
     node's moves in turn, so the steps are the plan's moves, and each node's buffer costs
-    ``per_node`` (checks, views, the look-up of its steps: 6.5 µs in the intel-xeon-2core
-    default fit, against 0.2 µs a move; one constant per call in its place, fitted to the
-    N = 4 rows, priced the N = 2 rows about half again too high)."""
+    ``per_node`` (what a call does per buffer besides the moves: 1.5 µs in the
+    intel-xeon-2core default fit, whose calls repeat on their buffers and run bound, against
+    0.19 µs a move; 6.5 µs and 0.2 µs unbound.  One constant per call in its place, fitted
+    to the N = 4 rows, priced the N = 2 rows about half again too high)."""
     coef = coefficients(
         algorithm, nodes, nbytes, group_size=group_size, segment_bytes=segment_bytes
     )

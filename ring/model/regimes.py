@@ -29,8 +29,9 @@ looked up).  The critical path's steps, the form before, have no constant per ca
 rank the algorithms by their steps, not by what the calling thread does: on the auto check
 of results/reference/amd-epyc-2core/auto_check it picked direct (24 moves) at N = 4 from 1
 to 8 KiB where recursive doubling (16) was 1.12-1.18x faster.  On the sweep of the
-intel-xeon-2core default, measured with the code of the time, the inline fit has about
-0.2 µs a move and 6.5 µs a node; its picks judged on results/reference/intel-xeon-2core/
+intel-xeon-2core default, measured with the code of the time (before reduce-broadcast, and
+before an inline call by nodes ran bound to its buffers), the inline fit had about 0.2 µs
+a move and 6.5 µs a node; its picks judged on results/reference/intel-xeon-2core/
 cpu_executors (the nodes executor's series) are within 1.1x at 17 of 18 sizes, against 16
 with the critical path's steps, and 10 once hierarchical is priced with the groups the
 backend forms (2 of 2 at N = 4, ring.model.costs.backend_group_size): with every algorithm
