@@ -27,6 +27,7 @@ __all__ = [
     "Call",
     "CommunicatorClosedError",
     "RingCommunicator",
+    "auto_generation",
     "check_buffer_list",
     "check_nodes",
     "resolve_algorithm",
@@ -72,17 +73,24 @@ def resolve_algorithm(
     ``inline_bytes``: the cpu communicator's, which says how its call runs."""
     if algorithm != AUTO:
         return algorithm
-    global _choose
+    global _choose, _generation
     if _choose is None:
         # The model (and its fit files) only when auto is used; an import statement per
         # call would cost more than the cached look-up itself.
-        from .model.auto import choose
+        from .model.auto import choose, generation
 
-        _choose = choose
+        _choose, _generation = choose, generation
     return _choose(backend, collective, nodes, nbytes, inline_bytes)
 
 
 _choose: Callable[[str, str, int, int, int | None], str] | None = None
+_generation: Callable[[], int] | None = None
+
+
+def auto_generation() -> int:
+    """:func:`ring.model.auto.generation` once ``auto`` was resolved (0 before): while it
+    stays, every pick already made stands."""
+    return 0 if _generation is None else _generation()
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from .communicator import (
     Call,
     CommunicatorClosedError,
     RingCommunicator,
+    auto_generation,
     check_buffer_list,
     check_nodes,
     resolve_algorithm,
@@ -263,10 +264,17 @@ class CpuCommunicator(RingCommunicator):
         return self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
 
     def _same_pick(self, name: str, bound: Bound) -> bool:
-        """Whether ``auto`` still picks what the bound call ran."""
+        """Whether ``auto`` still picks what the bound call ran: asked again only once its
+        picks were reset since (a cached pick costs 0.25 µs, 8 % of a bound 1 KiB call)."""
+        now = auto_generation()
+        if bound.generation == now:
+            return True
         nbytes = bound.buffers[0].nbytes
         picked = resolve_algorithm(self.backend, name, self.nodes, nbytes, AUTO, self.inline_bytes)
-        return picked == bound.algorithm
+        if picked != bound.algorithm:
+            return False
+        self._bound[name] = bound._replace(generation=now)
+        return True
 
     def _guarded(self, name: str, run, *args) -> None:
         """``run(*args)`` as collective ``name``, once the communicator is known open; it
@@ -312,6 +320,8 @@ class CpuCommunicator(RingCommunicator):
         steps, threads, executor = self._plan_call(call)
         if bind and threads == 1:
             bound = self._bind(call, steps, executor)
+            if bound is not None and self.algorithm == AUTO:
+                bound = bound._replace(generation=auto_generation())
             if bound is not None:
                 self._bound[name] = bound
                 self._guarded(name, run_bound, bound)

@@ -40,6 +40,7 @@ class Bound(NamedTuple):
     # (push its NVTX range, its operations)
     program: tuple
     pop: Any = None  # by nodes: what ends a step's range
+    generation: int = 0  # auto's (ring.communicator.auto_generation) when it picked
 
     def takes(self, buffers: object, op: str | None) -> bool:
         """Whether a call of ``op`` on ``buffers`` is this bound call again."""

@@ -149,25 +149,42 @@ def test_a_bound_call_by_nodes_marks_every_node_step_as_the_first_call_did(algor
     assert events.count(None) == len(names) + 1  # every range closed
 
 
-def test_auto_is_bound_to_its_pick_and_planned_again_when_it_changes(monkeypatch):
-    picks = iter(["direct", "ring", "ring"])
-    monkeypatch.setattr(
-        "ring.cpu.resolve_algorithm",
-        lambda backend, name, nodes, nbytes, algorithm, inline=None: (
-            next(picks) if algorithm == "auto" else algorithm
-        ),
-    )
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_auto_is_bound_to_its_pick_and_planned_again_once_picks_are_reset(executor, monkeypatch):
+    """A pick is cached until ring.model.auto.reset: a bound auto call asks again only then,
+    and runs another algorithm if the pick changed."""
+    from ring.model import auto
+
+    asked = []
+    picks = iter(["direct", "direct", "ring", "ring"])
+
+    def resolve(backend, name, nodes, nbytes, algorithm, inline=None):
+        asked.append(algorithm)
+        return next(picks) if algorithm == "auto" else algorithm
+
+    monkeypatch.setattr("ring.cpu.resolve_algorithm", resolve)
+    monkeypatch.setattr("ring.cpu.auto_generation", auto.generation)
     inputs = [np.arange(10, dtype=np.float64) + i for i in range(3)]
     buffers = [x.copy() for x in inputs]
-    with _sliced(3, "auto") as comm:
-        comm.allreduce(buffers)  # picks direct, binds
-        assert comm._bound["allreduce"].algorithm == "direct"
+    with _sliced(3, "auto", executor) as comm:
+        for expected, reset in (("direct", False), ("direct", False), ("direct", True)):
+            if reset:
+                auto.reset()  # asked again: still direct
+            for buffer, x in zip(buffers, inputs, strict=True):
+                buffer[...] = x
+            comm.allreduce(buffers)
+            assert comm._bound["allreduce"].algorithm == expected
+        assert len(asked) == 2  # the first call, and the one after the reset
+        auto.reset()
+        comm.allreduce(buffers)  # ring now: planned again (asked twice: the check, the plan)
+        assert comm._bound["allreduce"].algorithm == "ring"
+        assert len(asked) == 4
         for buffer, x in zip(buffers, inputs, strict=True):
             buffer[...] = x
-        comm.allreduce(buffers)  # auto asked again: ring now, so planned again
-        assert comm._bound["allreduce"].algorithm == "ring"
+        comm.allreduce(buffers)
         for buffer in buffers:
             check(buffer, inputs, "sum")
+    auto.reset()
 
 
 def test_close_lets_the_bound_buffers_go():

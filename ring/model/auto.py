@@ -37,6 +37,7 @@ __all__ = [
     "choose",
     "default_fit_files",
     "fit_for",
+    "generation",
     "local_cores",
     "local_host",
     "reset",
@@ -141,7 +142,18 @@ def choose(
     return fastest(fit, candidates(fit, collective), nodes, nbytes, host)
 
 
+_generation = 0
+
+
+def generation() -> int:
+    """How many times :func:`reset` ran: a pick made since the last one is still the pick
+    (``choose`` is cached), so a caller that kept one asks again only when this moves."""
+    return _generation
+
+
 def reset() -> None:
     """Forget the cached fits and choices (after ``RING_MODEL_FIT`` changed)."""
+    global _generation
     fit_for.cache_clear()
     choose.cache_clear()
+    _generation += 1
