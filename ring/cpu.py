@@ -259,7 +259,7 @@ class CpuCommunicator(RingCommunicator):
 
     def _bind(self, call: Call, steps: Plan, executor: str) -> Bound | None:
         """The call bound to its buffers (ring.cpu_bound), or None where its plan cannot be
-        read by position."""
+        (see ring.cpu_crew.Crew.bind)."""
         ufunc, _, average = call.checked
         return self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
 
