@@ -11,7 +11,7 @@ strides and writeable flag it had, and the same op) runs that list and nothing e
 By slices (:func:`bind`) the list is :func:`ring.cpu_slices.tile_operations` over every
 position, what :func:`ring.cpu_slices.run_slice` runs on one slice, in the same order.  By
 nodes (:func:`bind_steps`) it is what :meth:`ring.cpu_crew.Crew.run_inline` runs, step by
-step and node after node (:func:`ring.cpu_moves.move_operations`), each node's step inside
+step and node after node (:func:`ring.cpu_moves.inline_steps`), each node's step inside
 its NVTX range, which the profiles read.  Either way the result is bit for bit the unbound
 call's.  The views keep the buffers alive until the next call of that collective on other
 buffers, or until the communicator closes.
@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .by_position import ByPosition
-from .cpu_moves import move_operations
+from .cpu_moves import inline_steps, run_ranged
 from .cpu_slices import apply, tile_operations
 
 __all__ = ["Bound", "bind", "bind_steps", "run_bound"]
@@ -80,15 +80,9 @@ def bind(
 def bind_steps(op: str | None, buffers: list, ufunc, job, pop) -> Bound:
     """The inline call of a :class:`ring.cpu_crew` job bound to ``buffers``: per step,
     node after node, the push of the node's step range and its operations."""
-    plan, program = job.plan, []
-    for t in range(plan.steps):
-        for node in range(plan.nodes):
-            actions = job.actions[node]
-            moves = plan.node_steps(node)[t].moves if actions is None else actions[t]
-            operations = tuple(move_operations(job, node, moves))
-            program.append((job.program[node].pushers[t], operations))
+    program = tuple((push, tuple(ops)) for push, ops in inline_steps(job))
     layouts = _layouts(buffers)
-    return Bound(op, plan.algorithm, tuple(buffers), layouts, ufunc, tuple(program), pop)
+    return Bound(op, job.plan.algorithm, tuple(buffers), layouts, ufunc, program, pop)
 
 
 def _layouts(buffers: list) -> tuple:
@@ -100,10 +94,5 @@ def run_bound(bound: Bound) -> None:
     ufunc, nodes, pop = bound.ufunc, len(bound.buffers), bound.pop
     if pop is None:
         apply(bound.program, ufunc, nodes)
-        return
-    for push, operations in bound.program:
-        push()
-        try:
-            apply(operations, ufunc, nodes)
-        finally:
-            pop()
+    else:
+        run_ranged(bound.program, ufunc, nodes, pop)

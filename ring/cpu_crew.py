@@ -21,7 +21,7 @@ import numpy as np
 from . import nvtx_ranges
 from .by_position import by_position
 from .cpu_bound import Bound, bind, bind_steps, run_bound
-from .cpu_moves import Tiled, run_moves, tiled_moves
+from .cpu_moves import Tiled, inline_steps, run_moves, run_ranged, tiled_moves
 from .cpu_slices import SliceJob, run_slice, scratch_slots, slice_bounds
 from .cpu_sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
 from .machine import cache_bytes
@@ -56,6 +56,11 @@ def tile_bytes() -> int:
     """Bytes of one tile of a tiled step: a quarter of the per-core L2, so the target
     tile and the source streaming past it stay in it (16 KiB at least)."""
     return max(16 << 10, cache_bytes()[0] // 4)
+
+
+def tile_elements(dtype: np.dtype) -> int:
+    """Elements of ``dtype`` in one tile (:func:`tile_bytes`)."""
+    return max(1, tile_bytes() // dtype.itemsize)
 
 
 class _Job(NamedTuple):
@@ -129,7 +134,7 @@ class Crew:
             compiled = self.programs[steps] = self._compile(steps)
         while len(self.arrivals) < steps.steps:
             self.arrivals.append(itertools.count())
-        tile = max(1, tile_bytes() // dtype.itemsize)
+        tile = tile_elements(dtype)
         return _Job(
             buffers, ufunc, steps, average, scratch, *compiled, tile, itertools.count(), self.nodes
         )
@@ -171,14 +176,14 @@ class Crew:
         positions = by_position(steps)
         if positions is None:
             return None
-        tile = max(1, tile_bytes() // buffers[0].dtype.itemsize)
+        tile = tile_elements(buffers[0].dtype)
         return bind(op, steps.algorithm, buffers, ufunc, average, positions, tile)
 
     @staticmethod
     def _slice_shape(steps: Plan, parts: int, dtype: np.dtype) -> tuple:
         """What a sliced call of ``steps`` needs besides its buffers: the plan by position,
         each part's positions and the tile, in elements."""
-        tile = max(1, tile_bytes() // dtype.itemsize)
+        tile = tile_elements(dtype)
         return by_position(steps), slice_bounds(steps.length, parts, tile), tile
 
     def _compile(self, steps: Plan) -> tuple[list[Program], list]:
@@ -213,18 +218,7 @@ class Crew:
         algorithm), so the order of nodes within a step cannot change a result, and each
         element sees the threaded path's operations in its order: bit for bit its result.
         No worker is woken; an exception (Ctrl-C too) propagates to the caller as is."""
-        plan, pop = job.plan, self.pop
-        per_node = [
-            (node, job.program[node].pushers, plan.node_steps(node), job.actions[node])
-            for node in range(self.nodes)
-        ]
-        for t in range(plan.steps):
-            for node, pushers, steps, actions in per_node:
-                pushers[t]()
-                try:
-                    run_moves(job, node, steps[t].moves if actions is None else actions[t])
-                finally:
-                    pop()
+        run_ranged(inline_steps(job), job.ufunc, len(job.buffers), self.pop)
 
     def run_slices(self, job: SliceJob) -> BaseException | None:
         """Run one collective by position: slice 0 on the calling thread, the others on

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from .cpu_slices import apply
 from .schedule_core import Move, Range, Step
 
-__all__ = ["Tiled", "move_operations", "run_moves", "tiled_moves"]
+__all__ = ["Tiled", "inline_steps", "move_operations", "run_moves", "run_ranged", "tiled_moves"]
 
 
 class Tiled(NamedTuple):
@@ -85,6 +85,32 @@ def move_operations(job: Any, node: int, moves: tuple):
 def run_moves(job: Any, node: int, moves: tuple) -> None:
     """Apply one step's moves to ``node``'s arrays."""
     apply(move_operations(job, node, moves), job.ufunc, len(job.buffers))
+
+
+def inline_steps(job: Any):
+    """What a call run on one thread does, in order: every node's step ``t``, node after
+    node, before any node's step ``t + 1``, each as (the push of the node's step range, its
+    operations of :func:`move_operations`)."""
+    plan = job.plan
+    per_node = [
+        (node, job.program[node].pushers, plan.node_steps(node), job.actions[node])
+        for node in range(plan.nodes)
+    ]
+    for t in range(plan.steps):
+        for node, pushers, steps, actions in per_node:
+            moves = steps[t].moves if actions is None else actions[t]
+            yield pushers[t], move_operations(job, node, moves)
+
+
+def run_ranged(steps, ufunc, nodes: int, pop) -> None:
+    """Apply each (push, operations) of ``steps`` in order inside its range, which ``pop``
+    closes whatever happens (an exception, Ctrl-C too, propagates)."""
+    for push, operations in steps:
+        push()
+        try:
+            apply(operations, ufunc, nodes)
+        finally:
+            pop()
 
 
 def _tiled(run: Tiled, mine, own, job: Any):
