@@ -11,6 +11,7 @@ from pathlib import Path
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import read_csv
 from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
+from ..mpi_agree import rides_preflight as plan_rides_preflight
 from ..schedule import default_segment_bytes
 from .costs import (
     ALGORITHMS,
@@ -168,7 +169,7 @@ def rides_preflight(backend: str, algorithm: str, nodes: int, nbytes: int) -> bo
     steps low at every size, and picked it at N = 4 from 2 to 32 KiB where recursive
     doubling was 1.1-1.3x faster), and ``auto`` picks one of them there by this rule
     (ring.model.table.fastest)."""
-    if backend != "mpi" or algorithm not in PREFLIGHT_ALGORITHMS:
+    if backend != "mpi" or not plan_rides_preflight("allreduce", algorithm):
         return False
     return nodes > 1 and 0 < nbytes <= GATHERED_BYTES
 
