@@ -261,7 +261,10 @@ class CpuCommunicator(RingCommunicator):
         """The call bound to its buffers (ring.cpu_bound), or None where its plan cannot be
         (see ring.cpu_crew.Crew.bind)."""
         ufunc, _, average = call.checked
-        return self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
+        bound = self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
+        if bound is not None and self.algorithm == AUTO:  # picked under this generation
+            bound = bound._replace(generation=auto_generation())
+        return bound
 
     def _same_pick(self, name: str, bound: Bound) -> bool:
         """Whether ``auto`` still picks what the bound call ran: asked again only once its
@@ -320,8 +323,6 @@ class CpuCommunicator(RingCommunicator):
         steps, threads, executor = self._plan_call(call)
         if bind and threads == 1:
             bound = self._bind(call, steps, executor)
-            if bound is not None and self.algorithm == AUTO:
-                bound = bound._replace(generation=auto_generation())
             if bound is not None:
                 self._bound[name] = bound
                 self._guarded(name, run_bound, bound)
