@@ -57,8 +57,12 @@ def _calls(samples: pd.DataFrame, point: dict) -> np.ndarray:
 
 def _point(rows: pd.DataFrame, series: str, nodes: int, pair) -> dict:
     found = rows.loc[[(series, nodes, pair.bytes, pair.run_fast)]].iloc[0]
-    point = {"backend": found["backend"], "sync": found["sync"], "nodes": nodes}
-    point |= {"bytes": pair.bytes}
+    point = {
+        "backend": found["backend"],
+        "sync": found["sync"],
+        "nodes": nodes,
+        "bytes": pair.bytes,
+    }
     return point | {key: found[key] for key in _VARIANTS if key in found.index}
 
 
