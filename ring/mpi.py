@@ -23,7 +23,9 @@ validation (:mod:`ring.mpi_agree`).  All ranks see the same table, so a mismatch
 the same error on every rank before any data moves.  What a call needs is made on its
 first occurrence and kept: its checked form and row (per collective, op, dtype, length
 and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi_steps`), so a
-repeated call costs little more than its messages.  An
+repeated call costs little more than its messages; a call that repeats on the same buffer
+object, without per-call options, is bound to it and skips even the look-ups
+(:mod:`ring.mpi_bound`).  An
 error *after* data started moving (a rank whose reduction raises) cannot be undone: the rank
 prints it and calls ``Abort``, so the job fails instead of its peers waiting forever.  A rank
 that dies outright is handled by the MPI runtime (``mpirun`` ends the job).
@@ -49,6 +51,7 @@ import threading
 import traceback
 import weakref
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -67,8 +70,9 @@ from .mpi_agree import (
     local_form,
     shared_group_size,
 )
+from .mpi_bound import Bound, bind
 from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
-from .mpi_steps import Programs, run_steps, weakrefable
+from .mpi_steps import Programs, run_gathered, run_steps, weakrefable
 from .ops import OPS, divide_by_nodes
 from .schedule import COLLECTIVES, check_collective
 
@@ -149,6 +153,7 @@ class MpiRing(RingCommunicator):
         self.algorithm = algorithm
         self.group_size = group_size
         self._forms: dict = {}
+        self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
         self._outer = {name: nvtx_ranges.pusher(name) for name in COLLECTIVES}
 
@@ -176,6 +181,7 @@ class MpiRing(RingCommunicator):
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
                 self._comm.Free()
             self._programs.clear()
+            self._bound = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -189,6 +195,15 @@ class MpiRing(RingCommunicator):
         across ranks, with the rest of the call)."""
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+        bound = None if options else self._bound.get(name)
+        if bound is not None and bound.takes(buffers, op, self):
+            with self._call_lock:  # the same call again (ring.mpi_bound)
+                self._outer[name]()
+                try:
+                    self._run_bound(name, bound)
+                finally:
+                    nvtx_ranges.pop()
+            return
         settings: tuple = (self.segment_bytes, self.algorithm, self.group_size)
         if options:  # a per-call None means the ring's own
             given = (options.get(k) for k in _PER_CALL)
@@ -196,13 +211,7 @@ class MpiRing(RingCommunicator):
         with self._call_lock:
             self._outer[name]()
             try:
-                buf, form = self._preflight(name, buffers, op, settings)
-                if self.nodes == 1 or buf.shape[0] == 0:
-                    return
-                try:
-                    self._run(form, buf)
-                except BaseException:  # noqa: BLE001 - the peers are mid-collective
-                    self._abort(name)
+                self._call(name, buffers, op, settings, bindable=not options)
             finally:
                 nvtx_ranges.pop()
 
@@ -212,10 +221,56 @@ class MpiRing(RingCommunicator):
         options = {k: call.options[k] for k in _PER_CALL if k in call.options}
         self._collective(call.name, call.buffers, call.op, **options)
 
-    def _preflight(self, name: str, buffers, op: str | None, settings: tuple):
-        """This rank's buffer and the call's form, once every rank agrees; raises the same
-        error on every rank otherwise, before any data moves."""
+    def _call(self, name: str, buffers, op: str | None, settings: tuple, bindable: bool):
+        """A call in full: checked and agreed on, then run; bound for the next call of
+        ``name`` to take where it can be (a kept NumPy form, the ring's own options)."""
+        self._bound.pop(name, None)
         key = form_key(name, buffers, op, settings)
+        buf, form = self._preflight(name, key, buffers, op, settings)
+        if form.device:
+            if self.nodes > 1 and buf.shape[0] > 0:
+                self._guarded(name, self._run_device, form, buf)
+            return
+        run = None  # nothing moves on one rank or for an empty buffer
+        if self.nodes > 1 and buf.shape[0] > 0:
+            run = self._guarded(name, self._host_program, form, buf)
+        if bindable and key is not None:
+            self._bound[name] = bind(buf, op, settings, form, run, self._slot_view)
+        if run is not None:
+            self._guarded(name, run)
+
+    def _host_program(self, form: CallForm, buf) -> partial:
+        """A NumPy call's compiled program, ready to run with its ufunc and op's finish."""
+        ufunc = OPS[form.op] if form.op is not None else None
+        finish = None
+        if form.average:
+            nodes = self.nodes
+            finish = lambda values: divide_by_nodes(values, nodes, np)  # noqa: E731
+        program = self._programs.get(form, buf, None)
+        if form.gathered:
+            return partial(run_gathered, program, ufunc, finish)
+        return partial(run_steps, self._comm, program, ufunc, None, finish)
+
+    def _run_bound(self, name: str, bound: Bound) -> None:
+        form = bound.form
+        if form.row is not self._slot_row:
+            self._put_row(form.row)
+        if bound.slot_data is not None:
+            place, data = bound.slot_data
+            place[:] = data
+        self._agree(name, form, None)
+        if bound.run is not None:
+            self._guarded(name, bound.run)
+
+    def _put_row(self, row: bytes) -> None:
+        if row is not self._slot_row:  # calls repeat: the slot holds the row already
+            self._slot_view[: len(row)] = row
+            self._slot_row = row
+
+    def _preflight(self, name: str, key, buffers, op: str | None, settings: tuple):
+        """This rank's buffer and the call's form, once every rank agrees; raises the same
+        error on every rank otherwise, before any data moves.  ``key``: the call's
+        :func:`ring.mpi_agree.form_key`."""
         form: CallForm | None = self._forms.get(key) if key is not None else None
         buf: Any = None
         error = None
@@ -233,31 +288,38 @@ class MpiRing(RingCommunicator):
                     if len(self._forms) >= _KEPT:
                         self._forms.clear()
                     self._forms[key] = form
-        row = error_row(name) if form is None else form.row
-        if row is not self._slot_row:  # calls repeat: the slot holds the row already
-            self._slot_view[: len(row)] = row
-            self._slot_row = row
+        self._put_row(error_row(name) if form is None else form.row)
         if form is not None and form.gathered:
             self._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes] = memoryview(buf).cast("B")
-        self._comm.Allgather(*self._exchange)
-        check_table(self._comm, self._rows, form, error)
+        self._agree(name, form, error)
         assert form is not None  # check_table raised otherwise
         return buf, form
 
-    def _run(self, form: CallForm, buf) -> None:
-        cupy = require("cupy", "the MPI backend with device buffers") if form.device else None
-        xp = np if cupy is None else cupy
-        ufunc = None
-        if form.op is not None:
-            ufunc = OPS[form.op] if cupy is None else getattr(cupy, OPS[form.op].__name__)
+    def _agree(self, name: str, form: CallForm | None, error) -> None:
+        """The pre-flight exchange, and its check (:func:`ring.mpi_agree.check_table`)."""
+        try:
+            self._comm.Allgather(*self._exchange)
+            check_table(self._comm, self._rows, form, error)
+        except Exception:
+            raise  # raised alike on every rank, before any data moves
+        except BaseException:  # noqa: BLE001 - Ctrl-C: the peers have the table, and go on
+            self._abort(name)
+
+    def _guarded(self, name: str, run, *args):
+        """``run(*args)`` once data may move: a failure cannot be undone, so it aborts."""
+        try:
+            return run(*args)
+        except BaseException:  # noqa: BLE001 - the peers are mid-collective
+            self._abort(name)
+
+    def _run_device(self, form: CallForm, buf) -> None:
+        cupy = require("cupy", "the MPI backend with device buffers")
+        ufunc = getattr(cupy, OPS[form.op].__name__) if form.op is not None else None
         finish = None
         if form.average:
             nodes = self.nodes
-            finish = lambda values: divide_by_nodes(values, nodes, xp)  # noqa: E731
+            finish = lambda values: divide_by_nodes(values, nodes, cupy)  # noqa: E731
         program = self._programs.get(form, buf, cupy)
-        if cupy is None:
-            run_steps(self._comm, program, ufunc, None, finish)
-            return
         with buf.device:
             # MPI reads and writes device memory directly, outside CuPy's stream order, so
             # every kernel that touched a range must be finished before MPI moves it.

@@ -43,6 +43,7 @@ __all__ = [
     "compile_ring",
     "landing_elements",
     "ring_cuts",
+    "run_gathered",
     "run_steps",
     "scratch_elements",
     "weakrefable",
@@ -158,7 +159,8 @@ def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
     rank j's input): its moves read the peers' inputs from there instead of messages, and
     a range it would copy from the rank that completed it is completed here instead, by
     that rank's own moves in its order, so the result is the one the messages would bring.
-    Two calls less than the plan's steps, which at 1 KiB is most of the call."""
+    Two calls less than the plan's steps, which at 1 KiB is most of the call.  Per step:
+    its NVTX pusher and its moves (:func:`run_gathered` runs them)."""
     completing: dict[tuple[int, int], list] = {}
     for node in range(steps.nodes):
         for step in steps.node_steps(node):
@@ -185,8 +187,26 @@ def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
             for _, x in moves:
                 applies.append((True, first, target, slots[x.peer][a:b], x.completes))
                 first = target
-        compiled.append((push, ((LOCAL, (), (), tuple(applies)),)))
+        compiled.append((push, tuple(applies)))
     return tuple(compiled)
+
+
+def run_gathered(program: tuple, ufunc, finish: Callable[[Any], None] | None) -> None:
+    """Run a :func:`compile_gathered` program: per step, its range and its moves (no
+    messages: the inputs came with the pre-flight exchange)."""
+    pop = nvtx_ranges.pop
+    for push, applies in program:
+        push()
+        try:
+            for accumulate, first, target, data, completes in applies:
+                if accumulate:
+                    ufunc(first, data, out=target)
+                else:
+                    target[...] = data
+                if completes and finish is not None:
+                    finish(target)
+        finally:
+            pop()
 
 
 def ring_cuts(largest: int, itemsize: int, segment_bytes: int) -> tuple[int, int]:
@@ -275,8 +295,9 @@ def weakrefable(obj) -> bool:
 class Programs:
     """One ring's compiled programs, per (call form, buffer), and the preallocated areas
     they use: ``landing`` for received ranges, ``algorithm`` for the plan's own scratch.
-    A program holds its buffer weakly, so it never keeps a buffer alive; ``slots`` are the
-    data parts of the pre-flight exchange's slots (small ``direct`` calls read them)."""
+    A kept program's views keep its buffer alive until the program is dropped (more than
+    ``_KEPT`` kept, a larger area needed, or the ring closed); ``slots`` are the data parts
+    of the pre-flight exchange's slots (small ``direct`` calls read them)."""
 
     def __init__(self, rank: int, nodes: int, byte, slots):
         self.rank, self.nodes, self._byte, self._slots = rank, nodes, byte, slots

@@ -2,6 +2,8 @@
 
 ``python rank_dies.py exit``: rank 1 exits (no MPI_Finalize) inside its first reduction.
 ``python rank_dies.py raise``: rank 1's reduction raises; the backend aborts the job.
+``python rank_dies.py raise-bound``: the same in a repeated call, bound to its buffer
+(:mod:`ring.mpi_bound`), which runs the ufunc it was bound with.
 ``python rank_dies.py hang SECONDS``: rank 1 never joins; a
 :class:`ring.bench.watchdog.Watchdog` of SECONDS on every rank aborts the job with its message.
 Rank 0 prints ``finished`` only if its collective returned, which must not happen.
@@ -25,8 +27,11 @@ rank = world.Get_rank()
 mode = sys.argv[1]
 
 
+armed = mode != "raise-bound"  # raise-bound: failing_add fails from the second call on
+
+
 def failing_add(a, b, out):
-    if rank == 1:
+    if rank == 1 and armed:
         if mode == "exit":
             os._exit(3)
         raise FloatingPointError("injected failure in rank 1's reduction")
@@ -38,7 +43,14 @@ buf = np.ones(1000, dtype=np.float64)
 comm.allreduce([buf])  # a healthy call first: the ring itself works
 if mode in ("exit", "raise"):
     ring.ops.OPS["sum"] = failing_add
-    comm.allreduce([buf])
+    comm.allreduce([buf.copy()])  # a new buffer: a full call, which reads OPS
+elif mode == "raise-bound":
+    ring.ops.OPS["sum"] = failing_add
+    other = buf.copy()
+    comm.allreduce([other])  # a full call, bound to other with failing_add
+    assert comm._bound["allreduce"].takes([other], "sum", comm)  # the next call is bound
+    armed = True
+    comm.allreduce([other])
 elif mode == "hang":
     with Watchdog(float(sys.argv[2]), message="rank_dies.py: watchdog"):
         if rank == 1:

@@ -10,7 +10,11 @@ steps) must never stand in for what changed, and small ``direct`` calls (and
   per rank send no point-to-point message (counted by a proxy around the ring's
   communicator); just above it, they do.  Computed from the exchanged inputs, the
   reduce-broadcast result is bit for bit node 0's chain, rank 0 + rank 1 + ... in order.
-* A kept program holds its buffer weakly: a dropped buffer is freed.
+* A repeated call without per-call options is bound to its buffer (``ring.mpi_bound``):
+  every collective and algorithm, the same buffer refilled between calls, the op changed,
+  the ring's algorithm changed between calls on one buffer, the buffer's dtype set in place
+  or made read-only (refused on every rank, untouched): never the bound call's result.
+* A dropped buffer is freed once the ring closes.
 Rank 0 prints one JSON line ``{"reports": [...]}``, every rank's ``{"rank", "nodes",
 "cases", "failures", "messages", "freed"}``.
 """
@@ -33,7 +37,7 @@ from reference import check, random_inputs
 
 from ring.mpi import MpiRing
 from ring.mpi_agree import GATHERED_BYTES
-from ring.schedule import ALGORITHMS
+from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range, owned_chunk
 
 world = MPI.COMM_WORLD
 rank, nodes = world.Get_rank(), world.Get_size()
@@ -81,6 +85,69 @@ def reused_buffers(failures: list[str]) -> int:
     return cases
 
 
+def _check_collective(name: str, buf, inputs, op: str) -> None:
+    if name == "allreduce":
+        check(buf, inputs, op)
+        return
+    owners = range(nodes) if name == "all_gather" else (rank,)
+    for node in owners:
+        a, b = chunk_range(buf.shape[0], nodes, owned_chunk(node, nodes))
+        if name == "all_gather":
+            np.testing.assert_array_equal(buf[a:b], inputs[node][a:b])
+        else:
+            check(buf[a:b], [x[a:b] for x in inputs], op)
+
+
+def _bound_call(comm, name: str, buf, op: str, seed: int, failures: list[str], label: str):
+    inputs = random_inputs(np.random.default_rng(seed), nodes, buf.shape[0], buf.dtype, op)
+    buf[...] = inputs[rank]
+    try:
+        if name == "all_gather":
+            comm.all_gather([buf])
+        else:
+            getattr(comm, name)([buf], op)
+        _check_collective(name, buf, inputs, op)
+    except Exception:  # noqa: BLE001 - every failure is reported, the run goes on
+        failures.append(f"{label} {name} {op}: {traceback.format_exc(limit=3)}")
+
+
+def bound_calls(failures: list[str]) -> int:
+    cases, seed = 0, 1000
+    with MpiRing(world) as comm:
+        for algorithm in ALGORITHMS:
+            comm.algorithm = algorithm
+            for name in ALGORITHM_COLLECTIVES[algorithm]:
+                for count, dtype in ((1, np.float32), (250, np.float32), (5003, np.int64)):
+                    buf = np.empty(count, dtype=dtype)
+                    for op in ("sum", "sum", "avg", "max", "max", "sum"):
+                        seed += 1
+                        cases += 1
+                        _bound_call(comm, name, buf, op, seed, failures, algorithm)
+                    if comm._bound.get(name) is None or comm._bound[name].buf is not buf:
+                        failures.append(f"{algorithm} {name} n={count}: the call was not bound")
+        buf = np.empty(250, dtype=np.float32)
+        for algorithm in (*ALGORITHMS, "ring", "reduce-broadcast", "ring"):
+            comm.algorithm = algorithm  # the ring's own option changed between calls
+            for _ in range(2):
+                seed += 1
+                cases += 1
+                _bound_call(comm, "allreduce", buf, "sum", seed, failures, f"then {algorithm}")
+        buf.dtype = np.int32  # the same object, another dtype
+        seed += 1
+        cases += 1
+        _bound_call(comm, "allreduce", buf, "sum", seed, failures, "dtype set in place")
+        buf.flags.writeable = False
+        before = buf.copy()
+        try:
+            comm.allreduce([buf])
+            failures.append("a read-only buffer was reduced into")
+        except ValueError:
+            if not np.array_equal(buf, before):
+                failures.append("a refused read-only buffer was written")
+        cases += 1
+    return cases
+
+
 def messages_of(algorithm: str, count: int) -> int:
     """Point-to-point calls of one allreduce of ``count`` float32 by ``algorithm``, whose
     result is checked bit for bit against the plan's order of additions."""
@@ -114,7 +181,7 @@ def freed() -> bool:
 
 def main() -> int:
     failures: list[str] = []
-    cases = reused_buffers(failures)
+    cases = reused_buffers(failures) + bound_calls(failures)
     small = GATHERED_BYTES // 4
     messages = {
         f"{algorithm} {where}": messages_of(algorithm, count)
