@@ -167,14 +167,17 @@ def test_mismatched_lengths_name_every_rank(bad_input_report):
     assert "rank 0: 11 elements, rank 1: 11 elements, rank 2: 12 elements" in message
 
 
-@pytest.mark.parametrize("mode", ["exit", "raise", "raise-bound"])
+@pytest.mark.parametrize("mode", ["exit", "raise", "raise-bound", "interrupt"])
 def test_rank_failing_mid_collective_ends_the_job(mode):
     code, out, err, _ = mpirun(3, "rank_dies.py", mode, timeout=60)
     assert code != 0
     assert "finished" not in out
     if mode != "exit":
         assert "rank 1 failed during allreduce after data started moving" in err
+    if mode.startswith("raise"):
         assert "injected failure in rank 1's reduction" in err
+    if mode == "interrupt":
+        assert "KeyboardInterrupt" in err
 
 
 def test_watchdog_aborts_a_hung_job():

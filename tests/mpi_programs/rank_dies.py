@@ -4,6 +4,8 @@
 ``python rank_dies.py raise``: rank 1's reduction raises; the backend aborts the job.
 ``python rank_dies.py raise-bound``: the same in a repeated call, bound to its buffer
 (:mod:`ring.mpi_bound`), which runs the ufunc it was bound with.
+``python rank_dies.py interrupt``: rank 1 gets a real SIGINT (Ctrl-C) as its pre-flight
+exchange returns, when the peers already go on to move data; the backend aborts the job.
 ``python rank_dies.py hang SECONDS``: rank 1 never joins; a
 :class:`ring.bench.watchdog.Watchdog` of SECONDS on every rank aborts the job with its message.
 Rank 0 prints ``finished`` only if its collective returned, which must not happen.
@@ -12,6 +14,7 @@ Rank 0 prints ``finished`` only if its collective returned, which must not happe
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -51,6 +54,24 @@ elif mode == "raise-bound":
     assert comm._bound["allreduce"].takes([other], "sum", comm)  # the next call is bound
     armed = True
     comm.allreduce([other])
+elif mode == "interrupt":
+
+    class Interrupting:
+        """The ring's communicator; rank 1 is sent SIGINT once its exchange is done."""
+
+        def __init__(self, comm):
+            self._comm = comm
+
+        def __getattr__(self, name):
+            return getattr(self._comm, name)
+
+        def Allgather(self, *args):
+            self._comm.Allgather(*args)
+            if rank == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    comm._comm = Interrupting(comm._comm)
+    comm.allreduce([buf])
 elif mode == "hang":
     with Watchdog(float(sys.argv[2]), message="rank_dies.py: watchdog"):
         if rank == 1:
