@@ -50,10 +50,15 @@ class Bound(NamedTuple):
         # with its dtype and strides (their count is its ndim) unchanged so is its shape.
         # The same dtype object, not an equal one: a dtype set again in place only costs a
         # rebinding.  About 0.15 µs a buffer: each attribute read builds an object.
-        for buf, (mine, dtype, strides) in zip(buffers, self.layouts, strict=True):
-            if buf is not mine or buf.dtype is not dtype or buf.strides != strides:
-                return False
-            if not buf.flags.writeable:
+        # One condition per buffer, and zip without strict (the lengths are equal): 0.1 µs
+        # less at N = 2.
+        for buf, (mine, dtype, strides) in zip(buffers, self.layouts):  # noqa: B905
+            if (
+                buf is not mine
+                or buf.dtype is not dtype
+                or buf.strides != strides
+                or not buf.flags.writeable
+            ):
                 return False
         return True
 
