@@ -19,6 +19,8 @@ buffers, or until the communicator closes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,7 +29,7 @@ from .by_position import ByPosition
 from .cpu_moves import inline_steps, run_ranged
 from .cpu_slices import apply, tile_operations
 
-__all__ = ["Bound", "bind", "bind_steps", "run_bound"]
+__all__ = ["Bound", "bind", "bind_steps"]
 
 
 class Bound(NamedTuple):
@@ -39,7 +41,9 @@ class Bound(NamedTuple):
     # (accumulate, destination, source, divide by N after); by nodes, per step and node
     # (push its NVTX range, its operations)
     program: tuple
-    pop: Any = None  # by nodes: what ends a step's range
+    # Applies the program in order (an exception, Ctrl-C too, propagates): by slices
+    # ring.cpu_slices.apply, by nodes ring.cpu_moves.run_ranged, with their arguments.
+    run: Callable[[], None]
     generation: int = 0  # auto's (ring.communicator.auto_generation) when it picked
 
     def takes(self, buffers: object, op: str | None) -> bool:
@@ -79,25 +83,18 @@ def bind(
         scratch = [np.empty(min(tile, length), buffers[0].dtype) for _ in buffers]
     tiles = tile_operations(positions, 0, length, tile, buffers, scratch, average)
     program = tuple(operation for operations in tiles for operation in operations)
-    return Bound(op, algorithm, tuple(buffers), _layouts(buffers), ufunc, program)
+    run = partial(apply, program, ufunc, len(buffers))
+    return Bound(op, algorithm, tuple(buffers), _layouts(buffers), ufunc, program, run)
 
 
 def bind_steps(op: str | None, buffers: list, ufunc, job, pop) -> Bound:
     """The inline call of a :class:`ring.cpu_crew` job bound to ``buffers``: per step,
     node after node, the push of the node's step range and its operations."""
     program = tuple((push, tuple(ops)) for push, ops in inline_steps(job))
+    run = partial(run_ranged, program, ufunc, len(buffers), pop)
     layouts = _layouts(buffers)
-    return Bound(op, job.plan.algorithm, tuple(buffers), layouts, ufunc, program, pop)
+    return Bound(op, job.plan.algorithm, tuple(buffers), layouts, ufunc, program, run)
 
 
 def _layouts(buffers: list) -> tuple:
     return tuple((b, b.dtype, b.strides) for b in buffers)
-
-
-def run_bound(bound: Bound) -> None:
-    """Apply a bound call's operations in order (an exception, Ctrl-C too, propagates)."""
-    ufunc, nodes, pop = bound.ufunc, len(bound.buffers), bound.pop
-    if pop is None:
-        apply(bound.program, ufunc, nodes)
-    else:
-        run_ranged(bound.program, ufunc, nodes, pop)

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import nvtx_ranges
 from .by_position import by_position
-from .cpu_bound import Bound, bind, bind_steps, run_bound
+from .cpu_bound import Bound, bind, bind_steps
 from .cpu_moves import Tiled, inline_steps, run_moves, run_ranged, tiled_moves
 from .cpu_slices import SliceJob, run_slice, scratch_slots, slice_bounds
 from .cpu_sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
@@ -34,7 +34,6 @@ __all__ = [
     "Bound",
     "Crew",
     "Tiled",
-    "run_bound",
     "tile_bytes",
     "tiled_moves",
 ]
