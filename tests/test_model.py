@@ -82,10 +82,14 @@ def test_derived_coefficients():
     rd = coefficients("recursive-doubling", 6, 1)
     assert (rd.steps, rd.link, rd.reduce) == (4, 4, 3)
     assert coefficients("ring", 1, 100) == (0, 0, 0, 0, None)
-    # Reduce-broadcast: node 0 takes and reduces N - 1 vectors; on a shared bus only the
+    # Reduce-broadcast: node 0 takes and reduces N - 1 vectors, then sends its result N - 1
+    # times (its link's two directions one after the other); on a shared bus only the
     # totals count, and they are direct's.
     rb, direct = coefficients("reduce-broadcast", 4, 1), coefficients("direct", 4, 1)
-    assert design_row(rb, 4, 1000, shared=False) == (2, 3000, 3000)
+    assert design_row(rb, 4, 1000, shared=False) == (2, 6000, 3000)
+    # At N = 2 the ring's bytes cross the link at once both ways; reduce-broadcast's do not.
+    ring2, rb2 = coefficients("ring", 2, 1), coefficients("reduce-broadcast", 2, 1)
+    assert rb2.link == 2 * ring2.link
     assert design_row(rb, 4, 1000, shared=True) == design_row(direct, 4, 1000, shared=True)
 
 
