@@ -319,7 +319,7 @@ class Programs:
             return kept[2]
         if form.gathered:
             program = self._gathered(form, buf)
-        elif form.algorithm == "ring":
+        elif form.algorithm == "ring" or self._one_group(form):
             program = self._ring(form, buf, cupy)
         else:
             program = self._plan(form, buf, cupy)
@@ -329,13 +329,24 @@ class Programs:
             self._kept[key] = (form, weakref.ref(buf), program)
         return program
 
+    def _one_group(self, form) -> bool:
+        """``hierarchical`` with every rank in one group (one host): its plan moves what the
+        ring's moves, step for step (tests/test_schedule.py), so it runs as the ring does,
+        under its own step names."""
+        return form.algorithm == "hierarchical" and form.group == self.nodes
+
     def _ring(self, form, buf, cupy) -> tuple:
         steps = plan(form.name, self.nodes, buf.shape[0])
         cuts = ring_cuts(steps.scratch_elements, buf.dtype.itemsize, form.segment)
         landing = None if form.op is None else self._area(buf, cuts[0] * buf.dtype.itemsize, cupy)
         memory = StepBuffers(buf, None, landing)
+        pushers = self._ring_pushers[form.name]
+        if form.algorithm != "ring":
+            options = {"group_size": form.group}
+            own = plan_for(form.name, self.nodes, buf.shape[0], 1, form.algorithm, options)
+            pushers = self._pushers(own.node_steps(self.rank))
         mine = steps.node_steps(self.rank)
-        return compile_ring(mine, memory, self._byte, cuts, self._ring_pushers[form.name])
+        return compile_ring(mine, memory, self._byte, cuts, pushers)
 
     def _gathered(self, form, buf) -> tuple:
         slots = self._slots[:, : buf.nbytes].view(buf.dtype)

@@ -37,9 +37,9 @@ def test_every_algorithm_matches_reference(nodes):
 
 @pytest.mark.parametrize("nodes", [2, 3])
 def test_repeated_calls_and_small_direct_calls(nodes):
-    """Kept forms and compiled steps never stand in for what changed between calls; small
-    ``direct`` and ``reduce-broadcast`` calls send nothing but the pre-flight exchange
-    (tests/mpi_programs/reuse.py)."""
+    """Kept forms, compiled steps and bound calls never stand in for what changed between
+    calls; small ``direct`` and ``reduce-broadcast`` calls send nothing but the pre-flight
+    exchange; one-group ``hierarchical`` runs as the ring (tests/mpi_programs/reuse.py)."""
     code, out, err, _ = mpirun(nodes, "reuse.py", timeout=LAUNCH_TIMEOUT)
     (result,) = json_lines(out)
     reports = result["reports"]
@@ -52,6 +52,9 @@ def test_repeated_calls_and_small_direct_calls(nodes):
             # reduce-broadcast: rank 0 takes and sends N - 1, the others one each way.
             least = 2 * (nodes - 1) if algorithm == "direct" or report["rank"] == 0 else 2
             assert report["messages"][f"{algorithm} above it"] >= least
+        one = report["one group"]  # as the ring: segmented receives, its own step names
+        assert one["messages"]["hierarchical"] == one["messages"]["ring"] > 2 * (nodes - 1)
+        assert one["names"]
         assert report["freed"]
     assert code == 0, err
 

@@ -197,3 +197,25 @@ def test_sync_orders_every_conflicting_access(algorithm, sync):
                         assert before[owner][tw] >> (reader * total + tr) & 1, case
                     else:
                         assert before[reader][tr] >> (owner * total + tw) & 1, case
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "all_gather"])
+def test_hierarchical_in_one_group_is_the_ring(collective):
+    """With every node in one group, hierarchical's plan moves what the ring's moves, step
+    for step (empty ranges aside): the MPI backend runs it as the ring (ring.mpi_steps)."""
+
+    def moved(step):
+        moves = [
+            (m.peer, m.src, m.dst, m.accumulate, m.completes, m.to_scratch, m.from_scratch)
+            for m in step.moves
+            if m.src[1] > m.src[0]
+        ]
+        return moves + [(s.peer, s.src) for s in step.sends if s.src[1] > s.src[0]]
+
+    for nodes, length in itertools.product(range(1, 9), (0, 1, 3, 7, 1000, 1001)):
+        ring = plan(collective, nodes, length)
+        grouped = plan(collective, nodes, length, "hierarchical", 0, nodes)
+        assert grouped.steps == ring.steps
+        for node in range(nodes):
+            pairs = zip(grouped.node_steps(node), ring.node_steps(node), strict=True)
+            assert all(moved(a) == moved(b) for a, b in pairs), (nodes, length)

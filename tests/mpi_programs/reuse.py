@@ -14,6 +14,8 @@ steps) must never stand in for what changed, and small ``direct`` calls (and
   every collective and algorithm, the same buffer refilled between calls, the op changed,
   the ring's algorithm changed between calls on one buffer, the buffer's dtype set in place
   or made read-only (refused on every rank, untouched): never the bound call's result.
+* ``hierarchical`` with every rank in one group runs as the ring (its segmented receives:
+  as many messages), under its own step names.
 * A dropped buffer is freed once the ring closes.
 Rank 0 prints one JSON line ``{"reports": [...]}``, every rank's ``{"rank", "nodes",
 "cases", "failures", "messages", "freed"}``.
@@ -35,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mpi4py import MPI
 from reference import check, random_inputs
 
+from ring import nvtx_ranges
 from ring.mpi import MpiRing
 from ring.mpi_agree import GATHERED_BYTES
-from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range, owned_chunk
+from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range, owned_chunk, plan
 
 world = MPI.COMM_WORLD
 rank, nodes = world.Get_rank(), world.Get_size()
@@ -168,6 +171,35 @@ def messages_of(algorithm: str, count: int) -> int:
     return counting.calls
 
 
+def one_group_as_ring() -> dict:
+    """Messages of a ring and of a one-group hierarchical allreduce, cut into 1 KiB
+    segments, and the step ranges the hierarchical one pushed."""
+    pushed: list[str] = []
+    made = nvtx_ranges._make
+    nvtx_ranges._make = lambda message: lambda: pushed.append(message)
+    counts = {}
+    try:
+        for algorithm in ("ring", "hierarchical"):
+            comm = MpiRing(world, algorithm=algorithm, group_size=None, segment_bytes=1024)
+            counting = CountingComm(comm._comm)
+            comm._comm = counting
+            inputs = [np.random.default_rng(r).random(5003) for r in range(nodes)]
+            buf = inputs[rank].copy()
+            pushed.clear()
+            comm.allreduce([buf])
+            check(buf, inputs, "sum")
+            comm._comm = counting._comm
+            comm.close()
+            counts[algorithm] = counting.calls
+    finally:
+        nvtx_ranges._make = made
+    steps = plan("allreduce", nodes, 5003, "hierarchical", 0, nodes).node_steps(rank)
+    return {
+        "messages": counts,
+        "names": pushed[1:] == [f"{s.name} rank {rank}" for s in steps],
+    }
+
+
 def freed() -> bool:
     comm = MpiRing(world, algorithm="rabenseifner")
     buf = np.ones(1000)
@@ -194,6 +226,7 @@ def main() -> int:
         "cases": cases,
         "failures": failures[:10],
         "messages": messages,
+        "one group": one_group_as_ring(),
         "freed": freed(),
     }
     reports = world.gather(report, root=0)
