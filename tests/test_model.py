@@ -77,7 +77,7 @@ def test_derived_coefficients():
     assert coefficients("ring-segmented", 4, 5 << 20, segment_bytes=1 << 20).steps == 5 * 6
     bidir = coefficients("ring-bidirectional", 4, 1)
     assert (bidir.link, bidir.received) == (0.75, 1.5)
-    assert coefficients("direct", 4, 1).steps == 2
+    assert coefficients("direct", 4, 1).steps == 2 * 3  # N - 1 messages each way a step
     # MPICH's non-power-of-two recursive doubling: two more steps around log2(p').
     rd = coefficients("recursive-doubling", 6, 1)
     assert (rd.steps, rd.link, rd.reduce) == (4, 4, 3)
@@ -90,7 +90,7 @@ def test_derived_coefficients():
     # At N = 2 the ring's bytes cross the link at once both ways; reduce-broadcast's do not.
     ring2, rb2 = coefficients("ring", 2, 1), coefficients("reduce-broadcast", 2, 1)
     assert rb2.link == 2 * ring2.link
-    assert design_row(rb, 4, 1000, shared=True) == design_row(direct, 4, 1000, shared=True)
+    assert design_row(rb, 4, 1000, shared=True)[1:] == design_row(direct, 4, 1000, shared=True)[1:]
 
 
 @pytest.mark.parametrize("shared", [False, True])

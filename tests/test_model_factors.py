@@ -99,7 +99,7 @@ def synthetic_fit(factors: dict[str, Factors]) -> Fit:
         params=TRUE,
         interval={},
         gamma_source="synthetic",
-        algorithms=["direct", "ring"],
+        algorithms=["recursive-doubling", "ring"],
         nodes=[2, 4],
         sizes=[1024, 1 << 20],
         factors=factors,
@@ -107,13 +107,15 @@ def synthetic_fit(factors: dict[str, Factors]) -> Fit:
 
 
 def test_auto_and_the_table_pick_what_the_factors_favour(tmp_path, monkeypatch):
-    # At 1 KiB on 4 nodes α decides: the theory gives direct 2 steps and the ring 6, but a
-    # direct that measured 4x its steps' cost takes 8.
+    # At 1 KiB on 4 nodes α decides: the theory gives recursive doubling 2 steps and the ring
+    # 6, but a recursive doubling that measured 4x its steps' cost takes 8.
     theory = synthetic_fit({})
-    slow = synthetic_fit({"ring": Factors(), "direct": Factors(4.0, 1.0)})
-    assert {r[3] for r in decision_table(theory, nodes=(4,), sizes=(1024,))} == {"direct"}
+    slow = synthetic_fit({"ring": Factors(), "recursive-doubling": Factors(4.0, 1.0)})
+    assert {r[3] for r in decision_table(theory, nodes=(4,), sizes=(1024,))} == {
+        "recursive-doubling"
+    }
     assert {r[3] for r in decision_table(slow, nodes=(4,), sizes=(1024,))} == {"ring"}
-    for fit, want in ((theory, "direct"), (slow, "ring")):
+    for fit, want in ((theory, "recursive-doubling"), (slow, "ring")):
         save_fits(tmp_path / "fit.json", [fit], [])
         monkeypatch.setenv(auto.FIT_ENV, str(tmp_path / "fit.json"))
         auto.reset()
@@ -126,11 +128,11 @@ def test_auto_and_the_table_pick_what_the_factors_favour(tmp_path, monkeypatch):
 def test_check_picks_judges_a_fit_by_the_runs_fixed_series(tmp_path, capsys):
     save_fits(tmp_path / "fit.json", [synthetic_fit({})], [])
     run = tmp_path / "run.csv"
-    rows = [  # (algorithm, N, bytes, us): the fit picks direct at 1 KiB, N = 4
-        ("direct", 4, 1024, 30.0),
+    rows = [  # (algorithm, N, bytes, us): the fit picks recursive doubling at 1 KiB, N = 4
+        ("recursive-doubling", 4, 1024, 30.0),
         ("ring", 4, 1024, 20.0),
         ("auto", 4, 1024, 5.0),  # auto's own series is not a fixed algorithm
-        ("direct", 4, 2048, 10.0),
+        ("recursive-doubling", 4, 2048, 10.0),
         ("ring", 4, 2048, 10.5),
     ]
     run.write_text(
@@ -139,8 +141,14 @@ def test_check_picks_judges_a_fit_by_the_runs_fixed_series(tmp_path, capsys):
     )
     assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split()[4:] == ["direct", "30.0", "ring", "20.0", "1.50", ">", "1.1x"]
-    assert out[2].split()[4:] == ["direct", "10.0", "direct", "10.0", "1.00"]
+    assert out[1].split()[4:] == ["recursive-doubling", "30.0", "ring", "20.0", "1.50", ">", "1.1x"]
+    assert out[2].split()[4:] == [
+        "recursive-doubling",
+        "10.0",
+        "recursive-doubling",
+        "10.0",
+        "1.00",
+    ]
     assert out[-1] == (
         "cpu N=4: the fit's pick within 1.1x of the fastest fixed algorithm at 1 of 2 sizes "
         "(worst 1.50x)"
@@ -153,9 +161,13 @@ def test_check_picks_leaves_out_the_series_of_another_executor(tmp_path, capsys)
     save_fits(tmp_path / "fit.json", [synthetic_fit({})], [])
     run = tmp_path / "run.csv"
     rows = [
-        ("direct", "nodes", 30.0),
+        ("recursive-doubling", "nodes", 30.0),
         ("ring", "nodes", 20.0),
-        ("direct", "slices", 9.0),  # written last: it would stand for direct if read
+        (
+            "recursive-doubling",
+            "slices",
+            9.0,
+        ),  # written last: it would stand for recursive doubling if read
         ("ring", "slices", 8.0),
     ]
     run.write_text(
@@ -164,7 +176,7 @@ def test_check_picks_leaves_out_the_series_of_another_executor(tmp_path, capsys)
     )
     assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split()[4:] == ["direct", "30.0", "ring", "20.0", "1.50", ">", "1.1x"]
+    assert out[1].split()[4:] == ["recursive-doubling", "30.0", "ring", "20.0", "1.50", ">", "1.1x"]
 
 
 def test_check_picks_refuses_a_run_without_the_fits_algorithms(tmp_path, capsys):
