@@ -13,7 +13,7 @@ from ring.model.__main__ import main
 from ring.model.auto import DEFAULTS
 from ring.model.costs import Factors
 from ring.model.data import Group, Point
-from ring.model.fit import FACTORS_ABSENT, Fit, fit_group
+from ring.model.fit import FACTORS_ABSENT, Fit, Host, fit_group
 from ring.model.table import decision_table, fastest, load_fits, save_fits
 
 TRUE = Params(alpha=7e-6, beta=2.5e-10, gamma=6e-11)
@@ -53,6 +53,44 @@ def test_fit_recovers_each_algorithms_factors():
     theory = fit_group(departing_group(), form="theory")
     assert theory.factors == {} and max(abs(h.error) for h in theory.held_out) > 0.1
     assert max(abs(h.error) for h in fit.held_out) < 0.1
+
+
+def test_crowded_rows_get_factors_of_their_own():
+    """Past one node per core an algorithm's rows get their own factors (ring.model.
+    efficiency.factor_rows), the ring's held at 1 there too so σ stays its slow-down: an
+    algorithm whose one busy node leaves its core-mates idle (reduce-broadcast's node 0)
+    is slowed less than σ says, which one factor for every N could not follow."""
+    truth = Params(alpha=7e-6, beta=2.5e-10, gamma=6e-11, sigma=0.8)
+    crowded = {"ring": Factors(), "recursive-doubling": Factors(0.5, 0.6)}
+    rng = np.random.default_rng(5)
+    group = Group({"machine": "synthetic", "backend": "x"}, shared=False, cores=2)
+    for algorithm in crowded:
+        for n in (2, 3, 4, 8):
+            per_core = n / 2
+            factors = crowded[algorithm] if per_core > 1 else DEPARTS[algorithm]
+            for size in (1 << e for e in range(10, 28)):
+                exact = predict_seconds(
+                    truth, algorithm, n, size, nodes_per_core=per_core, factors=factors
+                )
+                point = Point(algorithm, n, size, exact * rng.lognormal(0, 0.01), per_core)
+                group.points.append(point)
+    fit = fit_group(group)
+    names = {"recursive-doubling", "recursive-doubling crowded", "ring", "ring crowded"}
+    assert set(fit.factors) == names
+    assert fit.factors["ring"] == fit.factors["ring crowded"] == Factors()
+    np.testing.assert_allclose(
+        fit.factors["recursive-doubling"], DEPARTS["recursive-doubling"], rtol=0.05
+    )
+    np.testing.assert_allclose(fit.factors["recursive-doubling crowded"], (0.5, 0.6), rtol=0.05)
+    assert fit.params.sigma == pytest.approx(0.8, rel=0.05)
+    # Each prediction takes its regime's factors: 4 nodes on 2 cores are crowded, on 8 not.
+    for cores, name in ((2, "recursive-doubling crowded"), (8, "recursive-doubling")):
+        factors = fit.factors[name]
+        want = predict_seconds(
+            fit.params, "recursive-doubling", 4, 1 << 20, nodes_per_core=4 / cores, factors=factors
+        )
+        got = fit.predict("recursive-doubling", 4, 1 << 20, Host(cores=cores))
+        assert got == pytest.approx(want, rel=1e-12)
 
 
 def test_gamma_is_held_where_the_factors_would_absorb_it():

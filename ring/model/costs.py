@@ -26,7 +26,8 @@ since at N = 4 the bytes are about as much slower as the steps; the steps at σ 
 bytes at a fair share p (no fitted factor), 34, but it takes the CPU fit's N = 2 from 34
 to 25, its per-byte cost being the shared bus's, which more threads do not slow.  So one
 factor on the whole call.  It scales every algorithm alike: at a given N it moves the
-predicted times, not which algorithm is fastest.  σ is fitted jointly with α, β, γ
+predicted times, not which algorithm is fastest (each algorithm's crowded factors,
+ring.model.efficiency, say how far it departs from that).  σ is fitted jointly with α, β, γ
 (ring.model.fit), identified by rows at p <= 1 beside rows at p > 1; the reference sweep
 has one oversubscribed level (p = 2), so the line in p is an assumption past it.
 """

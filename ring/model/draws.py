@@ -25,12 +25,14 @@ def bootstrap(
     settings: Settings,
     rng: np.random.Generator,
     start: AlgorithmFactors | None = None,
+    names: list[str] | None = None,
 ) -> np.ndarray:
-    """Parameters, then each algorithm's (steps, bytes) factors in name order, refitted on
-    sizes drawn with replacement (all rows of a size together), the knee held where the
-    full data put it and the factors' alternation started where the full data left it."""
+    """Parameters, then the (steps, bytes) factors of each of ``names`` (default: the
+    group's algorithms) in that order, refitted on sizes drawn with replacement (all rows of
+    a size together), the knee held where the full data put it and the factors'
+    alternation started where the full data left it."""
     sizes = sorted({p.nbytes for p in group.points})
-    algorithms = sorted({p.algorithm for p in group.points})
+    algorithms = names if names is not None else sorted({p.algorithm for p in group.points})
     by_size = {s: [p for p in group.points if p.nbytes == s] for s in sizes}
     draws = []
     for _ in range(BOOTSTRAP_ROUNDS):
@@ -44,7 +46,8 @@ def bootstrap(
 def intervals(
     draws: np.ndarray, algorithms: list[str]
 ) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, tuple[float, float]]]]:
-    """95 % percentile intervals of the parameters and of each algorithm's factors."""
+    """95 % percentile intervals of the parameters and of the factors of each of
+    ``algorithms`` (the names :func:`bootstrap` drew, in its order)."""
     tail = (1 - CONFIDENCE) / 2 * 100
     draws = draws.copy()
     draws[:, PARAMETERS.index("knee")] = 0.0  # held, and inf where there is none

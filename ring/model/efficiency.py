@@ -56,6 +56,19 @@ the algorithms differ (recursive doubling 1.3x ahead of direct at 2 KiB, behind 
 KiB, ahead at 16 and 32 KiB, in the sweep and the check alike), which no cost smooth in the
 size follows, with one factor or two.  So the factors stay per algorithm, the same at every
 N, and an N that was not measured needs no rule of its own.
+
+Crowded rows apart.  An algorithm's rows at more nodes than cores get factors of their
+own, "<algorithm> crowded" (:func:`factor_rows`; the reference's held at 1 there too, so σ
+stays its slow-down), used for any N past one node per core; an N at or below it takes
+the uncrowded ones.  σ slows every node alike, but an algorithm with one busy node leaves
+its core-mates idle: on intel-xeon-2core reduce-broadcast at MPI N = 4 (2 ranks a core)
+is 1.6x the ring at 64 MiB where its coefficients say 4x, while at N = 2 it is the 2x
+they say, so one η fitted 0.46 and auto picked it at N = 2 from 4 MiB (2.2-2.5x the
+ring).  Fitted on that machine's sweeps (cpu 17:08, MPI 17:33 UTC, 2026-12-01), the picks
+within 1.1x on those sweeps went from 54 to 60 of 68 (cpu N = 2, 4: 14, 17 to 13, 16; mpi:
+11, 12 to 17, 14; worst 2.52x to 1.27x), the held-out points within 25 % at sizes >= 4 KiB
+from 55, 47, 49, 52 to 55, 49, 51, 52 of 56; amd-epyc-2core's picks on its auto_check
+run stayed at 48 of 68.
 """
 
 from __future__ import annotations
@@ -64,13 +77,25 @@ import numpy as np
 
 from .costs import Factors, ModelInputError, Params, oversubscription
 from .data import Point
-from .joint import FORM, FORMS, AlgorithmFactors, Settings, design, fit_points, predict_point, split
+from .joint import (
+    CROWDED,
+    FORM,
+    FORMS,
+    AlgorithmFactors,
+    Settings,
+    design,
+    factor_key,
+    fit_points,
+    predict_point,
+    split,
+)
 from .solve import identifiable, robust_nnls
 
 __all__ = [
     "BOOTSTRAP_ROUNDS",
     "FORM",
     "FORMS",
+    "factor_rows",
     "fit_with_factors",
     "held_gamma",
     "reference_algorithm",
@@ -86,6 +111,24 @@ TOLERANCE = 1e-4
 def reference_algorithm(algorithms: list[str]) -> str:
     """The algorithm whose factors stay 1: the ring when measured, else the first."""
     return "ring" if "ring" in algorithms else sorted(algorithms)[0]
+
+
+def factor_rows(points: list[Point]) -> dict[str, list[Point]]:
+    """The rows each set of factors is fitted on, by name (:func:`ring.model.joint.
+    factor_key`): per algorithm, and its rows at more nodes than cores apart where the
+    reference algorithm was measured there too (its crowded rows give σ, which the others'
+    crowded factors are then relative to)."""
+    reference = reference_algorithm(sorted({p.algorithm for p in points}))
+    crowded = any(p.algorithm == reference and p.nodes_per_core > 1 for p in points)
+    rows: dict[str, list[Point]] = {}
+    for p in points:
+        rows.setdefault(factor_key(p.algorithm, p.nodes_per_core if crowded else 0.0), []).append(p)
+    return dict(sorted(rows.items()))
+
+
+def _held_at_one(algorithms: list[str]) -> set[str]:
+    reference = reference_algorithm(algorithms)
+    return {reference, reference + CROWDED}
 
 
 def _parts(
@@ -125,10 +168,11 @@ def held_gamma(points: list[Point], settings: Settings) -> float | None:
     load = np.array([oversubscription(theory.sigma, p.nodes_per_core) for p in points])
     columns = [*(split(rows, sets, knee) * load[:, None]).T]
     steps, per_byte, _ = _parts(theory, points, settings)
-    reference = reference_algorithm(algorithms)
-    for algorithm in algorithms:
-        mine = np.array([p.algorithm == algorithm for p in points], dtype=float)
-        if algorithm != reference:
+    held = _held_at_one(algorithms)
+    for key, own_rows in factor_rows(points).items():
+        ids = {id(r) for r in own_rows}
+        mine = np.array([id(p) in ids for p in points], dtype=float)
+        if key not in held:
             own = [steps + per_byte] if form == "time" else [steps, per_byte]
             columns += [mine * column for column in own]
     jacobian = np.column_stack([c for c in columns if np.any(c != 0)])
@@ -168,21 +212,21 @@ def fit_with_factors(
     if form not in FORMS:
         raise ModelInputError(f"unknown factor form {form!r}: choose one of {', '.join(FORMS)}")
     algorithms = sorted({p.algorithm for p in points})
-    factors = {a: Factors() for a in algorithms} | dict(start or {})
+    rows = factor_rows(points)
+    factors = {k: Factors() for k in rows} | dict(start or {})
     params = fit_points(points, settings, factors)
     if form == "theory" or len(algorithms) < 2:
         return params, {}
-    reference = reference_algorithm(algorithms)
-    rows = {a: [p for p in points if p.algorithm == a] for a in algorithms}
+    held = _held_at_one(algorithms)
     for _ in range(rounds):
         updated = {
-            a: Factors() if a == reference else _own_factors(params, rows[a], settings)
-            for a in algorithms
+            k: Factors() if k in held else _own_factors(params, mine, settings)
+            for k, mine in rows.items()
         }
         params = fit_points(points, settings, updated)
         settled = all(
-            np.allclose(updated[a], factors.get(a, Factors()), rtol=TOLERANCE, atol=1e-12)
-            for a in algorithms
+            np.allclose(updated[k], factors.get(k, Factors()), rtol=TOLERANCE, atol=1e-12)
+            for k in rows
         )
         factors = updated
         if settled:

@@ -41,7 +41,7 @@ from .costs import (
 from .data import ADD_TRAFFIC, Group, Point
 from .draws import BOOTSTRAP_ROUNDS, FACTOR_TERMS, PARAMETERS, bootstrap, intervals
 from .efficiency import FORM, fit_with_factors, held_gamma, reference_algorithm
-from .joint import Settings, design, fit_points, predict_point
+from .joint import Settings, design, factors_for, fit_points, predict_point
 from .regimes import INLINE, ONE, THREADED, runs_inline, split, threshold
 from .solve import identifiable
 
@@ -120,9 +120,11 @@ class Fit:
             return self.inline
         return self
 
-    def factors_of(self, algorithm: str) -> Factors:
-        """The factors ``algorithm`` is predicted with: 1 where the group did not measure it."""
-        return self.factors.get(algorithm, Factors())
+    def factors_of(self, algorithm: str, nodes_per_core: float = 0.0) -> Factors:
+        """The factors ``algorithm`` is predicted with at ``nodes_per_core`` (its crowded
+        ones past one node per core, where the group has them): 1 where the group did not
+        measure it."""
+        return factors_for(self.factors, algorithm, nodes_per_core)
 
     def nodes_per_core(self, nodes: int, cores: int | None = None) -> float:
         """p of N nodes on ``cores`` cores (default: the fitted machine's); 0 if unknown."""
@@ -154,7 +156,7 @@ class Fit:
             nbytes,
             shared=fit.shared,
             nodes_per_core=per_core,
-            factors=fit.factors_of(algorithm),
+            factors=fit.factors_of(algorithm, fit.nodes_per_core(threads, host.cores)),
             inline=inline,
             **options,
         )
@@ -372,8 +374,9 @@ def _fit_rows(
             "factors were fitted (with these N, β + γ and the factors cannot be told apart)"
         )
     params, factors = fit_with_factors(group.points, settings)
-    draws = bootstrap(group, settings, np.random.default_rng(seed), factors)
-    interval, factor_interval = intervals(draws, algorithms)
+    names = sorted(factors) if factors else algorithms
+    draws = bootstrap(group, settings, np.random.default_rng(seed), factors, names)
+    interval, factor_interval = intervals(draws, names)
     return Fit(
         key=dict(group.key),
         shared=group.shared,

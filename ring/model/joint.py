@@ -21,7 +21,17 @@ from .costs import (
 from .data import Point
 from .solve import robust_nnls, robust_nnls_loaded
 
-__all__ = ["FORM", "FORMS", "AlgorithmFactors", "Settings", "fit_points", "predict_point"]
+__all__ = [
+    "CROWDED",
+    "FORM",
+    "FORMS",
+    "AlgorithmFactors",
+    "Settings",
+    "factor_key",
+    "factors_for",
+    "fit_points",
+    "predict_point",
+]
 
 AlgorithmFactors = Mapping[str, Factors]
 THEORY: dict[str, Factors] = {}
@@ -29,6 +39,26 @@ THEORY: dict[str, Factors] = {}
 # κ on the steps and η on the bytes apart (the one kept).
 FORMS = ("theory", "time", "split")
 FORM = "split"
+
+
+# What an algorithm's factors are called at more nodes than cores (ring.model.efficiency).
+CROWDED = " crowded"
+
+
+def factor_key(algorithm: str, nodes_per_core: float) -> str:
+    """The name of the factors a row at ``nodes_per_core`` is priced with: the algorithm's
+    own at p <= 1, its crowded ones past one node per core."""
+    return algorithm + CROWDED if nodes_per_core > 1 else algorithm
+
+
+def factors_for(factors: AlgorithmFactors, algorithm: str, nodes_per_core: float) -> Factors:
+    """The factors of ``algorithm`` at ``nodes_per_core``: its regime's, else the other
+    regime's where the group measured only that one, else the theory's (1, 1)."""
+    for key in (factor_key(algorithm, nodes_per_core), algorithm, algorithm + CROWDED):
+        found = factors.get(key)
+        if found is not None:
+            return found
+    return Factors()
 
 
 class Settings(NamedTuple):
@@ -58,7 +88,7 @@ def design(
         steps, link, reduce, fixed = terms(
             p.algorithm, p.nodes, p.nbytes, shared, p.group_size, p.segment_bytes, inline
         )
-        scale = factors.get(p.algorithm, Factors())
+        scale = factors_for(factors, p.algorithm, p.nodes_per_core)
         rows.append((scale.steps * steps, scale.bytes * link, scale.bytes * reduce, fixed))
     sets = [working_set(p.nodes, p.nbytes, shared) for p in points]
     return np.array(rows, dtype=float), np.array([p.seconds for p in points]), np.array(sets)
@@ -128,6 +158,6 @@ def predict_point(
         nodes_per_core=point.nodes_per_core,
         group_size=point.group_size,
         segment_bytes=point.segment_bytes,
-        factors=factors.get(point.algorithm, Factors()),
+        factors=factors_for(factors, point.algorithm, point.nodes_per_core),
         inline=inline,
     )
