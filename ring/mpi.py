@@ -252,9 +252,10 @@ class MpiRing(RingCommunicator):
         return partial(run_steps, self._comm, program, ufunc, None, finish)
 
     def _run_bound(self, name: str, bound: Bound) -> None:
+        """A call that :meth:`ring.mpi_bound.Bound.takes`: the exchange and its check, then
+        the bound program; nothing looked up."""
         form = bound.form
-        if form.row is not self._slot_row:
-            self._put_row(form.row)
+        self._put_row(form.row)
         if bound.slot_data is not None:
             place, data = bound.slot_data
             place[:] = data
