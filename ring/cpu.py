@@ -247,20 +247,7 @@ class CpuCommunicator(RingCommunicator):
             and bound.takes(buffers, op)
             and (self.algorithm != AUTO or self._same_pick(name, bound))
         ):
-            # The same call again (ring.cpu_bound): _guarded with fewer Python frames, which
-            # at 1 KiB are most of the call.
-            with self._call_lock:
-                if self._closed:
-                    self._check_open()
-                try:
-                    self._call_pushers[name]()
-                    try:
-                        bound.run()
-                    finally:
-                        nvtx_ranges.pop()
-                except BaseException:
-                    self._shut_down()
-                    raise
+            self._guarded(name, bound.run)  # the same call again (ring.cpu_bound)
             return
         self._check_open()
         options = self._options.get(name)
@@ -297,12 +284,18 @@ class CpuCommunicator(RingCommunicator):
     def _guarded(self, name: str, run, *args) -> None:
         """``run(*args)`` as collective ``name``, once the communicator is known open; it
         returns a worker's exception, if any.  Interrupted (Ctrl-C), wherever in this
-        block, or failed anywhere: the communicator closes, so no worker outlives it."""
+        block, or failed anywhere: the communicator closes, so no worker outlives it.
+        The outer range is pushed and popped directly (a context manager is two Python
+        frames more, which at 1 KiB are a good part of a bound call)."""
         with self._call_lock:
-            self._check_open()
+            if self._closed:  # a call less than _check_open() on the way through
+                self._check_open()
             try:
-                with nvtx_ranges.call_range(name):
+                self._call_pushers[name]()
+                try:
                     error = run(*args)
+                finally:
+                    nvtx_ranges.pop()
             except BaseException:
                 self._shut_down()
                 raise
