@@ -196,21 +196,17 @@ class MpiRing(RingCommunicator):
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         bound = None if options else self._bound.get(name)
-        if bound is not None and bound.takes(buffers, op, self):
-            with self._call_lock:  # the same call again (ring.mpi_bound)
-                self._outer[name]()
-                try:
-                    self._run_bound(name, bound)
-                finally:
-                    nvtx_ranges.pop()
-            return
-        settings: tuple = (self.segment_bytes, self.algorithm, self.group_size)
-        if options:  # a per-call None means the ring's own
-            given = (options.get(k) for k in _PER_CALL)
-            settings = tuple(d if v is None else v for v, d in zip(given, settings, strict=True))
         with self._call_lock:
             self._outer[name]()
             try:
+                if bound is not None and bound.takes(buffers, op, self):
+                    self._run_bound(name, bound)  # the same call again (ring.mpi_bound)
+                    return
+                settings: tuple = (self.segment_bytes, self.algorithm, self.group_size)
+                if options:  # a per-call None means the ring's own
+                    given = (options.get(k) for k in _PER_CALL)
+                    pairs = zip(given, settings, strict=True)
+                    settings = tuple(d if v is None else v for v, d in pairs)
                 self._call(name, buffers, op, settings, bindable=not options)
             finally:
                 nvtx_ranges.pop()
@@ -239,13 +235,21 @@ class MpiRing(RingCommunicator):
         if run is not None:
             self._guarded(name, run)
 
-    def _host_program(self, form: CallForm, buf) -> partial:
-        """A NumPy call's compiled program, ready to run with its ufunc and op's finish."""
-        ufunc = OPS[form.op] if form.op is not None else None
+    def _reduction(self, form: CallForm, xp) -> tuple:
+        """(ufunc, finish) of a call of ``form`` on arrays of ``xp`` (NumPy or CuPy): the
+        op's ufunc (None for all_gather) and avg's division (else None)."""
+        ufunc = None
+        if form.op is not None:
+            ufunc = OPS[form.op] if xp is np else getattr(xp, OPS[form.op].__name__)
         finish = None
         if form.average:
             nodes = self.nodes
-            finish = lambda values: divide_by_nodes(values, nodes, np)  # noqa: E731
+            finish = lambda values: divide_by_nodes(values, nodes, xp)  # noqa: E731
+        return ufunc, finish
+
+    def _host_program(self, form: CallForm, buf) -> partial:
+        """A NumPy call's compiled program, ready to run with its ufunc and op's finish."""
+        ufunc, finish = self._reduction(form, np)
         program = self._programs.get(form, buf, None)
         if form.gathered:
             return partial(run_gathered, program, ufunc, finish)
@@ -315,11 +319,7 @@ class MpiRing(RingCommunicator):
 
     def _run_device(self, form: CallForm, buf) -> None:
         cupy = require("cupy", "the MPI backend with device buffers")
-        ufunc = getattr(cupy, OPS[form.op].__name__) if form.op is not None else None
-        finish = None
-        if form.average:
-            nodes = self.nodes
-            finish = lambda values: divide_by_nodes(values, nodes, cupy)  # noqa: E731
+        ufunc, finish = self._reduction(form, cupy)
         program = self._programs.get(form, buf, cupy)
         with buf.device:
             # MPI reads and writes device memory directly, outside CuPy's stream order, so

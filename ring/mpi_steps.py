@@ -198,15 +198,21 @@ def run_gathered(program: tuple, ufunc, finish: Callable[[Any], None] | None) ->
     for push, applies in program:
         push()
         try:
-            for accumulate, first, target, data, completes in applies:
-                if accumulate:
-                    ufunc(first, data, out=target)
-                else:
-                    target[...] = data
-                if completes and finish is not None:
-                    finish(target)
+            _apply(applies, ufunc, finish)
         finally:
             pop()
+
+
+def _apply(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> None:
+    """A round's moves, in order (:data:`Apply`)."""
+    for accumulate, first, target, data, completes in applies:
+        if data is not None:
+            if accumulate:
+                ufunc(first, data, out=target)
+            else:
+                target[...] = data
+        if completes and finish is not None:
+            finish(target)
 
 
 def ring_cuts(largest: int, itemsize: int, segment_bytes: int) -> tuple[int, int]:
@@ -268,14 +274,7 @@ def run_steps(
                     requests = [irecv(spec, peer, 0) for spec, peer in receives]
                     requests += [isend(spec, peer, 0) for spec, peer in sends]
                     requests[0].Waitall(requests)
-                for accumulate, first, target, data, completes in applies:
-                    if data is not None:
-                        if accumulate:
-                            ufunc(first, data, out=target)
-                        else:
-                            target[...] = data
-                    if completes and finish is not None:
-                        finish(target)
+                _apply(applies, ufunc, finish)
         finally:
             pop()
 
