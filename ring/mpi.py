@@ -25,8 +25,9 @@ first occurrence and kept: its checked form and row (per collective, op, dtype, 
 and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi_steps`), so a
 repeated call costs little more than its messages; a call that repeats on the same buffer
 object, without per-call options, is bound to it and skips even the look-ups
-(:mod:`ring.mpi_bound`).  An
-error *after* data started moving (a rank whose reduction raises) cannot be undone: the rank
+(:mod:`ring.mpi_bound`).  Arrays of :meth:`MpiRing.shared_buffer` live in memory every
+rank on the host maps: a call on them runs by position, with no messages
+(:mod:`ring.mpi_shared`).  An error *after* data started moving (a rank whose reduction raises) cannot be undone: the rank
 prints it and calls ``Abort``, so the job fails instead of its peers waiting forever.  A rank
 that dies outright is handled by the MPI runtime (``mpirun`` ends the job).
 
@@ -72,6 +73,7 @@ from .mpi_agree import (
 )
 from .mpi_bound import Bound, bind
 from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
+from .mpi_shared import SharedArrays
 from .mpi_steps import Programs, run_gathered, run_steps, weakrefable
 from .ops import OPS, divide_by_nodes
 from .schedule import COLLECTIVES, check_collective
@@ -155,6 +157,7 @@ class MpiRing(RingCommunicator):
         self._forms: dict = {}
         self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
+        self._shared = SharedArrays(self.nodes)
         self._outer = {name: nvtx_ranges.pusher(name) for name in COLLECTIVES}
 
     @property
@@ -182,6 +185,7 @@ class MpiRing(RingCommunicator):
                 self._comm.Free()
             self._programs.clear()
             self._bound = {}
+            self._shared.clear()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -221,15 +225,20 @@ class MpiRing(RingCommunicator):
         """A call in full: checked and agreed on, then run; bound for the next call of
         ``name`` to take where it can be (a kept NumPy form, the ring's own options)."""
         self._bound.pop(name, None)
-        key = form_key(name, buffers, op, settings)
-        buf, form = self._preflight(name, key, buffers, op, settings)
+        block = self._shared.block(buffers)
+        shared = 0 if block is None else block.ident
+        key = form_key(name, buffers, op, settings, shared)
+        buf, form = self._preflight(name, key, buffers, op, settings, shared)
         if form.device:
             if self.nodes > 1 and buf.shape[0] > 0:
                 self._guarded(name, self._run_device, form, buf)
             return
         run = None  # nothing moves on one rank or for an empty buffer
         if self.nodes > 1 and buf.shape[0] > 0:
-            run = self._guarded(name, self._host_program, form, buf)
+            if block is not None and not form.gathered:
+                run = self._guarded(name, self._shared_program, form, buf, block)
+            if run is None:
+                run = self._guarded(name, self._host_program, form, buf)
         if bindable and key is not None:
             self._bound[name] = bind(buf, op, settings, form, run, self._slot_view)
         if run is not None:
@@ -272,7 +281,7 @@ class MpiRing(RingCommunicator):
             self._slot_view[: len(row)] = row
             self._slot_row = row
 
-    def _preflight(self, name: str, key, buffers, op: str | None, settings: tuple):
+    def _preflight(self, name: str, key, buffers, op: str | None, settings: tuple, shared: int):
         """This rank's buffer and the call's form, once every rank agrees; raises the same
         error on every rank otherwise, before any data moves.  ``key``: the call's
         :func:`ring.mpi_agree.form_key`."""
@@ -284,7 +293,7 @@ class MpiRing(RingCommunicator):
         else:
             try:
                 buf, form = local_form(
-                    name, buffers, op, settings, self.nodes, self.host_group_size
+                    name, buffers, op, settings, self.nodes, self.host_group_size, shared
                 )
             except Exception as exc:  # noqa: BLE001 - reported to every rank below
                 error = exc
@@ -327,6 +336,30 @@ class MpiRing(RingCommunicator):
             synchronize = cupy.cuda.get_current_stream().synchronize
             run_steps(self._comm, program, ufunc, synchronize, finish)
             synchronize()
+
+    # -- shared buffers (ring.mpi_shared) ------------------------------------------------
+
+    def shared_buffer(self, count: int, dtype: Any = np.float32) -> np.ndarray:
+        """This rank's array of ``count`` elements of ``dtype`` in memory every rank of the
+        ring maps (collective; every rank on one host, asking the same).  A call on these
+        arrays (each rank passes its own, whole) runs by position on every rank's memory,
+        with no messages (:mod:`ring.mpi_shared`); any other array works as before.  The
+        memory lives as long as the array does."""
+        if self._closed:
+            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+        with self._call_lock:
+            try:
+                return self._shared.allocate(self._comm, count, dtype)
+            except Exception:
+                raise  # raised alike on every rank
+            except BaseException:  # Ctrl-C between the ranks' exchanges: they would wait
+                self._abort("shared_buffer")
+                raise
+
+    def _shared_program(self, form: CallForm, buf, block):
+        """A call of ``form`` on a shared array, ready to run by position, or None."""
+        ufunc, _ = self._reduction(form, np)
+        return self._shared.program(form, buf, block, ufunc, self.rank, self._comm.Barrier)
 
     def _abort(self, name: str) -> None:
         sys.stderr.write(

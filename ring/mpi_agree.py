@@ -2,9 +2,10 @@
 when they do not.
 
 Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allgather``):
-status, collective, length, dtype, op, buffer kind, segment size, algorithm and group
-size.  Every rank sees the same table, so every rank raises the same error, naming each
-rank's value, instead of some ranks waiting forever for a message that never comes.
+status, collective, length, dtype, op, buffer kind, segment size, algorithm, group
+size and shared allocation (:mod:`ring.mpi_shared`).  Every rank sees the same table, so
+every rank raises the same error, naming each rank's value, instead of some ranks waiting
+forever for a message that never comes.
 
 Each rank's slot of the exchange also carries its buffer when that is at most
 :data:`GATHERED_BYTES` (the slot's size is fixed, so the exchange matches whatever the
@@ -62,8 +63,8 @@ __all__ = [
 _COLLECTIVES = COLLECTIVES
 _OP_NAMES = tuple(OPS)
 # One row per rank in the pre-flight exchange.
-STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT, _ALGORITHM, _GROUP = range(9)
-ROW = 9
+STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT, _ALGORITHM, _GROUP, _SHARED = range(10)
+ROW = 10
 ROW_FORMAT = struct.Struct(f"<{ROW}q")
 pack_row = ROW_FORMAT.pack_into
 # A rank's slot in the pre-flight exchange: its row, padded so the data after it is aligned
@@ -192,6 +193,12 @@ def mismatch(table: np.ndarray) -> Exception:
     if differs(_GROUP):
         shown = per_rank(_GROUP, lambda v: str(v) if v else "none")
         return ValueError(header + f"group_size differs between ranks ({shown})")
+    if differs(_SHARED):
+        shown = per_rank(_SHARED, lambda v: f"shared buffer {v}" if v else "its own buffer")
+        return ValueError(
+            header + "every rank must pass its array of the same shared_buffer allocation, "
+            f"or none may ({shown})"
+        )
     shown = per_rank(_SEGMENT, lambda v: f"{v} bytes")
     return ValueError(header + f"segment_bytes differs between ranks ({shown})")
 
@@ -247,6 +254,7 @@ class CallForm(NamedTuple):
     group: int
     average: bool
     gathered: bool  # the buffer travels in the pre-flight exchange (direct, small, host)
+    shared: int  # the buffer's shared allocation (ring.mpi_shared), 0 for none
     row: bytes  # this rank's pre-flight row
     table: bytes  # the pre-flight table when every rank's row is this one
 
@@ -262,7 +270,7 @@ def rides_preflight(name: str, algorithm: str) -> bool:
     return algorithm == "direct" or (algorithm == "reduce-broadcast" and name == "allreduce")
 
 
-def form_key(name: str, buffers, op, settings: tuple) -> tuple | None:
+def form_key(name: str, buffers, op, settings: tuple, shared: int = 0) -> tuple | None:
     """The key of a NumPy call's :class:`CallForm`, or None when the call needs the full
     checks: only a plain one-buffer list, an aligned, writeable, one-dimensional array and
     options of plain types (``True`` is no segment size) can reuse a form."""
@@ -279,11 +287,14 @@ def form_key(name: str, buffers, op, settings: tuple) -> tuple | None:
         return None
     if op is not None and type(op) is not str:
         return None
-    return name, op, buf.dtype, buf.shape[0], settings
+    return name, op, buf.dtype, buf.shape[0], settings, shared
 
 
-def local_form(name: str, buffers, op, settings: tuple, nodes: int, host_group_size: int):
-    """``(buffer, form)`` of a call that passes this rank's checks; raises otherwise."""
+def local_form(
+    name: str, buffers, op, settings: tuple, nodes: int, host_group_size: int, shared: int = 0
+):
+    """``(buffer, form)`` of a call that passes this rank's checks; raises otherwise.
+    ``shared``: the number of the shared allocation ``buffers[0]`` is (0: none)."""
     segment_bytes, algorithm, group_size = settings
     algorithm, segment, group = resolve_call(
         name,
@@ -333,6 +344,7 @@ def local_form(name: str, buffers, op, settings: tuple, nodes: int, host_group_s
         segment,
         ALGORITHM_CODE[algorithm],
         group,
+        shared,
     )
     average = op in AVERAGING
     row_bytes = bytes(row)
@@ -346,6 +358,7 @@ def local_form(name: str, buffers, op, settings: tuple, nodes: int, host_group_s
         group,
         average,
         gathered,
+        shared,
         row_bytes,
         row_bytes * nodes,
     )
@@ -355,7 +368,7 @@ def local_form(name: str, buffers, op, settings: tuple, nodes: int, host_group_s
 def error_row(name: str) -> bytes:
     """The pre-flight row of a rank whose checks failed."""
     row = bytearray(ROW_FORMAT.size)
-    pack_row(row, 0, 1, COLLECTIVE_CODE[name], 0, 0, 0, 0, 0, 0, 0)
+    pack_row(row, 0, 1, COLLECTIVE_CODE[name], 0, 0, 0, 0, 0, 0, 0, 0)
     return bytes(row)
 
 

@@ -167,7 +167,7 @@ def test_mismatched_lengths_name_every_rank(bad_input_report):
     assert "rank 0: 11 elements, rank 1: 11 elements, rank 2: 12 elements" in message
 
 
-@pytest.mark.parametrize("mode", ["exit", "raise", "raise-bound", "interrupt"])
+@pytest.mark.parametrize("mode", ["exit", "raise", "raise-bound", "raise-shared", "interrupt"])
 def test_rank_failing_mid_collective_ends_the_job(mode):
     code, out, err, _ = mpirun(3, "rank_dies.py", mode, timeout=60)
     assert code != 0

@@ -256,7 +256,7 @@ _CORE = {"schedule", "ops", "buffers", "communicator", "nvtx_ranges", "_optional
 _ALLOWED = {
     "cpu": _CORE | {"cpu_crew", "cpu_sync"},
     "gpu": _CORE | {"gpu_devices", "gpu_graphs", "gpu_kernels", "gpu_resources", "gpu_run"},
-    "mpi": _CORE | {"mpi_agree", "mpi_bound", "mpi_cuda", "mpi_steps"},
+    "mpi": _CORE | {"mpi_agree", "mpi_bound", "mpi_cuda", "mpi_shared", "mpi_steps"},
     "api": {"communicator"},
 }
 

@@ -4,6 +4,8 @@
 ``python rank_dies.py raise``: rank 1's reduction raises; the backend aborts the job.
 ``python rank_dies.py raise-bound``: the same in a repeated call, bound to its buffer
 (:mod:`ring.mpi_bound`), which runs the ufunc it was bound with.
+``python rank_dies.py raise-shared``: the same in a call on shared buffers, where the
+peers wait at its closing barrier.
 ``python rank_dies.py interrupt``: rank 1 gets a real SIGINT (Ctrl-C) as its pre-flight
 exchange returns, when the peers already go on to move data; the backend aborts the job.
 ``python rank_dies.py hang SECONDS``: rank 1 never joins; a
@@ -54,6 +56,11 @@ elif mode == "raise-bound":
     assert comm._bound["allreduce"].takes([other], "sum", comm)  # the next call is bound
     armed = True
     comm.allreduce([other])
+elif mode == "raise-shared":  # by position on memory every rank maps (ring.mpi_shared)
+    shared = comm.shared_buffer(100_000, np.float64)
+    shared[...] = 1.0
+    ring.ops.OPS["sum"] = failing_add
+    comm.allreduce([shared])  # the peers wait at the closing barrier
 elif mode == "interrupt":
 
     class Interrupting:

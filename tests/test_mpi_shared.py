@@ -1,0 +1,43 @@
+"""Calls on :meth:`ring.mpi.MpiRing.shared_buffer` arrays under ``mpirun -n 2..4``
+(``tests/mpi_programs/shared.py``): by position on every rank's memory, with no message,
+bit for bit the call by messages; refused alike on every rank when the ranks' arrays or
+requests differ or a part cannot be made; nothing left behind."""
+
+from __future__ import annotations
+
+import pytest
+from test_mpi import (  # noqa: F401 - pytestmark: the same skip marks
+    json_lines,
+    mpirun,
+    pytestmark,
+)
+
+REFUSED = {
+    "one private": ("ValueError", "same shared_buffer allocation, or none may (rank 0: shared"),
+    "two allocations": ("ValueError", "rank 0: shared buffer 1, rank 1: shared buffer 2"),
+    "counts differ": ("ValueError", "every rank must ask the same (rank 0: 10 x float32"),
+    "negative count": ("ValueError", "count must be >= 0, got -1"),
+    "object dtype": ("ValueError", "dtype must be a numeric NumPy dtype, got object"),
+    "part too large": ("RuntimeError", "making each rank's part failed (rank 1: OSError"),
+}
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4])
+def test_calls_on_shared_buffers(nodes):
+    code, out, err, _ = mpirun(nodes, "shared.py", timeout=300)
+    (result,) = json_lines(out)
+    reports = result["reports"]
+    assert [r["nodes"] for r in reports] == [nodes] * nodes, err
+    for report in reports:
+        assert report["cases"] > 100
+        assert report["failures"] == [], "\n".join(report["failures"])
+        assert report["messages"] == 0  # not one point-to-point message on shared arrays
+        assert report["left"] == []
+        assert report["after_close"] and report["forgotten"]
+        assert report["refusals"].pop("works after")
+        for scenario, (kind, text) in REFUSED.items():
+            got_kind, message, untouched = report["refusals"][scenario]
+            assert (got_kind, untouched) == (kind, True), (scenario, message)
+            assert text in message, (scenario, message)
+            assert message == reports[0]["refusals"][scenario][1]  # the same on every rank
+    assert code == 0, err
