@@ -56,6 +56,7 @@ def test_mpi_session_times_and_osu_columns(average, reduce):
     assert times == pytest.approx(list(expected), rel=1e-12)
     means = [sum(map(float, rank)) / 7 * 1e6 for rank in recorded]
     extras = session.row_extras()
+    assert extras.pop("buffers") == "host"
     assert extras == pytest.approx(
         {
             "rank_mean_us_min": min(means),
@@ -152,5 +153,5 @@ def test_unknown_buffers_value_is_refused():
     from ring.bench.backends.mpi_device import check_buffers
     from ring.bench.cli import BenchInputError
 
-    with pytest.raises(BenchInputError, match="expected one of host, device"):
+    with pytest.raises(BenchInputError, match="expected one of host, device, shared"):
         check_buffers(config_of("--backend", "mpi", "--buffers", "gpu"), "mpi")

@@ -242,7 +242,9 @@ class MpiSession(HostSession):
     up; every rank times each call, and a call lasts as long as ``-a`` says (default: its
     slowest rank).  The row also gets OSU's ``-f`` statistics: the minimum, average and
     maximum over ranks of each rank's mean time
-    (:data:`~ring.bench.nccl_compat.RANK_MEAN_COLUMNS`)."""
+    (:data:`~ring.bench.nccl_compat.RANK_MEAN_COLUMNS`), and where its buffers live."""
+
+    buffers_kind = "host"  # the --buffers kind (ring.bench.backends.mpi_device)
 
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
         super().__init__(nodes, sync, config, world)
@@ -250,6 +252,12 @@ class MpiSession(HostSession):
         self._rank_times = np.empty((0, 0))
         self.workers = world.local_size
         self.pinned = rank_is_bound()
+
+    def shared_array(self, count: int, dtype) -> np.ndarray:
+        """An array in memory every rank on the host maps (``--buffers shared``)."""
+        from ...mpi_shared import allocate  # only for that option
+
+        return allocate(self.world.comm, count, dtype)[0]
 
     def timed_call(self) -> None:
         self.world.barrier()
@@ -262,7 +270,8 @@ class MpiSession(HostSession):
         return [float(t) for t in aggregate_ranks(self._rank_times, self.average)]
 
     def row_extras(self) -> dict[str, Any]:
-        return rank_mean_stats(self._rank_times) if self._rank_times.size else {}
+        stats = rank_mean_stats(self._rank_times) if self._rank_times.size else {}
+        return {**stats, "buffers": self.buffers_kind}
 
 
 class DeviceSession(Session):
@@ -287,7 +296,7 @@ class DeviceSession(Session):
 
 # Columns that tell apart rows of one (backend, sync, nodes, dtype, op, bytes): a
 # backend's variants (see ``variants`` above).  Absent from a CSV means one variant.
-VARIANT_COLUMNS = ("graphs", "inline_bytes", "executor")
+VARIANT_COLUMNS = ("graphs", "inline_bytes", "executor", "buffers")
 
 
 class Backend:

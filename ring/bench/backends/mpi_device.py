@@ -1,7 +1,14 @@
 """What the MPI backends (``mpi``, ``mpi-allreduce``) share: :class:`MpiBackend`, and
-``--buffers device``, like ``osu_allreduce -d cuda``: each rank's
-working buffers live on a GPU (CuPy) and MPI reads and writes device memory directly,
-which needs a CUDA-aware MPI library (:func:`ring.mpi_cuda.cuda_aware`).
+where their buffers live (``--buffers``, a comma list measured as one series each, CSV
+column ``buffers`` when given):
+
+- ``host`` (the default): NumPy arrays of each rank's own;
+- ``shared``: NumPy arrays in memory every rank on the host maps
+  (:meth:`ring.mpi.MpiRing.shared_buffer`; ``mpi-allreduce`` gets the same memory, which
+  MPI_Allreduce treats as any other);
+- ``device``, like ``osu_allreduce -d cuda``: each rank's working buffers live on a GPU
+  (CuPy) and MPI reads and writes device memory directly, which needs a CUDA-aware MPI
+  library (:func:`ring.mpi_cuda.cuda_aware`).
 
 The inputs are still drawn on the host, copied to the device when a size is loaded and
 restored on the device before each call (outside the timed region: the copy is waited for
@@ -12,13 +19,14 @@ Rank r uses device ``local rank mod device count``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ..._optional import require
 from ...mpi_cuda import device_backend
 from ..cli import BenchInputError
+from ..flags import split_list
 from ..nccl_compat import RANK_MEAN_COLUMNS
 from .base import Backend, DeviceSession, MpiSession, Session
 
@@ -29,12 +37,14 @@ __all__ = [
     "BUFFERS",
     "DeviceBuffers",
     "MpiBackend",
+    "SharedBuffers",
     "add_buffers_argument",
+    "buffers_requested",
     "check_buffers",
     "device_session",
 ]
 
-BUFFERS = ("host", "device")
+BUFFERS = ("host", "device", "shared")
 
 
 def add_buffers_argument(parser) -> None:
@@ -42,22 +52,26 @@ def add_buffers_argument(parser) -> None:
     if "--buffers" not in parser._option_string_actions:
         parser.add_argument(
             "--buffers",
-            default="host",
-            help="where an MPI backend's buffers live: host (default) or device (a GPU per "
-            "rank; needs CuPy and a CUDA-aware MPI)",
+            default="",
+            help="where an MPI backend's buffers live: host (default), shared (memory every "
+            "rank on the host maps: ring.mpi.MpiRing.shared_buffer) or device (a GPU per "
+            "rank; needs CuPy and a CUDA-aware MPI); a comma list (host,shared) measures "
+            "each in turn (CSV column buffers)",
         )
 
 
-def _buffers(config) -> str:
-    return config.options.get("buffers", "host")
+def buffers_requested(config) -> tuple[str, ...]:
+    """``--buffers``: where the buffers live, each kind its own series."""
+    return split_list(config.options.get("buffers") or "host", "--buffers")
 
 
 def check_buffers(config, backend: str) -> None:
     """Refuse an unknown ``--buffers`` value, or device buffers this machine cannot use."""
-    buffers = _buffers(config)
-    if buffers not in BUFFERS:
-        raise BenchInputError(f"--buffers {buffers!r}: expected one of {', '.join(BUFFERS)}")
-    if buffers == "device":
+    for buffers in buffers_requested(config):
+        if buffers not in BUFFERS:
+            expected = ", ".join(BUFFERS)
+            raise BenchInputError(f"--buffers {buffers!r}: expected one of {expected}")
+    if "device" in buffers_requested(config):
         try:
             device_backend()
         except RuntimeError as exc:
@@ -66,6 +80,8 @@ def check_buffers(config, backend: str) -> None:
 
 class DeviceBuffers(DeviceSession, MpiSession):
     """Put before a host MPI session's class: the same collective on CuPy buffers."""
+
+    buffers_kind = "device"
 
     def __init__(self, nodes: int, sync: str, config, world, **options):
         super().__init__(nodes, sync, config, world, **options)
@@ -90,11 +106,28 @@ class DeviceBuffers(DeviceSession, MpiSession):
         return [self.cupy.asnumpy(buffer) for buffer in self.buffers]
 
 
-def device_session(session_class: type, config) -> type:
-    """``session_class``, or its device-buffer form under ``--buffers device``."""
-    if _buffers(config) != "device":
+class SharedBuffers(MpiSession):
+    """Put before a host MPI session's class: its buffers in memory every rank on the host
+    maps (the session's ``shared_array``), restored like host buffers."""
+
+    buffers_kind = "shared"
+
+    def load(self, inputs: Sequence[np.ndarray]) -> None:
+        self.buffers = []  # the last size's memory goes before the next is made
+        self._inputs = list(inputs)
+        self.buffers = [self.shared_array(len(values), values.dtype) for values in inputs]
+        self._times = []
+
+
+def device_session(session_class: type, config, buffers: str | None = None) -> type:
+    """``session_class``, or its form for ``buffers`` (default: the first ``--buffers``)
+    when they are not host buffers."""
+    kind = buffers or buffers_requested(config)[0]
+    if kind == "host":
         return session_class
-    return type(f"Device{session_class.__name__}", (DeviceBuffers, session_class), {})
+    mixin = DeviceBuffers if kind == "device" else SharedBuffers
+    name = f"{kind.capitalize()}{session_class.__name__}"
+    return type(name, (mixin, session_class), {})
 
 
 class MpiBackend(Backend):
@@ -102,7 +135,7 @@ class MpiBackend(Backend):
     ``--buffers host|device``; a subclass names its host session class."""
 
     needs_mpirun = True
-    extra_columns = RANK_MEAN_COLUMNS
+    extra_columns = (*RANK_MEAN_COLUMNS, "buffers")
     session_class: ClassVar[type[MpiSession]]
 
     @classmethod
@@ -112,5 +145,14 @@ class MpiBackend(Backend):
     def check(self, config: BenchConfig, world) -> None:
         check_buffers(config, self.name)
 
+    def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
+        if not config.options.get("buffers"):
+            return ({},)  # the default names no series
+        return tuple({"buffers": kind} for kind in buffers_requested(config))
+
+    def session(self, config: BenchConfig) -> type:
+        """The session class for this series' buffers."""
+        return device_session(self.session_class, config, self.variant.get("buffers"))
+
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        return device_session(self.session_class, config)(nodes, sync, config, world)
+        return self.session(config)(nodes, sync, config, world)

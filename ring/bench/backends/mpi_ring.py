@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ...mpi import MpiRing
 from ..algorithms import library_algorithms
 from .base import MpiSession, Session, register_backend
-from .mpi_device import MpiBackend, device_session
+from .mpi_device import MpiBackend
 
 if TYPE_CHECKING:
     from ..cli import BenchConfig
@@ -27,6 +29,9 @@ class MpiRingSession(MpiSession):
 
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
+
+    def shared_array(self, count: int, dtype) -> np.ndarray:
+        return self.communicator.shared_buffer(count, dtype)  # calls on it run by position
 
     def close(self) -> None:
         self.communicator.close()
@@ -48,9 +53,12 @@ class MpiRingBackend(MpiBackend):
     algorithms = library_algorithms()
 
     def traffic_bytes(self, nbytes: int, nodes: int) -> int | None:
-        # The plain ring's; the other algorithms' traffic is not modelled.
+        # The plain ring's by messages; the other algorithms' traffic, and a call on
+        # shared buffers (by position, like the cpu backend's slices), are not modelled.
+        if self.variant.get("buffers") == "shared":
+            return None
         return 7 * (nodes - 1) * nbytes if self.algorithm in ("", "ring") else None
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
-        session = device_session(self.session_class, config)
+        session = self.session(config)
         return session(nodes, sync, config, world, algorithm=self.algorithm or "ring")
