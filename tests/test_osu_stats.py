@@ -155,3 +155,29 @@ def test_unknown_buffers_value_is_refused():
 
     with pytest.raises(BenchInputError, match="expected one of host, device, shared"):
         check_buffers(config_of("--backend", "mpi", "--buffers", "gpu"), "mpi")
+
+
+def test_the_report_names_series_on_shared_buffers():
+    import pandas as pd
+
+    from ring.report.analysis import label_series
+
+    rows = pd.DataFrame(
+        {
+            "backend": ["mpi", "mpi", "mpi-allreduce", "mpi-allreduce"],
+            "sync": ["none"] * 4,
+            "dtype": ["float32"] * 4,
+            "op": ["sum"] * 4,
+            "shared_devices": [False] * 4,
+            "run": ["r"] * 4,
+            "nodes": [2] * 4,
+            "buffers": ["host", "shared", None, "shared"],
+        }
+    )
+    series = [s.replace(" (one host)", "") for s in label_series(rows)["series"]]
+    assert series == [
+        "mpi",
+        "mpi (shared buffers)",
+        "mpi-allreduce",
+        "mpi-allreduce (shared buffers)",
+    ]

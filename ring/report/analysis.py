@@ -100,6 +100,10 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
         base = base.where(~other, named)
     # cpu rows run by position (--executor slices); the default (nodes) keeps its label.
     base = base.where(executor_of(rows) != "slices", base + " (slices)")
+    if "buffers" in rows:
+        # MPI rows on memory every rank maps (--buffers shared); host buffers keep theirs.
+        shared = rows["buffers"].fillna("").astype(str) == "shared"
+        base = base.where(~shared, base + " (shared buffers)")
     if several_kinds:
         base = base + " " + rows["dtype"] + " " + rows["op"]
     if "machine" in rows:
