@@ -27,9 +27,10 @@ repeated call costs little more than its messages; a call that repeats on the sa
 object, without per-call options, is bound to it and skips even the look-ups
 (:mod:`ring.mpi_bound`).  Arrays of :meth:`MpiRing.shared_buffer` live in memory every
 rank on the host maps: a call on them runs by position, with no messages
-(:mod:`ring.mpi_shared`).  An error *after* data started moving (a rank whose reduction raises) cannot be undone: the rank
-prints it and calls ``Abort``, so the job fails instead of its peers waiting forever.  A rank
-that dies outright is handled by the MPI runtime (``mpirun`` ends the job).
+(:mod:`ring.mpi_shared`).  An error *after* data started moving (a rank whose reduction
+raises) cannot be undone: the rank prints it and calls ``Abort``, so the job fails instead
+of its peers waiting forever.  A rank that dies outright is handled by the MPI runtime
+(``mpirun`` ends the job).
 
 Use under ``mpirun -n N python ...``::
 
