@@ -25,12 +25,11 @@ first occurrence and kept: its checked form and row (per collective, op, dtype, 
 and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi_steps`), so a
 repeated call costs little more than its messages; a call that repeats on the same buffer
 object, without per-call options, is bound to it and skips even the look-ups
-(:mod:`ring.mpi_bound`).  Arrays of :meth:`MpiRing.shared_buffer` live in memory every
-rank on the host maps: a call on them runs by position, with no messages
-(:mod:`ring.mpi_shared`).  An error *after* data started moving (a rank whose reduction
-raises) cannot be undone: the rank prints it and calls ``Abort``, so the job fails instead
-of its peers waiting forever.  A rank that dies outright is handled by the MPI runtime
-(``mpirun`` ends the job).
+(:mod:`ring.mpi_bound`); a call on arrays of :meth:`MpiRing.shared_buffer` (memory all
+ranks on the host map) runs by position, with no messages (:mod:`ring.mpi_shared`).  An
+error *after* data started moving (a reduction that raises) cannot be undone: the rank
+prints it and calls ``Abort``, so the job fails instead of its peers waiting forever; a
+rank that dies outright is handled by the MPI runtime (``mpirun`` ends the job).
 
 Use under ``mpirun -n N python ...``::
 
@@ -42,8 +41,7 @@ Use under ``mpirun -n N python ...``::
     with ring.mpi.MpiRing(MPI.COMM_WORLD) as comm:  # or a communicator of your own
         comm.allreduce([buf], "max")
 
-CuPy buffers need a CUDA-aware MPI library (see :func:`cuda_aware`); they are handed to MPI
-as device pointers, and the reduction runs as a CuPy ufunc.
+CuPy buffers need a CUDA-aware MPI library (:func:`cuda_aware`): MPI gets device pointers.
 """
 
 from __future__ import annotations
@@ -158,7 +156,7 @@ class MpiRing(RingCommunicator):
         self._forms: dict = {}
         self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
-        self._shared = SharedArrays(self.nodes)
+        self._shared = SharedArrays(self.rank, self.nodes)
         self._outer = {name: nvtx_ranges.pusher(name) for name in COLLECTIVES}
 
     @property
@@ -236,8 +234,9 @@ class MpiRing(RingCommunicator):
             return
         run = None  # nothing moves on one rank or for an empty buffer
         if self.nodes > 1 and buf.shape[0] > 0:
-            if block is not None and not form.gathered:
-                run = self._guarded(name, self._shared_program, form, buf, block)
+            if block is not None and not form.gathered:  # by position (ring.mpi_shared)
+                ufunc, barrier = self._reduction(form, np)[0], self._comm.Barrier
+                run = self._guarded(name, self._shared.program, form, buf, block, ufunc, barrier)
             if run is None:
                 run = self._guarded(name, self._host_program, form, buf)
         if bindable and key is not None:
@@ -338,29 +337,13 @@ class MpiRing(RingCommunicator):
             run_steps(self._comm, program, ufunc, synchronize, finish)
             synchronize()
 
-    # -- shared buffers (ring.mpi_shared) ------------------------------------------------
-
     def shared_buffer(self, count: int, dtype: Any = np.float32) -> np.ndarray:
-        """This rank's array of ``count`` elements of ``dtype`` in memory every rank of the
-        ring maps (collective; every rank on one host, asking the same).  A call on these
-        arrays (each rank passes its own, whole) runs by position on every rank's memory,
-        with no messages (:mod:`ring.mpi_shared`); any other array works as before.  The
-        memory lives as long as the array does."""
+        """This rank's array of ``count`` ``dtype``, in memory every rank of the ring maps
+        (collective; one host): calls on it run by position (:mod:`ring.mpi_shared`)."""
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         with self._call_lock:
-            try:
-                return self._shared.allocate(self._comm, count, dtype)
-            except Exception:
-                raise  # raised alike on every rank
-            except BaseException:  # Ctrl-C between the ranks' exchanges: they would wait
-                self._abort("shared_buffer")
-                raise
-
-    def _shared_program(self, form: CallForm, buf, block):
-        """A call of ``form`` on a shared array, ready to run by position, or None."""
-        ufunc, _ = self._reduction(form, np)
-        return self._shared.program(form, buf, block, ufunc, self.rank, self._comm.Barrier)
+            return self._shared.allocate(self._comm, count, dtype, self._abort)
 
     def _abort(self, name: str) -> None:
         sys.stderr.write(

@@ -192,18 +192,26 @@ def bind_shared(rank: int, steps, memory, dtype, ufunc, average: bool, barrier):
 class SharedArrays:
     """A ring's shared allocations, by the id of the array each rank was given."""
 
-    def __init__(self, nodes: int):
-        self.nodes = nodes
+    def __init__(self, rank: int, nodes: int):
+        self.rank, self.nodes = rank, nodes
         self.blocks: dict[int, SharedBlock] = {}
-        self.made = 0  # allocations asked for: on every rank alike, each one's number
+        self.made = 0  # allocations asked for
 
     def clear(self) -> None:
         self.blocks.clear()
 
-    def allocate(self, comm, count: Any, dtype: Any) -> np.ndarray:
-        """:func:`allocate`, kept by its array's id until the array is dropped."""
-        self.made += 1
-        array, memory = allocate(comm, count, dtype)
+    def allocate(self, comm, count: Any, dtype: Any, abort) -> np.ndarray:
+        """:func:`allocate`, kept by its array's id until the array is dropped; an
+        interruption between the ranks' exchanges calls ``abort("shared_buffer")``, which
+        ends the job (the other ranks would wait forever)."""
+        self.made += 1  # on every rank alike, failed or not: the allocation's number
+        try:
+            array, memory = allocate(comm, count, dtype)
+        except Exception:
+            raise  # raised alike on every rank
+        except BaseException:
+            abort("shared_buffer")
+            raise
         key, blocks = id(array), self.blocks
         forget = lambda _ref: blocks.pop(key, None)  # noqa: E731
         blocks[key] = SharedBlock(weakref.ref(array, forget), self.made, memory, {})
@@ -216,7 +224,7 @@ class SharedArrays:
         block = self.blocks.get(id(buffers[0]))
         return block if block is not None and block.array() is buffers[0] else None
 
-    def program(self, form, buf, block: SharedBlock, ufunc, rank: int, barrier):
+    def program(self, form, buf, block: SharedBlock, ufunc, barrier):
         """A call of ``form`` (:class:`ring.mpi_agree.CallForm`) on ``block``'s array
         ``buf``, ready to run (:func:`bind_shared`), made on the form's first call; None
         when its plan cannot be read by position."""
@@ -226,6 +234,6 @@ class SharedArrays:
         options = {"segment_bytes": form.segment, "group_size": form.group}
         itemsize = buf.dtype.itemsize
         steps = plan_for(form.name, self.nodes, buf.shape[0], itemsize, form.algorithm, options)
-        run = bind_shared(rank, steps, block.memory, buf.dtype, ufunc, form.average, barrier)
+        run = bind_shared(self.rank, steps, block.memory, buf.dtype, ufunc, form.average, barrier)
         block.programs[id(form)] = (form, run)
         return run
