@@ -5,6 +5,8 @@ requests differ or a part cannot be made; nothing left behind."""
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 from test_mpi import (  # noqa: F401 - pytestmark: the same skip marks
     json_lines,
@@ -41,3 +43,22 @@ def test_calls_on_shared_buffers(nodes):
             assert text in message, (scenario, message)
             assert message == reports[0]["refusals"][scenario][1]  # the same on every rank
     assert code == 0, err
+
+
+def test_bench_measures_host_and_shared_buffers_as_series(tmp_path):
+    """``--buffers host,shared``: each kind a series of both MPI backends, validated, in
+    the column ``buffers``; the shared rows' traffic is not modelled."""
+    out = tmp_path / "shared.csv"
+    args = ["--backend", "mpi,mpi-allreduce", "--buffers", "host,shared", "--algorithm", "ring"]
+    sizes = ["-b", "4", "-e", "300K", "-f", "77", "-n", "3", "-w", "1", "-c", "1"]
+    code, _, err, _ = mpirun(3, "-m", "ring.bench", *args, *sizes, "--out", str(out))
+    assert code == 0, err
+    with out.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    series = {(r["backend"], r["buffers"]) for r in rows}
+    assert series == {(b, k) for b in ("mpi", "mpi-allreduce") for k in ("host", "shared")}
+    assert sorted({int(r["bytes"]) for r in rows}) == [4, 308, 23716]
+    for row in rows:
+        assert row["wrong"] == "0", row
+        ring_host = row["backend"] == "mpi" and row["buffers"] == "host"
+        assert (row["traffic_GBps"] != "") == ring_host, row

@@ -249,3 +249,31 @@ def test_cost_model_section_fits_the_node_threads_beside_slices_rows(measured, t
     assert group is not None and all(p.nbytes > 0 for p in group.points)
     # Every point fitted is a node threads' row: 3 algorithms x 4 sizes, none by slices.
     assert len(group.points) == len(THREE) * len(SIZES)
+
+
+def test_shared_buffer_rows_are_series_of_their_own_in_the_mpi_panel():
+    """MPI rows on shared buffers (--buffers shared) are lines of their own, after the same
+    algorithm on host buffers, and win the sizes where they are fastest."""
+    rng = np.random.default_rng(8)
+    records = []
+    for algorithm, buffers, size in itertools.product(
+        ("ring", "direct"), ("host", "shared"), SIZES
+    ):
+        time = rng.uniform(10, 20) * (0.3 if buffers == "shared" and size > 4096 else 1.0)
+        records.append(
+            {
+                "backend": "mpi", "sync": "none", "nodes": 2, "dtype": "float32", "op": "sum",
+                "run": "algorithms_n2_float32", "algorithm": algorithm, "buffers": buffers,
+                "bytes": size, "time_us": time, "time_us_p25": time * 0.9,
+                "time_us_p75": time * 1.1,
+            }
+        )  # fmt: skip
+    rows = pd.DataFrame.from_records(records)
+    (panel,) = algorithms.panels(rows, "mpi")
+    assert panel.algorithms == ["ring", "ring (shared)", "direct", "direct (shared)"]
+    fastest = algorithms.fastest_per_size(panel.rows).set_index("bytes")
+    for size in SIZES:
+        at = rows[rows["bytes"] == size].sort_values("time_us").iloc[0]
+        suffix = " (shared)" if at["buffers"] == "shared" else ""
+        assert fastest.loc[size, "fastest"] == at["algorithm"] + suffix
+    assert fastest.loc[65536, "fastest"].endswith(" (shared)")

@@ -127,11 +127,17 @@ def test_algorithm_sweep_flags_reach_the_harness():
     assert "--executor" not in study.sweep_args("cpu")
     assert "--executor" not in study.algorithm_args("mpi")
     assert "--executor" not in study.algorithm_args("gpu")
+    # Both kinds of MPI buffers; the flag reaches no other sweep.
+    mpi = study.algorithm_args("mpi").split()
+    assert mpi[mpi.index("--buffers") + 1] == "host,shared"
+    assert "--buffers" not in study.sweep_args("mpi") + study.algorithm_args("cpu")
     assert cpu[cpu.index("--rounds") + 1] == str(config["algorithms"]["rounds"])
     config["algorithms"]["iters"] = 3  # never more rounds than timed calls
     assert "--rounds 3" in study.algorithm_args("cpu")
     del config["algorithms"]["executors"]  # without the key: the backend's default alone
     assert "--executor" not in study.algorithm_args("cpu")
+    del config["algorithms"]["buffers"]
+    assert "--buffers" not in study.algorithm_args("mpi")
     assert study.algorithm_files("gpu") == []  # no GPU here
     assert study.algorithm_files("mpi") == [
         f"results/mpi/algorithms_n{n}_float32.csv" for n in config["mpi"]["nodes"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..schedule import ALGORITHMS
-from .analysis import RING_BACKENDS, executor_of
+from .analysis import RING_BACKENDS, buffers_of, executor_of
 from .drawing import bytes_axis, grid, legend_right, line_with_band, log_y, save, seaborn_pyplot
 from .fmt import format_bytes, format_number, format_ratio
 from .table import Table
@@ -32,8 +32,10 @@ __all__ = [
 
 PLAIN = "ring"
 ONLY_RING = "only the ring was measured in this run"
-# A cpu algorithm run by slices is a series of its own: the algorithm's name with this.
+# A cpu algorithm run by slices is a series of its own: the algorithm's name with this;
+# so is an MPI algorithm on shared buffers (--buffers shared, ring.mpi_shared).
 SLICES = " (slices)"
+SHARED = " (shared)"
 # The rows of one panel come from one run, one sync mode and one dtype/op.
 _CHOICE = ["machine", "run", "sync", "dtype", "op"]
 
@@ -48,8 +50,15 @@ def _algorithm(rows: pd.DataFrame) -> pd.Series:
 
 def _series(rows: pd.DataFrame) -> pd.Series:
     """Each row's line in a panel: its algorithm, and " (slices)" where the cpu backend ran
-    it by slices (the node threads, the default, keep the algorithm's name)."""
-    return _algorithm(rows).where(executor_of(rows) != "slices", _algorithm(rows) + SLICES)
+    it by slices, " (shared)" where MPI ranks ran it on shared buffers (the node threads and
+    host buffers, the defaults, keep the algorithm's name)."""
+    named = _algorithm(rows).where(executor_of(rows) != "slices", _algorithm(rows) + SLICES)
+    return named.where(buffers_of(rows) != "shared", named + SHARED)
+
+
+def _plain(name: str) -> str:
+    """A line's algorithm, without what it ran on."""
+    return name.removesuffix(SLICES).removesuffix(SHARED)
 
 
 def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -70,16 +79,23 @@ def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
     mixed &= kept["backend"].isin(RING_BACKENDS).to_numpy()
     key = [c for c in ("backend", "sync", "nodes", "dtype", "op", "machine") if c in rows]
     # The ring by slices (measured in the algorithm sweep only) is its own series.
-    points = pd.MultiIndex.from_frame(kept[key].assign(executor=executor_of(kept)))
+    points = pd.MultiIndex.from_frame(
+        kept[key].assign(executor=executor_of(kept), buffers=buffers_of(kept))
+    )
     elsewhere = points[~mixed & kept["backend"].isin(RING_BACKENDS).to_numpy()]
     return kept[~(mixed & points.isin(elsewhere))]
 
 
 def _order(name: str) -> tuple[int, bool, str]:
-    """The library's order of algorithms, each on the node threads before by slices."""
-    algorithm = name.removesuffix(SLICES)
+    """The library's order of algorithms, each on the node threads (host buffers) before
+    by slices (shared buffers)."""
+    algorithm = _plain(name)
     known = ALGORITHMS.index(algorithm) if algorithm in ALGORITHMS else len(ALGORITHMS)
     return (known, name != algorithm, name)
+
+
+_DASHES = {SLICES: "--", SHARED: ":"}
+_HATCHES = {SLICES: "///", SHARED: "..."}
 
 
 @dataclass(frozen=True)
@@ -226,21 +242,22 @@ def fastest_table(model) -> Table | None:
 def draw(model, out_dir, backend: str):
     """``algorithms_<backend>``: time against size per algorithm, one panel per N, the
     fastest at each size ringed and named by the strip along the panel's foot; a cpu
-    algorithm run by slices dashed (its strip hatched) in its algorithm's colour."""
+    algorithm run by slices dashed (its strip hatched) in its algorithm's colour, an MPI one
+    on shared buffers dotted."""
     found = panels(model.algorithm_rows, backend)
     if not found:
         return f"no {backend} ring results"
     plt, sns = seaborn_pyplot()
-    # One colour per algorithm; its run by slices dashed in the same colour.
-    names = sorted({a.removesuffix(SLICES) for p in found for a in p.algorithms}, key=_order)
+    # One colour per algorithm; its run by slices (on shared buffers) dashed (dotted) in it.
+    names = sorted({_plain(a) for p in found for a in p.algorithms}, key=_order)
     colours = dict(zip(names, sns.color_palette("tab10", max(len(names), 1)), strict=False))
-    palette = {name: colours[name.removesuffix(SLICES)] for p in found for name in p.algorithms}
+    palette = {name: colours[_plain(name)] for p in found for name in p.algorithms}
     fig, axes = grid(plt, 1, len(found))
     sizes = pd.concat([p.rows["bytes"] for p in found])
     for ax, panel in zip(axes[0], found, strict=True):
         for name in panel.algorithms:
             data = panel.rows[panel.rows["algorithm"] == name]
-            style = {"linestyle": "--"} if name.endswith(SLICES) else {}
+            style = {"linestyle": _DASHES.get(name[len(_plain(name)) :], "-")}
             line_with_band(
                 ax, data, "time_us", "time_us_p25", "time_us_p75", palette[name], name, style
             )
@@ -276,6 +293,6 @@ def _mark_fastest(ax, fastest: pd.DataFrame, palette: dict) -> None:
         sizes[-1] * 1.41,
     ]
     for (low, high), name in zip(itertools.pairwise(edges), fastest["fastest"], strict=True):
-        # A run by slices hatched, as its line is dashed.
-        hatch = "///" if name.endswith(SLICES) else None
+        # A run by slices (on shared buffers) hatched, as its line is dashed (dotted).
+        hatch = _HATCHES.get(name[len(_plain(name)) :])
         ax.axvspan(low, high, ymin=0, ymax=0.035, facecolor=palette[name], hatch=hatch, linewidth=0)

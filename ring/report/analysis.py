@@ -22,6 +22,7 @@ __all__ = [
     "PEERS",
     "RING_BACKENDS",
     "Comparison",
+    "buffers_of",
     "busbw_at_largest",
     "compare",
     "executor_of",
@@ -50,6 +51,15 @@ def executor_of(rows: pd.DataFrame) -> pd.Series:
         return pd.Series("nodes", index=rows.index)
     named = rows["executor"].fillna("").astype(str)
     return named.where(named == "slices", "nodes")
+
+
+def buffers_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's MPI buffers (``--buffers``): "shared" where the row says so, else "host",
+    the kind every other row and every result before the column ran on."""
+    if "buffers" not in rows:
+        return pd.Series("host", index=rows.index)
+    named = rows["buffers"].fillna("").astype(str)
+    return named.where(named == "shared", "host")
 
 
 def without_slices_traffic(rows: pd.DataFrame) -> pd.DataFrame:
@@ -100,10 +110,8 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
         base = base.where(~other, named)
     # cpu rows run by position (--executor slices); the default (nodes) keeps its label.
     base = base.where(executor_of(rows) != "slices", base + " (slices)")
-    if "buffers" in rows:
-        # MPI rows on memory every rank maps (--buffers shared); host buffers keep theirs.
-        shared = rows["buffers"].fillna("").astype(str) == "shared"
-        base = base.where(~shared, base + " (shared buffers)")
+    # MPI rows on memory every rank maps (--buffers shared); host buffers keep their label.
+    base = base.where(buffers_of(rows) != "shared", base + " (shared buffers)")
     if several_kinds:
         base = base + " " + rows["dtype"] + " " + rows["op"]
     if "machine" in rows:

@@ -56,6 +56,15 @@ FIGURES = (
                 "the solid lines run one thread per node."
                 if backend == "cpu"
                 else ""
+            )
+            + (
+                " Each algorithm on shared buffers (--buffers shared: memory every rank on "
+                "the host maps, MpiRing.shared_buffer, where the plan runs by position with "
+                "no message) is a dotted line in its algorithm's colour, labelled (shared), "
+                "its stretch of the strip dotted; the solid lines use each rank's own buffers "
+                "and messages."
+                if backend == "mpi"
+                else ""
             ),
         )
         for backend in ("cpu", "mpi", "gpu")

@@ -60,7 +60,7 @@ class Study:
     def algorithm_args(self, kind: str) -> str:
         """The harness flags of `kind`'s algorithm sweep: every configured algorithm of the
         kind's ring backend in one run (so their times compare within it), one sync mode,
-        and for cpu each configured executor."""
+        for cpu each configured executor and for mpi each configured kind of buffers."""
         section = self.config["algorithms"]
         settings = algorithm_settings(self.config, kind)
         args = self._sweep_flags(kind, settings)
@@ -72,6 +72,8 @@ class Study:
             args.append(f"--sync {section.get('sync', self.config[kind]['sync'][0])}")
         if kind == "cpu" and "executors" in section:  # a flag of the cpu backend alone
             args.append(f"--executor {','.join(section['executors'])}")
+        if kind == "mpi" and "buffers" in section:  # of the MPI backends alone
+            args.append(f"--buffers {','.join(section['buffers'])}")
         return " ".join(args)
 
     def _sweep_flags(self, kind: str, s: Mapping) -> list[str]:
