@@ -140,6 +140,26 @@ def test_rows_of_another_executor_are_left_out(tmp_path):
     assert len(groups[0].points) == 4 and not notes
 
 
+def test_mpi_rows_on_shared_buffers_are_left_out(tmp_path):
+    """The model prices messages between the ranks' own buffers: rows of a run with
+    --buffers host,shared fit as the host rows alone, in the same group as a run before the
+    column."""
+    header = ["backend", "sync", "algorithm", "nodes", "dtype", "op", "bytes", "time_us"]
+    base = ["mpi", "none", "ring", "2", "float32", "sum"]
+    rows = [[*base, str(4096 << k), str(30 * 2**k)] for k in range(4)]
+    kinds = ["host", "shared", "host", "shared"]
+    mixed = [[*r, kind] for r, kind in zip(rows, kinds, strict=True)]
+    groups, notes = load_groups([_write(tmp_path / "run.csv", [*header, "buffers"], mixed)])
+    (group,) = groups
+    assert [p.nbytes for p in group.points] == [4096, 16384]
+    assert "buffers" not in group.key
+    assert any(n.startswith("buffers=shared: not fitted") for n in notes)
+    old = _write(tmp_path / "old.csv", header, rows[:2])
+    groups, _ = load_groups([old, tmp_path / "run.csv"])
+    (group,) = groups  # one group: host rows and rows from before the column
+    assert sorted(p.nbytes for p in group.points) == [4096, 4096, 8192, 16384]
+
+
 def test_auto_on_a_communicator_prices_its_own_inline_bytes(monkeypatch):
     """inline_bytes=0 runs every call on the threads: auto picks by the threaded regime,
     at sizes where the default threshold would have priced the inline one."""

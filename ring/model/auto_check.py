@@ -25,7 +25,7 @@ from ..bootstrap import DRAWS, percentile_interval, resampled_medians
 from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
 from .costs import ModelInputError
-from .data import EXECUTORS
+from .data import unpriced
 from .fit import Fit
 from .table import fastest
 
@@ -70,7 +70,7 @@ def _calls_of(path: Path) -> dict[tuple, dict[str, list[float]]]:
     samples = samples_path(path)
     if samples.is_file():
         for row in read_csv(samples)[1]:
-            if (row.get("executor") or "") not in EXECUTORS:
+            if unpriced(row) is not None:
                 continue  # as in _read_run; older files have no column and one executor
             key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
             calls.setdefault(key, {}).setdefault(row["algorithm"], []).append(float(row["time_us"]))
@@ -93,9 +93,10 @@ def _read_run(path: Path, cells: dict, calls: dict) -> None:
         raise ModelInputError(f"{path}: no algorithm column (a run before --algorithm)")
     run_calls = _calls_of(path)
     for row in rows:
-        # The model prices the cpu backend's thread per node: rows of another executor
-        # (a run with --executor nodes,slices) are not the series auto is judged against.
-        if (row.get("executor") or "") not in EXECUTORS:
+        # The model prices the cpu backend's thread per node (MPI messages between the
+        # ranks' own buffers): rows of another executor (a run with --executor
+        # nodes,slices, or --buffers host,shared) are not the series auto is judged against.
+        if unpriced(row) is not None:
             continue
         if row["algorithm"] in (AUTO, *ALGORITHMS):
             key = (row["backend"], int(row["nodes"]), int(row["bytes"]))

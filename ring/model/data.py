@@ -23,11 +23,14 @@ from .costs import (
 
 __all__ = [
     "ALGORITHM_OF_BACKEND",
+    "BUFFERS",
+    "EXECUTORS",
     "REQUIRED_COLUMNS",
     "Group",
     "Point",
     "load_groups",
     "rides_preflight",
+    "unpriced",
 ]
 
 REQUIRED_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "time_us")
@@ -44,6 +47,21 @@ SHARED_BUS = frozenset({"cpu"})
 # prices a thread per node (or the calling thread for them all, inline); rows of another
 # executor are left out.  A CSV without the column ran this one.
 EXECUTORS = frozenset({"", "nodes"})
+# Where an MPI row's buffers lived (its ``buffers`` column): the model prices messages
+# between the ranks' own buffers; a call on shared buffers (by position, no message) is
+# left out.  A CSV without the column ran on host buffers.
+BUFFERS = frozenset({"", "host"})
+
+
+def unpriced(row: dict) -> str | None:
+    """Why the model leaves out a row run another way than it prices (``executor=...``,
+    ``buffers=...``), or None for a row it prices."""
+    executor, buffers = row.get("executor") or "", row.get("buffers") or ""
+    if executor not in EXECUTORS:
+        return f"executor={executor}"
+    return None if buffers in BUFFERS else f"buffers={buffers}"
+
+
 # What the notes call the MPI rows left out by rides_preflight.
 PREFLIGHT = f"mpi {' and '.join(PREFLIGHT_ALGORITHMS)} at <= {GATHERED_BYTES} B"
 # Bytes of memory traffic per byte reduced by `a += b` (two reads, one write), the convention
@@ -198,9 +216,9 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
     machine = machine_label(meta, csv_path)
     caches = _caches(meta)
     for line, row in enumerate(_read(csv_path), start=2):
-        executor = row.get("executor") or ""
-        if executor not in EXECUTORS:
-            skipped.add(f"executor={executor}")
+        why = unpriced(row)
+        if why is not None:
+            skipped.add(why)
             continue
         algorithm = _algorithm(row)
         if algorithm is None:
@@ -216,9 +234,12 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         if rides_preflight(row["backend"], algorithm, nodes, nbytes):
             skipped.add(PREFLIGHT)
             continue
-        # A variant at the one executor priced names no group of its own: every cpu row
-        # now says executor=nodes, and a CSV from before the column ran the same.
-        variant = {c: row[c] for c in VARIANT_COLUMNS if row.get(c) and c != "executor"}
+        # A variant at the one executor (buffers) priced names no group of its own: every
+        # cpu row now says executor=nodes (MPI row buffers=host), and a CSV from before the
+        # column ran the same.
+        variant = {
+            c: row[c] for c in VARIANT_COLUMNS if row.get(c) and c not in ("executor", "buffers")
+        }
         key = {"machine": machine, **{c: row[c] for c in ("backend", "sync", "dtype", "op")}}
         key.update(variant)
         shared = (
@@ -267,6 +288,8 @@ def load_groups(paths: Sequence[str | Path]) -> tuple[list[Group], list[str]]:
         + (
             "the model prices the cpu backend's thread per node only"
             if name.startswith("executor=")
+            else "the model prices messages between the ranks' own buffers"
+            if name.startswith("buffers=")
             else "its buffer travels in the pre-flight exchange: no step of its own"
             if name == PREFLIGHT
             else "a peer whose algorithm is its library's choice, or unknown"
