@@ -345,10 +345,10 @@ class MpiRing(RingCommunicator):
         with self._call_lock:
             return self._shared.allocate(self._comm, count, dtype, self._abort)
 
-    def _abort(self, name: str) -> None:
+    def _abort(self, name: str, when: str = "after data started moving") -> None:
         sys.stderr.write(
-            f"ring.mpi: rank {self.rank} failed during {name} after data started moving; "
-            "its peers cannot finish, so the MPI job is aborted:\n" + traceback.format_exc()
+            f"ring.mpi: rank {self.rank} failed during {name} {when}; its peers cannot "
+            "finish, so the MPI job is aborted:\n" + traceback.format_exc()
         )
         sys.stderr.flush()
         self._MPI.COMM_WORLD.Abort(1)

@@ -202,15 +202,15 @@ class SharedArrays:
 
     def allocate(self, comm, count: Any, dtype: Any, abort) -> np.ndarray:
         """:func:`allocate`, kept by its array's id until the array is dropped; an
-        interruption between the ranks' exchanges calls ``abort("shared_buffer")``, which
-        ends the job (the other ranks would wait forever)."""
+        interruption between the ranks' exchanges calls ``abort`` (the ring's), which ends
+        the job (the other ranks would wait forever)."""
         self.made += 1  # on every rank alike, failed or not: the allocation's number
         try:
             array, memory = allocate(comm, count, dtype)
         except Exception:
             raise  # raised alike on every rank
         except BaseException:
-            abort("shared_buffer")
+            abort("shared_buffer", "between the ranks' exchanges")
             raise
         key, blocks = id(array), self.blocks
         forget = lambda _ref: blocks.pop(key, None)  # noqa: E731

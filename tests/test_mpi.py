@@ -167,16 +167,20 @@ def test_mismatched_lengths_name_every_rank(bad_input_report):
     assert "rank 0: 11 elements, rank 1: 11 elements, rank 2: 12 elements" in message
 
 
-@pytest.mark.parametrize("mode", ["exit", "raise", "raise-bound", "raise-shared", "interrupt"])
+@pytest.mark.parametrize(
+    "mode", ["exit", "raise", "raise-bound", "raise-shared", "interrupt", "interrupt-shared"]
+)
 def test_rank_failing_mid_collective_ends_the_job(mode):
     code, out, err, _ = mpirun(3, "rank_dies.py", mode, timeout=60)
     assert code != 0
     assert "finished" not in out
-    if mode != "exit":
+    if mode == "interrupt-shared":
+        assert "rank 1 failed during shared_buffer between the ranks' exchanges" in err
+    elif mode != "exit":
         assert "rank 1 failed during allreduce after data started moving" in err
     if mode.startswith("raise"):
         assert "injected failure in rank 1's reduction" in err
-    if mode == "interrupt":
+    if mode.startswith("interrupt"):
         assert "KeyboardInterrupt" in err
 
 

@@ -8,6 +8,8 @@
 peers wait at its closing barrier.
 ``python rank_dies.py interrupt``: rank 1 gets a real SIGINT (Ctrl-C) as its pre-flight
 exchange returns, when the peers already go on to move data; the backend aborts the job.
+``python rank_dies.py interrupt-shared``: rank 1 gets a real SIGINT between the exchanges of
+a shared allocation (:meth:`ring.mpi.MpiRing.shared_buffer`); the backend aborts the job.
 ``python rank_dies.py hang SECONDS``: rank 1 never joins; a
 :class:`ring.bench.watchdog.Watchdog` of SECONDS on every rank aborts the job with its message.
 Rank 0 prints ``finished`` only if its collective returned, which must not happen.
@@ -79,6 +81,26 @@ elif mode == "interrupt":
 
     comm._comm = Interrupting(comm._comm)
     comm.allreduce([buf])
+elif mode == "interrupt-shared":
+
+    class InterruptingAllocation:
+        """The ring's communicator; rank 1 is sent SIGINT once the first exchange of a
+        shared allocation is done, while the others go on to the next."""
+
+        def __init__(self, comm):
+            self._comm = comm
+
+        def __getattr__(self, name):
+            return getattr(self._comm, name)
+
+        def allgather(self, value):
+            gathered = self._comm.allgather(value)
+            if rank == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+            return gathered
+
+    comm._comm = InterruptingAllocation(comm._comm)
+    comm.shared_buffer(1000)
 elif mode == "hang":
     with Watchdog(float(sys.argv[2]), message="rank_dies.py: watchdog"):
         if rank == 1:
