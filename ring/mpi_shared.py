@@ -47,6 +47,8 @@ __all__ = [
 
 # A rank's slice of the positions starts on a page: no two ranks write one cache line.
 _GRANULE_BYTES = 4096
+# Programs kept per allocation (one per call form: collective, op, algorithm, options).
+_KEPT = 64
 
 
 class SharedBlock(NamedTuple):
@@ -235,5 +237,7 @@ class SharedArrays:
         itemsize = buf.dtype.itemsize
         steps = plan_for(form.name, self.nodes, buf.shape[0], itemsize, form.algorithm, options)
         run = bind_shared(self.rank, steps, block.memory, buf.dtype, ufunc, form.average, barrier)
+        if len(block.programs) >= _KEPT:  # forms the ring no longer keeps
+            block.programs.clear()
         block.programs[id(form)] = (form, run)
         return run
