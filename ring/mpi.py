@@ -234,11 +234,7 @@ class MpiRing(RingCommunicator):
             return
         run = None  # nothing moves on one rank or for an empty buffer
         if self.nodes > 1 and buf.shape[0] > 0:
-            if block is not None and not form.gathered:  # by position (ring.mpi_shared)
-                ufunc, barrier = self._reduction(form, np)[0], self._comm.Barrier
-                run = self._guarded(name, self._shared.program, form, buf, block, ufunc, barrier)
-            if run is None:
-                run = self._guarded(name, self._host_program, form, buf)
+            run = self._guarded(name, self._host_program, form, buf, block)
         if bindable and key is not None:
             self._bound[name] = bind(buf, op, settings, form, run, self._slot_view)
         if run is not None:
@@ -256,9 +252,13 @@ class MpiRing(RingCommunicator):
             finish = lambda values: divide_by_nodes(values, nodes, xp)  # noqa: E731
         return ufunc, finish
 
-    def _host_program(self, form: CallForm, buf) -> partial:
-        """A NumPy call's compiled program, ready to run with its ufunc and op's finish."""
+    def _host_program(self, form: CallForm, buf, block) -> partial:
+        """A NumPy call's program, ready to run (on a shared ``block``, by position)."""
         ufunc, finish = self._reduction(form, np)
+        if block is not None and not form.gathered:  # ring.mpi_shared
+            run = self._shared.program(form, buf, block, ufunc, self._comm.Barrier)
+            if run is not None:
+                return run
         program = self._programs.get(form, buf, None)
         if form.gathered:
             return partial(run_gathered, program, ufunc, finish)

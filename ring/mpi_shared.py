@@ -33,8 +33,9 @@ import numpy as np
 
 from . import cpu_crew, nvtx_ranges
 from .by_position import by_position
-from .cpu_slices import apply, slice_bounds, tile_operations
-from .schedule import plan_for
+from .cpu_moves import run_ranged
+from .cpu_slices import scratch_slots, slice_bounds, tile_operations
+from .mpi_steps import form_plan
 
 __all__ = [
     "SharedArrays",
@@ -160,14 +161,10 @@ def allocate(comm, count: Any, dtype: Any) -> tuple[np.ndarray, list[np.ndarray]
     return array, [np.frombuffer(m, np.uint8, nbytes) for m in maps]
 
 
-def run_shared(tiles: list, ufunc, nodes: int, push, barrier) -> None:
-    """Apply this rank's tiles, then wait for every rank's (``barrier``)."""
-    push()
-    try:
-        for operations in tiles:
-            apply(operations, ufunc, nodes)
-    finally:
-        nvtx_ranges.pop()
+def run_shared(ranged: tuple, ufunc, nodes: int, barrier) -> None:
+    """Apply this rank's operations inside its range (:func:`ring.cpu_moves.run_ranged`),
+    then wait for every rank's (``barrier``)."""
+    run_ranged(ranged, ufunc, nodes, nvtx_ranges.pop)
     barrier()
 
 
@@ -183,12 +180,11 @@ def bind_shared(rank: int, steps, memory, dtype, ufunc, average: bool, barrier):
     views = [m[: length * dtype.itemsize].view(dtype) for m in memory]
     granule = max(1, _GRANULE_BYTES // dtype.itemsize)
     lo, hi = slice_bounds(length, nodes, granule)[rank]
-    slots = None
-    if positions.uses_scratch:
-        slots = [np.empty(max(1, min(tile, hi - lo)), dtype) for _ in range(nodes)]
-    tiles = list(tile_operations(positions, lo, hi, tile, views, slots, average))
+    slots = scratch_slots(1, nodes, tile, dtype)[0] if positions.uses_scratch else None
+    tiles = tile_operations(positions, lo, hi, tile, views, slots, average)
+    operations = [operation for tile_ops in tiles for operation in tile_ops]
     push = nvtx_ranges.pusher(f"{steps.algorithm} by position rank {rank}")
-    return partial(run_shared, tiles, ufunc, nodes, push, barrier)
+    return partial(run_shared, ((push, operations),), ufunc, nodes, barrier)
 
 
 class SharedArrays:
@@ -233,9 +229,7 @@ class SharedArrays:
         kept = block.programs.get(id(form))
         if kept is not None and kept[0] is form:
             return kept[1]
-        options = {"segment_bytes": form.segment, "group_size": form.group}
-        itemsize = buf.dtype.itemsize
-        steps = plan_for(form.name, self.nodes, buf.shape[0], itemsize, form.algorithm, options)
+        steps = form_plan(form, self.nodes, buf)
         run = bind_shared(self.rank, steps, block.memory, buf.dtype, ufunc, form.average, barrier)
         if len(block.programs) >= _KEPT:  # forms the ring no longer keeps
             block.programs.clear()

@@ -41,6 +41,7 @@ __all__ = [
     "compile_gathered",
     "compile_plan",
     "compile_ring",
+    "form_plan",
     "landing_elements",
     "ring_cuts",
     "run_gathered",
@@ -72,6 +73,14 @@ Apply = tuple[bool, Any, Any, Any, bool]
 Round = tuple[int, Any, Any, tuple[Apply, ...]]
 # One step: its NVTX pusher and its rounds.
 Compiled = tuple[Callable[[], Any], tuple[Round, ...]]
+
+
+def form_plan(form, nodes: int, buf):
+    """The plan of a call of ``form`` (:class:`ring.mpi_agree.CallForm`) on ``buf``, with
+    the form's options."""
+    options = {"segment_bytes": form.segment, "group_size": form.group}
+    itemsize = buf.dtype.itemsize
+    return plan_for(form.name, nodes, buf.shape[0], itemsize, form.algorithm, options)
 
 
 def _is_message(move, rank: int) -> bool:
@@ -355,10 +364,7 @@ class Programs:
         return compile_gathered(steps, self.rank, buf, slots, pushers)
 
     def _plan(self, form, buf, cupy) -> tuple:
-        options = {"segment_bytes": form.segment, "group_size": form.group}
-        steps = plan_for(
-            form.name, self.nodes, buf.shape[0], buf.dtype.itemsize, form.algorithm, options
-        )
+        steps = form_plan(form, self.nodes, buf)
         mine = steps.node_steps(self.rank)
         landing = landing_elements(mine, self.rank)
         scratch = scratch_elements(mine)
