@@ -44,22 +44,23 @@ DEVICE_BACKENDS = ("gpu", "nccl")
 MPI_BACKENDS = ("mpi", "mpi-allreduce")
 
 
+def _kind_of(rows: pd.DataFrame, column: str, named: str, default: str) -> pd.Series:
+    """Each row's ``column``: ``named`` where the row says so, else ``default``, what every
+    other row and every result before the column ran."""
+    if column not in rows:
+        return pd.Series(default, index=rows.index)
+    given = rows[column].fillna("").astype(str)
+    return given.where(given == named, default)
+
+
 def executor_of(rows: pd.DataFrame) -> pd.Series:
-    """Each row's cpu executor (ring.CpuCommunicator's): "slices" where the row says so,
-    else "nodes", the one every other row and every result before the column ran."""
-    if "executor" not in rows:
-        return pd.Series("nodes", index=rows.index)
-    named = rows["executor"].fillna("").astype(str)
-    return named.where(named == "slices", "nodes")
+    """Each row's cpu executor (ring.CpuCommunicator's): "slices" or "nodes"."""
+    return _kind_of(rows, "executor", "slices", "nodes")
 
 
 def buffers_of(rows: pd.DataFrame) -> pd.Series:
-    """Each row's MPI buffers (``--buffers``): "shared" where the row says so, else "host",
-    the kind every other row and every result before the column ran on."""
-    if "buffers" not in rows:
-        return pd.Series("host", index=rows.index)
-    named = rows["buffers"].fillna("").astype(str)
-    return named.where(named == "shared", "host")
+    """Each row's MPI buffers (``--buffers``): "shared" or "host"."""
+    return _kind_of(rows, "buffers", "shared", "host")
 
 
 def without_slices_traffic(rows: pd.DataFrame) -> pd.DataFrame:
