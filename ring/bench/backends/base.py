@@ -211,8 +211,12 @@ class HostSession(Session):
     def load(self, inputs: Sequence[np.ndarray]) -> None:
         self.buffers = []
         self._inputs = list(inputs)
-        self.buffers = [np.empty_like(values) for values in self._inputs]
+        self.buffers = [self.empty_like(values) for values in self._inputs]
         self._times = []
+
+    def empty_like(self, values: np.ndarray) -> np.ndarray:
+        """A working buffer for ``values`` (a session may put it elsewhere in memory)."""
+        return np.empty_like(values)
 
     def restore(self) -> None:
         for buffer, values in zip(self.buffers, self._inputs, strict=True):
