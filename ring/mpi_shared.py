@@ -6,7 +6,9 @@ every other rank of the ring maps too: each rank creates a file of its part in
 ``/dev/shm`` (reserved whole with ``posix_fallocate``, so a full ``/dev/shm`` is an error
 here, not a ``SIGBUS`` later), maps its peers' files, and once all have mapped all, removes
 its own (the mappings stay; nothing is left behind).  The memory lives as long as the
-returned array: the ring keeps only its peers' mappings.
+returned array: the ring keeps only its peers' mappings.  A process killed between making
+its part and removing it (``SIGKILL``, or a job aborted while its ranks waited) cannot
+remove it; the next allocation on the host does (:func:`remove_stale`).
 
 A call on such arrays (every rank its own, from the same allocation) runs the plan the
 way ``CpuCommunicator(executor="slices")`` does (:mod:`ring.cpu_slices`): a plan never mixes
@@ -42,10 +44,13 @@ __all__ = [
     "SharedBlock",
     "allocate",
     "bind_shared",
+    "remove_stale",
     "run_shared",
     "shared_directory",
 ]
 
+# A part's file name: this prefix, the pid of the rank that made it, a random suffix.
+_PREFIX = "ring-mpi-"
 # A rank's slice of the positions starts on a page: no two ranks write one cache line.
 _GRANULE_BYTES = 4096
 # Programs kept per allocation (one per call form: collective, op, algorithm, options).
@@ -69,6 +74,47 @@ def shared_directory() -> str:
     if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
         return shm
     return tempfile.gettempdir()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is not a zombie (which maps nothing; a
+    container's first process may never reap it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[:1] != [b"Z"]
+    except OSError:  # no /proc, or it ended meanwhile
+        return True
+
+
+def remove_stale(directory: str) -> list[str]:
+    """Remove the parts in ``directory`` that processes left when they died mid-allocation:
+    files named for a pid that no longer runs, owned by this user; returns their names.
+    (A part is named for its maker's pid in that process's PID namespace: ranks of another
+    namespace that share ``/dev/shm`` could lose a part while they allocate, and would get
+    the same error on every rank, as for a part that cannot be mapped.)"""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        pid = name[len(_PREFIX) :].split("-", 1)[0]
+        if not name.startswith(_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.stat(path).st_uid == os.getuid():
+                os.unlink(path)
+                removed.append(name)
+        except OSError:  # removed by another rank meanwhile, or not ours to remove
+            continue
+    return removed
 
 
 def _check_request(count: Any, dtype: Any) -> tuple[int, np.dtype]:
@@ -137,7 +183,9 @@ def allocate(comm, count: Any, dtype: Any) -> tuple[np.ndarray, list[np.ndarray]
             f"host (this host has {on_host}); shared buffers need every rank on one host"
         )
     nbytes = max(1, length * kind.itemsize)  # an empty mapping is not allowed
-    path = os.path.join(shared_directory(), f"ring-mpi-{os.getpid()}-{secrets.token_hex(6)}")
+    directory = shared_directory()
+    remove_stale(directory)
+    path = os.path.join(directory, f"{_PREFIX}{os.getpid()}-{secrets.token_hex(6)}")
     mine: mmap.mmap | None = None
     made = False
     try:

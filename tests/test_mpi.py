@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from test_bench import SMALL_CEILINGS_ENV
 
+from ring.mpi_shared import _alive, shared_directory
+
 PROGRAMS = Path(__file__).parent / "mpi_programs"
 MPIRUN = shutil.which("mpirun")
 LAUNCH_TIMEOUT = 120
@@ -182,6 +184,27 @@ def test_rank_failing_mid_collective_ends_the_job(mode):
         assert "injected failure in rank 1's reduction" in err
     if mode.startswith("interrupt"):
         assert "KeyboardInterrupt" in err
+
+
+def test_parts_left_by_killed_ranks_are_removed_by_the_next_allocation():
+    """A rank killed mid-allocation (SIGKILL, then the job aborted under the others) leaves
+    every rank's part in /dev/shm, memory no process holds; the next allocation on the
+    host removes the parts of processes that no longer run."""
+    directory = shared_directory()
+    code, out, _, _ = mpirun(3, "shared_leftovers.py", "die", timeout=60)
+    assert code != 0 and "allocated" not in out
+    pids = re.findall(r"rank \d pid (\d+)", out)
+    assert len(pids) == 3
+    made_by = re.compile(r"ring-mpi-(\d+)-")
+    left = [n for n in os.listdir(directory) if (m := made_by.match(n)) and m[1] in pids]
+    assert left, "the killed job left no part behind: the scenario did not happen"
+    deadline = time.monotonic() + 30  # mpirun may return while its ranks are still ending
+    while any(_alive(int(p)) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    code, out, err, _ = mpirun(2, "shared_leftovers.py", "allocate", timeout=60)
+    assert code == 0, err
+    assert "allocated" in out
+    assert not set(left) & set(os.listdir(directory))
 
 
 def test_watchdog_aborts_a_hung_job():
