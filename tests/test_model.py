@@ -359,6 +359,46 @@ def test_fit_finds_a_cache_knee():
     assert math.isinf(fit_group(synthetic(["ring"], noise=0.0)).params.knee)
 
 
+def test_fit_finds_a_ramp_and_a_step_stays_a_step():
+    # Per-byte cost on the shared bus triples over working sets from 8 to 64 MiB, linearly
+    # in their logarithm (a cache whose hits fall off over a range of sizes).
+    truth = TRUE._replace(knee=8 << 20, ramp=8.0, beta_above=3 * TRUE.beta)
+    assert predict_seconds(truth, "ring", 2, 8 << 20, shared=True) < predict_seconds(
+        truth._replace(ramp=1.0), "ring", 2, 8 << 20, shared=True
+    )
+    rng = np.random.default_rng(5)
+    group = Group({"machine": "synthetic", "backend": "x"}, shared=True)
+    for n in (2, 4):
+        for size in (1 << e for e in range(10, 28)):
+            exact = predict_seconds(truth, "ring", n, size, shared=True)
+            group.points.append(Point("ring", n, size, exact * rng.lognormal(0, 0.01)))
+    group.add_ceilings_GBps.append(3 / TRUE.gamma / 1e9)
+    fit = fit_group(group)
+    start, end = fit.params.knee, fit.params.knee * fit.params.ramp
+    assert 4 << 20 <= start < 16 << 20 and 32 << 20 <= end < 128 << 20, (start, end)
+    assert fit.params.beta_above == pytest.approx(truth.beta_above, rel=0.05)
+    assert fit.params.beta == pytest.approx(truth.beta, rel=0.05)
+    # Fitted on every other size, the ramp's ends fall between the training working sets
+    # (4x apart), not on the true ones.
+    assert max(abs(h.error) for h in fit.held_out) < 0.15
+    document = json.loads(json.dumps(fit.to_json(), allow_nan=False))
+    assert Fit.from_json(document).params == fit.params
+    del document["params"]["ramp"]  # a fit file written before the ramp: a step
+    assert Fit.from_json(document).params.ramp == 1.0
+    # The step of the test above is found as a step.
+    step = TRUE._replace(knee=32 << 20, beta_above=3 * TRUE.beta)
+    group.points = [
+        Point(
+            p.algorithm,
+            p.nodes,
+            p.nbytes,
+            predict_seconds(step, "ring", p.nodes, p.nbytes, shared=True) * rng.lognormal(0, 0.01),
+        )
+        for p in group.points
+    ]
+    assert fit_group(group).params.ramp == 1.0
+
+
 def test_cores_without_an_environment_count_one_thread_for_an_inline_row(tmp_path):
     # The cpu backend ran the small call on the calling thread (inline=1): one thread on 2
     # cores says p = 0.5, which is 2 cores, not N / p = 8.

@@ -63,6 +63,14 @@ def _describe(fit: Fit) -> list[str]:
     return lines
 
 
+def _span(params) -> str:
+    """The knee, or the working sets its ramp spans, in MiB."""
+    start = params.knee / 2**20
+    if params.ramp <= 1:
+        return f"{start:.3g} MiB"
+    return f"{start:.3g} to {start * params.ramp:.3g} MiB (beta rising over them)"
+
+
 def _parameters(fit: Fit) -> list[str]:
     a, b, g = fit.params.alpha, fit.params.beta, fit.params.gamma
     knee = fit.params.knee
@@ -72,7 +80,7 @@ def _parameters(fit: Fit) -> list[str]:
         f"  gamma = {g * 1e12:.4g} ps/B, {fit.gamma_source}",
         "  knee  = none (one beta at every size)"
         if math.isinf(knee)
-        else f"  knee  = working set {knee / 2**20:.1f} MiB; beta beyond it = "
+        else f"  knee  = working set {_span(fit.params)}; beta beyond it = "
         f"{fit.params.beta_above * 1e12:.4g} ps/B {_interval(fit, 'beta_above', 1e12)}",
         f"  factors (steps, bytes) per algorithm: {fit.factor_source}",
         *(

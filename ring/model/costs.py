@@ -49,6 +49,7 @@ __all__ = [
     "Factors",
     "ModelInputError",
     "Params",
+    "above_weight",
     "backend_group_size",
     "check_point",
     "coefficients",
@@ -84,8 +85,8 @@ class Params(NamedTuple):
     beta: float  # seconds per byte on a link (or the shared bus)
     gamma: float  # seconds per byte reduced
     # Past this working set (bytes the nodes hold: N·n on a shared bus, else n) each byte on
-    # the link or bus costs ``beta_above``: on a CPU, where the buffers stop fitting in the
-    # last-level cache (ring.model.fit.choose_knee finds it; inf: no such change).
+    # the link or bus costs ``beta_above``: on a CPU, where the buffers stop fitting in a
+    # cache (ring.model.fit.choose_knee finds it; inf: no such change), over ``ramp``.
     knee: float = math.inf
     beta_above: float = 0.0
     # Slow-down per node per core past one: a call at p nodes per core takes 1 + σ(p - 1)
@@ -94,9 +95,14 @@ class Params(NamedTuple):
     # Seconds per node per call of a call run inline (ring.model.regimes): what the calling
     # thread spends on each node's buffer besides its moves (0: not an inline regime's fit).
     per_node: float = 0.0
+    # The per-byte cost goes from ``beta`` to ``beta_above`` over the working sets from
+    # ``knee`` to ``knee·ramp``, linearly in their logarithm (1: a step at the knee): a
+    # cache's hits fall off over a range of sizes, not at one.
+    ramp: float = 1.0
 
     def beta_at(self, nodes: int, nbytes: int, shared: bool) -> float:
-        return self.beta if working_set(nodes, nbytes, shared) <= self.knee else self.beta_above
+        above = above_weight(working_set(nodes, nbytes, shared), self.knee, self.ramp)
+        return self.beta + above * (self.beta_above - self.beta)
 
 
 class Factors(NamedTuple):
@@ -109,6 +115,16 @@ class Factors(NamedTuple):
 
 
 THEORY = Factors()
+
+
+def above_weight(working: float, knee: float, ramp: float) -> float:
+    """How far a working set is past the knee: 0 up to ``knee``, 1 from ``knee·ramp``,
+    linear in the logarithm between (:class:`Params`)."""
+    if working <= knee:
+        return 0.0
+    if ramp <= 1.0 or working >= knee * ramp:
+        return 1.0
+    return math.log(working / knee) / math.log(ramp)
 
 
 def working_set(nodes: int, nbytes: int, shared: bool) -> int:

@@ -15,7 +15,7 @@ __all__ = ["BOOTSTRAP_ROUNDS", "FACTOR_TERMS", "PARAMETERS", "bootstrap", "inter
 
 BOOTSTRAP_ROUNDS = 200
 CONFIDENCE = 0.95
-PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above", "sigma", "per_node")
+PARAMETERS = ("alpha", "beta", "gamma", "knee", "beta_above", "sigma", "per_node", "ramp")
 INTERVALS = ("alpha", "beta", "gamma", "beta_above", "sigma", "per_node")
 FACTOR_TERMS = Factors._fields
 
@@ -51,6 +51,7 @@ def intervals(
     tail = (1 - CONFIDENCE) / 2 * 100
     draws = draws.copy()
     draws[:, PARAMETERS.index("knee")] = 0.0  # held, and inf where there is none
+    draws[:, PARAMETERS.index("ramp")] = 0.0  # held with the knee
     low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
     interval = {
         name: (float(low[i]), float(high[i]))

@@ -158,7 +158,7 @@ def held_gamma(points: list[Point], settings: Settings) -> float | None:
     factors (the factors say how far each algorithm is from it); a non-power-of-two N,
     where recursive doubling's ratio changes with N, separates them.
     """
-    shared, gamma, knee, _, form, inline = settings
+    shared, gamma, knee, _, form, inline, ramp = settings
     algorithms = sorted({p.algorithm for p in points})
     if gamma is not None or form == "theory" or len(algorithms) < 2:
         return gamma
@@ -166,7 +166,7 @@ def held_gamma(points: list[Point], settings: Settings) -> float | None:
     rows, measured, sets = design(points, shared, inline=inline)
     # σ scales each whole row, as it does the factors' columns below.
     load = np.array([oversubscription(theory.sigma, p.nodes_per_core) for p in points])
-    columns = [*(split(rows, sets, knee) * load[:, None]).T]
+    columns = [*(split(rows, sets, knee, ramp) * load[:, None]).T]
     steps, per_byte, _ = _parts(theory, points, settings)
     held = _held_at_one(algorithms)
     for key, own_rows in factor_rows(points).items():

@@ -186,6 +186,7 @@ class Fit:
                     beta_above=float(document["params"]["beta_above"]),
                     sigma=float(document["params"].get("sigma", 0.0)),
                     per_node=float(document["params"].get("per_node", 0.0)),
+                    ramp=float(document["params"].get("ramp", 1.0)),
                 ),
                 interval={k: (float(v[0]), float(v[1])) for k, v in document["interval"].items()},
                 gamma_source=str(document["gamma_source"]),
@@ -237,26 +238,35 @@ def _bic(points: list[Point], settings: Settings, extra: int) -> float:
     return len(points) * math.log(rss / len(points)) + (3 + extra) * math.log(len(points))
 
 
-def choose_knee(points: list[Point], settings: Settings) -> float:
-    """The working set past which β changes, or inf for none (the settings' knee unused).
+def choose_knee(points: list[Point], settings: Settings) -> tuple[float, float]:
+    """(knee, ramp): the working set past which β changes, and over how many times it
+    (inf, 1: none; the settings' knee and ramp unused).
 
     On the reference CPU the per-byte cost doubles once N·n passes the last-level cache
     (32 MiB), which one β cannot follow (it missed by 40-47 % past it); the MPI ring's
-    per-byte cost changes there too, the other way.
+    per-byte cost changes there too, the other way.  Calls run inline on the Intel VM
+    pass from its 2 MiB L2 to memory over working sets of about 1 to 4 MiB: a step there
+    put N = 2, 1 MiB and N = 4, 512 KiB (both 2 MiB) on its far side, 50 % too slow.
 
     Every boundary between two working sets with at least ``KNEE_MIN_SIZES`` sizes on each
-    side is tried; one is kept only if it lowers the BIC (two more parameters: the knee and
-    the second β) below the single-β model's.
+    side is tried as the knee, alone (a step: two more parameters, the knee and the second
+    β) and with each later boundary as the end of its ramp (one more); one is kept only if
+    it lowers the BIC below the single-β model's.
     """
     sets = sorted({working_set(p.nodes, p.nbytes, settings.shared) for p in points})
-    best_knee = math.inf
-    best = _bic(points, settings._replace(knee=math.inf), 0)
-    for i in range(KNEE_MIN_SIZES - 1, len(sets) - KNEE_MIN_SIZES):
-        knee = math.sqrt(sets[i] * sets[i + 1])  # between the two, on the log scale
-        score = _bic(points, settings._replace(knee=knee), 2)
-        if score < best:
-            best, best_knee = score, knee
-    return best_knee
+    bounds = [
+        math.sqrt(sets[i] * sets[i + 1])  # between the two, on the log scale
+        for i in range(KNEE_MIN_SIZES - 1, len(sets) - KNEE_MIN_SIZES)
+    ]
+    best_knee, best_ramp = math.inf, 1.0
+    best = _bic(points, settings._replace(knee=math.inf, ramp=1.0), 0)
+    for i, knee in enumerate(bounds):
+        for end in bounds[i:]:
+            ramp = end / knee
+            score = _bic(points, settings._replace(knee=knee, ramp=ramp), 2 + (ramp > 1))
+            if score < best:
+                best, best_knee, best_ramp = score, knee, ramp
+    return best_knee, best_ramp
 
 
 def _gamma_choice(group: Group, inline: bool = False) -> tuple[float | None, str]:
@@ -303,7 +313,8 @@ def held_out(
     if not test:
         return []
     training = [p for p in points if p.nbytes in train]
-    settings = settings._replace(knee=choose_knee(training, settings))
+    knee, ramp = choose_knee(training, settings)
+    settings = settings._replace(knee=knee, ramp=ramp)
     settings = settings._replace(gamma=held_gamma(training, settings))
     params, factors = fit_with_factors(training, settings)
     return [
@@ -365,9 +376,9 @@ def _fit_rows(
     sigma, sigma_source = _sigma_choice(group)
     algorithms = sorted({p.algorithm for p in group.points})
     chosen = Settings(group.shared, gamma, math.inf, sigma, form, inline)
-    knee = choose_knee(group.points, chosen)
-    held = held_gamma(group.points, chosen._replace(knee=knee))
-    settings = chosen._replace(knee=knee, gamma=held)
+    knee, ramp = choose_knee(group.points, chosen)
+    held = held_gamma(group.points, chosen._replace(knee=knee, ramp=ramp))
+    settings = chosen._replace(knee=knee, ramp=ramp, gamma=held)
     if held is not None and gamma is None:
         gamma_source = (
             "fitted jointly by the theory's coefficients, then held while the per-algorithm "

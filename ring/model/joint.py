@@ -13,6 +13,7 @@ from .costs import (
     Factors,
     ModelInputError,
     Params,
+    above_weight,
     oversubscription,
     predict_seconds,
     terms,
@@ -71,6 +72,7 @@ class Settings(NamedTuple):
     sigma: float | None = 0.0  # σ held at this; None: fitted
     form: str = FORM  # the per-algorithm factors' form
     inline: bool = False  # the rows ran inline: moves and a per-node term (ring.model.costs)
+    ramp: float = 1.0  # β goes to β above over the working sets knee..knee·ramp (1: a step)
 
 
 def load(points: list[Point]) -> np.ndarray:
@@ -94,12 +96,13 @@ def design(
     return np.array(rows, dtype=float), np.array([p.seconds for p in points]), np.array(sets)
 
 
-def split(columns: np.ndarray, sets: np.ndarray, knee: float) -> np.ndarray:
-    """The β column split in two at the knee: (α, β below, β above, γ, per_node)."""
-    below = sets <= knee
+def split(columns: np.ndarray, sets: np.ndarray, knee: float, ramp: float = 1.0) -> np.ndarray:
+    """The β column split in two at the knee (over its ramp): (α, β below, β above, γ,
+    per_node)."""
+    above = np.array([above_weight(s, knee, ramp) for s in sets], dtype=float)
     link = columns[:, 1]
     return np.column_stack(
-        [columns[:, 0], link * below, link * ~below, columns[:, 2], columns[:, 3]]
+        [columns[:, 0], link * (1 - above), link * above, columns[:, 2], columns[:, 3]]
     )
 
 
@@ -107,12 +110,14 @@ def split(columns: np.ndarray, sets: np.ndarray, knee: float) -> np.ndarray:
 COLUMNS = ("alpha", "beta", "beta_above", "gamma", "per_node")
 
 
-def _params(names: list[str], values, gamma: float | None, knee: float, sigma: float) -> Params:
+def _params(
+    names: list[str], values, gamma: float | None, knee: float, sigma: float, ramp: float
+) -> Params:
     """Params from the fitted ``values`` of the columns ``names`` (the others 0, γ held)."""
     found = dict.fromkeys(COLUMNS, 0.0) | {n: float(v) for n, v in zip(names, values, strict=True)}
     if gamma is not None:
         found["gamma"] = gamma
-    return Params(knee=knee, sigma=float(sigma), **found)
+    return Params(knee=knee, sigma=float(sigma), ramp=ramp, **found)
 
 
 def fit_points(
@@ -123,23 +128,23 @@ def fit_points(
     ``factors`` (absent: the theory's, 1)."""
     if not points:
         raise ModelInputError("no data to fit")
-    shared, gamma, knee, sigma, _, inline = settings
+    shared, gamma, knee, sigma, _, inline, ramp = settings
     rows, measured, sets = design(points, shared, factors, inline)
-    columns = split(rows, sets, knee)
+    columns = split(rows, sets, knee, ramp)
     names = [n for n in COLUMNS if (n != "gamma" or gamma is None) and (n != "per_node" or inline)]
     chosen = columns[:, [COLUMNS.index(n) for n in names]]
     held = columns[:, COLUMNS.index("gamma")] * (gamma or 0.0)
     if sigma is None:
         # σ scales the whole call, so it multiplies γ's part too.
         values, fitted = robust_nnls_loaded(chosen, measured, load(points), held)
-        return _params(names, values, gamma, knee, fitted)
+        return _params(names, values, gamma, knee, fitted, ramp)
     # A held σ divides out: the relative residuals are the same either way.
     measured = measured / np.array([oversubscription(sigma, p.nodes_per_core) for p in points])
     measured = measured - held
     keep = measured > 0  # rows the fixed γ alone explains say nothing about α and β
     if not keep.any():
-        return _params([], [], gamma, knee, sigma)
-    return _params(names, robust_nnls(chosen[keep], measured[keep]), gamma, knee, sigma)
+        return _params([], [], gamma, knee, sigma, ramp)
+    return _params(names, robust_nnls(chosen[keep], measured[keep]), gamma, knee, sigma, ramp)
 
 
 def predict_point(

@@ -127,6 +127,8 @@ def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
     for label, fit in _regimes(fits):
         p = fit.params
         knee = "none" if math.isinf(p.knee) else f"{format_number(p.knee / 2**20)} MiB"
+        if not math.isinf(p.knee) and p.ramp > 1:
+            knee = f"{format_number(p.knee / 2**20)}-{format_number(p.knee * p.ramp / 2**20)} MiB"
         above = "" if math.isinf(p.knee) else f"{format_number(p.beta_above * 1e12)} "
         rows.append(
             [
