@@ -86,7 +86,7 @@ class Params(NamedTuple):
     gamma: float  # seconds per byte reduced
     # Past this working set (bytes the nodes hold: N·n on a shared bus, else n) each byte on
     # the link or bus costs ``beta_above``: on a CPU, where the buffers stop fitting in a
-    # cache (ring.model.fit.choose_knee finds it; inf: no such change), over ``ramp``.
+    # cache (ring.model.knee.choose_knee finds it; inf: no such change), over ``ramp``.
     knee: float = math.inf
     beta_above: float = 0.0
     # Slow-down per node per core past one: a call at p nodes per core takes 1 + σ(p - 1)
