@@ -38,8 +38,24 @@ def _backend(backend: str):
 
 
 def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingCommunicator:
-    """A cached, open communicator for ``nodes`` nodes (a new one if the last was closed)."""
+    """A cached, open communicator for ``nodes`` nodes (a new one if the last was closed).
+
+    A backend whose ``PER_CALL_OPTIONS`` go with each call instead of its communicator
+    (mpi: every rank must reach the same cached ring) refuses them here: the ring returned
+    would not run by them."""
     module = _backend(backend)
+    per_call = [name for name in getattr(module, "PER_CALL_OPTIONS", ()) if name in options]
+    if per_call:
+        raise TypeError(
+            f"{', '.join(per_call)}: option(s) of each call on backend {backend!r}, not of "
+            f"its cached communicator: pass them with the call (ring.allreduce(buffers, "
+            f"backend={backend!r}, {per_call[0]}=...)), or make a communicator with them "
+            f"yourself (mpi: ring.mpi.MpiRing(comm, {per_call[0]}=...))"
+        )
+    return _cached(module, nodes, options)
+
+
+def _cached(module, nodes: int, options: dict) -> RingCommunicator:
     key = module.cache_key(nodes, **options)
     with _cache_lock:
         comm = _cache.get(key)
@@ -49,10 +65,10 @@ def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingComm
 
 
 def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
-    # Checked before get_communicator, which may start threads or make an MPI communicator.
+    # Checked before _cached, which may start threads or make an MPI communicator.
     call = _backend(backend).check_call(name, buffers, op, **options)
     while True:
-        comm = get_communicator(call.nodes, backend=backend, **options)
+        comm = _cached(_backend(backend), call.nodes, options)
         try:
             comm.execute(call)
             return

@@ -80,6 +80,7 @@ from .schedule import COLLECTIVES, check_collective
 __all__ = [
     "CUDA_AWARE_ENV",
     "DEFAULT_SEGMENT_BYTES",
+    "PER_CALL_OPTIONS",
     "MpiRing",
     "cache_key",
     "check_call",
@@ -87,12 +88,11 @@ __all__ = [
     "make_communicator",
 ]
 
-# Reduce-scatter receives each chunk in segments of at most this many bytes, so the scratch
-# segment stays in cache between the receive and the reduction that reads it.
+# Reduce-scatter receives segments of at most this many bytes, in cache for their reduction.
 DEFAULT_SEGMENT_BYTES = 1 << 20
-_OPTIONS = frozenset({"comm", "segment_bytes", "algorithm", "group_size"})
-# The options a call takes (compared across ranks in its pre-flight row).
-_PER_CALL = ("segment_bytes", "algorithm", "group_size")
+# The options a call takes (compared across ranks in its pre-flight row), not its ring's.
+PER_CALL_OPTIONS = ("segment_bytes", "algorithm", "group_size")
+_OPTIONS = frozenset({"comm", *PER_CALL_OPTIONS})
 # Kept forms: calls repeat a few shapes; a sweep moves on.
 _KEPT = 64
 
@@ -207,7 +207,7 @@ class MpiRing(RingCommunicator):
                     return
                 settings: tuple = (self.segment_bytes, self.algorithm, self.group_size)
                 if options:  # a per-call None means the ring's own
-                    given = (options.get(k) for k in _PER_CALL)
+                    given = (options.get(k) for k in PER_CALL_OPTIONS)
                     pairs = zip(given, settings, strict=True)
                     settings = tuple(d if v is None else v for v, d in pairs)
                 self._call(name, buffers, op, settings, bindable=not options)
@@ -217,7 +217,7 @@ class MpiRing(RingCommunicator):
     def execute(self, call: Call) -> None:
         """Run a call :func:`check_call` accepted, with its per-call options."""
         self._check_call_backend(call)
-        options = {k: call.options[k] for k in _PER_CALL if k in call.options}
+        options = {k: call.options[k] for k in PER_CALL_OPTIONS if k in call.options}
         self._collective(call.name, call.buffers, call.op, **options)
 
     def _call(self, name: str, buffers, op: str | None, settings: tuple, bindable: bool):
@@ -370,7 +370,7 @@ def check_call(name: str, buffers: Sequence, op: str | None, **options) -> Call:
     waiting.  One buffer per rank: the ring has as many nodes as the communicator ranks."""
     check_collective(name)
     _check_options(options)
-    per_call = {k: options[k] for k in _PER_CALL if k in options}
+    per_call = {k: options[k] for k in PER_CALL_OPTIONS if k in options}
     return Call("mpi", name, buffers, op, 1, options=per_call)
 
 

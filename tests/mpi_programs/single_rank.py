@@ -44,7 +44,16 @@ assert third is not second and third.comm != mine
 mine.Free()
 assert third.closed  # the communicator it was made from is gone
 
-# Options.
+# Options.  A per-call option goes with each call: the cached ring does not take it.
+raises(
+    TypeError,
+    "algorithm: option(s) of each call on backend 'mpi', not of its cached communicator",
+    ring.get_communicator,
+    1,
+    backend="mpi",
+    algorithm="direct",
+)
+ring.allreduce([buf], backend="mpi", algorithm="direct")
 assert ring.mpi.cache_key(1) == ring.mpi.cache_key(1, comm=MPI.COMM_WORLD)
 # segment_bytes travels with each call (compared across ranks there), not in the key: a
 # rank asking for another value must not make a new ring while its peers use the cached one.
