@@ -167,7 +167,9 @@ def _parameters(fits: list[tuple[Fit, Path]]) -> Table:
         "`inline_bytes` per node on the calling thread and a larger one on N threads: where "
         "a sweep has both, each regime is fitted apart and priced where it runs; inline, one "
         "thread runs every node's moves in turn, so α is per move of the plan and each "
-        "node's buffer adds a fixed cost per call.",
+        "node's buffer adds a fixed cost per call. The knee is the working set (N·n on a "
+        "shared bus, else n) past which each byte costs β past knee; where it is a range, "
+        "the cost rises over it, linearly in the logarithm of the working set.",
     )
 
 
