@@ -31,8 +31,8 @@ def _bic(points: list[Point], settings: Settings, extra: int) -> float:
 
 
 def choose_knee(points: list[Point], settings: Settings) -> tuple[float, float]:
-    """(knee, ramp): the working set past which β changes, and over how many times it
-    (inf, 1: none; the settings' knee and ramp unused).
+    """(knee, ramp): the working set past which β changes, and the factor past it where β
+    reaches β above, knee·ramp (inf, 1: no change; the settings' knee and ramp unused).
 
     On the reference CPU the per-byte cost doubles once N·n passes the last-level cache
     (32 MiB), which one β cannot follow (it missed by 40-47 % past it); the MPI ring's
