@@ -66,9 +66,10 @@ def _cached(module, nodes: int, options: dict) -> RingCommunicator:
 
 def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     # Checked before _cached, which may start threads or make an MPI communicator.
-    call = _backend(backend).check_call(name, buffers, op, **options)
+    module = _backend(backend)
+    call = module.check_call(name, buffers, op, **options)
     while True:
-        comm = _cached(_backend(backend), call.nodes, options)
+        comm = _cached(module, call.nodes, options)
         try:
             comm.execute(call)
             return

@@ -339,17 +339,22 @@ def test_bad_links_file_is_refused(tmp_path, edit, message):
         load_links(path)
 
 
-def test_fit_finds_a_cache_knee():
-    # Per-byte cost on the shared bus triples once N·n passes 32 MiB.
-    truth = TRUE._replace(knee=32 << 20, beta_above=3 * TRUE.beta)
-    rng = np.random.default_rng(3)
+def _bus_group(truth, rng) -> Group:
+    """The ring at N = 2 and 4 on a shared bus, 1 KiB to 128 MiB, timed by ``truth`` with
+    1 % noise, and the add ceiling that fixes γ."""
     group = Group({"machine": "synthetic", "backend": "x"}, shared=True)
     for n in (2, 4):
         for size in (1 << e for e in range(10, 28)):
             exact = predict_seconds(truth, "ring", n, size, shared=True)
             group.points.append(Point("ring", n, size, exact * rng.lognormal(0, 0.01)))
     group.add_ceilings_GBps.append(3 / TRUE.gamma / 1e9)
-    fit = fit_group(group)
+    return group
+
+
+def test_fit_finds_a_cache_knee():
+    # Per-byte cost on the shared bus triples once N·n passes 32 MiB.
+    truth = TRUE._replace(knee=32 << 20, beta_above=3 * TRUE.beta)
+    fit = fit_group(_bus_group(truth, np.random.default_rng(3)))
     assert 32 << 20 <= fit.params.knee < 64 << 20
     assert fit.params.beta_above == pytest.approx(truth.beta_above, rel=0.05)
     assert fit.params.beta == pytest.approx(truth.beta, rel=0.05)
@@ -367,13 +372,7 @@ def test_fit_finds_a_ramp_and_a_step_stays_a_step():
         truth._replace(ramp=1.0), "ring", 2, 8 << 20, shared=True
     )
     rng = np.random.default_rng(5)
-    group = Group({"machine": "synthetic", "backend": "x"}, shared=True)
-    for n in (2, 4):
-        for size in (1 << e for e in range(10, 28)):
-            exact = predict_seconds(truth, "ring", n, size, shared=True)
-            group.points.append(Point("ring", n, size, exact * rng.lognormal(0, 0.01)))
-    group.add_ceilings_GBps.append(3 / TRUE.gamma / 1e9)
-    fit = fit_group(group)
+    fit = fit_group(_bus_group(truth, rng))
     start, end = fit.params.knee, fit.params.knee * fit.params.ramp
     assert 4 << 20 <= start < 16 << 20 and 32 << 20 <= end < 128 << 20, (start, end)
     assert fit.params.beta_above == pytest.approx(truth.beta_above, rel=0.05)
@@ -387,16 +386,7 @@ def test_fit_finds_a_ramp_and_a_step_stays_a_step():
     assert Fit.from_json(document).params.ramp == 1.0
     # The step of the test above is found as a step.
     step = TRUE._replace(knee=32 << 20, beta_above=3 * TRUE.beta)
-    group.points = [
-        Point(
-            p.algorithm,
-            p.nodes,
-            p.nbytes,
-            predict_seconds(step, "ring", p.nodes, p.nbytes, shared=True) * rng.lognormal(0, 0.01),
-        )
-        for p in group.points
-    ]
-    assert fit_group(group).params.ramp == 1.0
+    assert fit_group(_bus_group(step, rng)).params.ramp == 1.0
 
 
 def test_cores_without_an_environment_count_one_thread_for_an_inline_row(tmp_path):
