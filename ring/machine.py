@@ -1,5 +1,6 @@
-"""The cache sizes the machine reports, which size ring-segmented's blocks and the CPU
-backend's tiles."""
+"""What the machine reports: its cache sizes, which size ring-segmented's blocks and the
+CPU backend's tiles, and where it gives transparent huge pages (recorded with every run:
+on a VM a streaming NumPy loop over 256 MiB is 5-15 % slower on 4 KiB pages)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ __all__ = [
     "DEFAULT_LAST_LEVEL_BYTES",
     "SYSFS_CACHE",
     "cache_bytes",
+    "huge_pages",
+    "mount_huge",
     "probe_cache_bytes",
     "read_cache_sizes",
 ]
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+SYSFS_THP = Path("/sys/kernel/mm/transparent_hugepage")
 # What a machine that reports nothing (no sysfs and no sysconf, e.g. macOS) is taken to
 # have: a per-core L2 and a shared last level typical of a current server core.
 DEFAULT_L2_BYTES = 1 << 20
@@ -60,3 +64,53 @@ def probe_cache_bytes(root: Path = SYSFS_CACHE) -> tuple[int, int]:
 def cache_bytes() -> tuple[int, int]:
     """:func:`probe_cache_bytes` of this machine, read once."""
     return probe_cache_bytes()
+
+
+def _chosen(path: Path) -> str | None:
+    """The bracketed word of a sysfs choice (``always [madvise] never``), None if unread."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else None
+
+
+def mount_huge(directory: str, mounts: str) -> str | None:
+    """The ``huge=`` option of the tmpfs holding ``directory`` (an absolute path without
+    links; ``never`` when the tmpfs names none), from ``mounts`` (``/proc/mounts``'s
+    text); None if it is not a tmpfs."""
+    real = directory
+    best: tuple[int, str | None] = (-1, None)
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best[0]:
+            huge = None
+            if fields[2] == "tmpfs":
+                options = dict(o.partition("=")[::2] for o in fields[3].split(","))
+                huge = options.get("huge") or "never"
+            best = (len(point), huge)
+    return best[1]
+
+
+def huge_pages(directory: str | None, root: Path = SYSFS_THP) -> dict:
+    """Where the kernel gives transparent huge pages: to private memory (``madvise``:
+    where asked, as NumPy does for large arrays), to shared memory (``/dev/shm``, memfd),
+    and on ``directory``'s tmpfs (its ``huge=`` option); None where unknown."""
+    on_directory = None
+    if directory is not None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+            on_directory = mount_huge(os.path.realpath(directory), mounts)
+        except OSError:
+            pass
+    return {
+        "private": _chosen(root / "enabled"),
+        "shared": _chosen(root / "shmem_enabled"),
+        "directory": directory,
+        "on_directory": on_directory,
+    }

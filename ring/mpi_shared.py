@@ -40,6 +40,7 @@ from .cpu_slices import scratch_slots, slice_bounds, tile_operations
 from .mpi_steps import form_plan
 
 __all__ = [
+    "SHM_DIR_ENV",
     "SharedArrays",
     "SharedBlock",
     "allocate",
@@ -49,6 +50,8 @@ __all__ = [
     "shared_directory",
 ]
 
+# Where the parts are made, when set (shared_directory).
+SHM_DIR_ENV = "RING_SHM_DIR"
 # A part's file name: this prefix, the pid of the rank that made it, a random suffix.
 _PREFIX = "ring-mpi-"
 # A rank's slice of the positions starts on a page: no two ranks write one cache line.
@@ -68,8 +71,15 @@ class SharedBlock(NamedTuple):
 
 
 def shared_directory() -> str:
-    """Where the parts' files are made: ``/dev/shm`` (memory), else the temporary
-    directory (``$TMPDIR``)."""
+    """Where the parts' files are made: ``$RING_SHM_DIR`` when set, else ``/dev/shm``
+    (memory), else the temporary directory (``$TMPDIR``).  On a tmpfs mounted with
+    ``huge=always`` the parts get huge pages, which ``/dev/shm`` gives only where
+    ``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` allows them (README, "MPI")."""
+    chosen = os.environ.get(SHM_DIR_ENV)
+    if chosen:
+        if not (os.path.isdir(chosen) and os.access(chosen, os.W_OK | os.X_OK)):
+            raise ValueError(f"{SHM_DIR_ENV}={chosen} is not a directory this user can write")
+        return chosen
     shm = "/dev/shm"
     if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
         return shm
@@ -183,7 +193,12 @@ def allocate(comm, count: Any, dtype: Any) -> tuple[np.ndarray, list[np.ndarray]
             f"host (this host has {on_host}); shared buffers need every rank on one host"
         )
     nbytes = max(1, length * kind.itemsize)  # an empty mapping is not allowed
-    directory = shared_directory()
+    directory = ""
+    try:
+        directory = shared_directory()
+    except ValueError as exc:
+        error = exc
+    _all_ranks(comm, "choosing where to make the parts", error, ValueError)
     remove_stale(directory)
     path = os.path.join(directory, f"{_PREFIX}{os.getpid()}-{secrets.token_hex(6)}")
     mine: mmap.mmap | None = None

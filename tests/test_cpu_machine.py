@@ -76,3 +76,42 @@ def test_the_harness_records_the_probed_caches(monkeypatch):
     monkeypatch.setattr(environment, "cache_bytes", lambda: (3 << 20, 96 << 20))
     recorded = environment.collect_environment()["cache_bytes"]
     assert recorded == {"l2": 3 << 20, "last_level": 96 << 20}
+
+
+MOUNTS = """\
+/dev/vda / ext4 rw,relatime 0 0
+tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0
+tmpfs /mnt/huge tmpfs rw,relatime,size=4194304k,huge=always 0 0
+tmpfs /mnt/huge/inner tmpfs rw,huge=within_size 0 0
+tmpfs /mnt/with\\040space tmpfs rw,huge=advise 0 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("directory", "huge"),
+    [
+        ("/dev/shm", "never"),  # a tmpfs that names no huge= option
+        ("/dev/shm/sub", "never"),
+        ("/mnt/huge", "always"),
+        ("/mnt/huge/dir", "always"),
+        ("/mnt/huge/inner/x", "within_size"),  # the innermost mount holds it
+        ("/mnt/hugex", None),  # a sibling's name, on the root file system
+        ("/mnt/with space/y", "advise"),
+        ("/home", None),  # not a tmpfs
+    ],
+)
+def test_mount_huge_reads_the_innermost_mount(directory, huge):
+    assert machine.mount_huge(directory, MOUNTS) == huge
+
+
+def test_huge_pages_reads_the_chosen_words(tmp_path):
+    (tmp_path / "enabled").write_text("always [madvise] never\n")
+    (tmp_path / "shmem_enabled").write_text("always within_size advise [never] deny force\n")
+    pages = machine.huge_pages(None, tmp_path)
+    assert pages == {
+        "private": "madvise",
+        "shared": "never",
+        "directory": None,
+        "on_directory": None,
+    }
+    assert machine.huge_pages(None, tmp_path / "absent")["private"] is None

@@ -21,6 +21,10 @@ REFUSED = {
     "negative count": ("ValueError", "count must be >= 0, got -1"),
     "object dtype": ("ValueError", "dtype must be a numeric NumPy dtype, got object"),
     "part too large": ("RuntimeError", "making each rank's part failed (rank 1: OSError"),
+    "directory unusable": (
+        "ValueError",
+        "choosing where to make the parts failed (rank 1: ValueError: RING_SHM_DIR=",
+    ),
 }
 
 
@@ -35,6 +39,7 @@ def test_calls_on_shared_buffers(nodes):
         assert report["failures"] == [], "\n".join(report["failures"])
         assert report["messages"] == 0  # not one point-to-point message on shared arrays
         assert report["left"] == []
+        assert report["chosen"] == [nodes, 0]  # every part made in RING_SHM_DIR, none left
         assert report["after_close"] and report["forgotten"]
         assert report["refusals"].pop("works after")
         for scenario, (kind, text) in REFUSED.items():

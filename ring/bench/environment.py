@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..machine import cache_bytes
+from ..machine import cache_bytes, huge_pages
 from .parallel import usable_cores
 
 __all__ = [
@@ -203,6 +203,16 @@ def launch_command(command: list[str]) -> list[str]:
     return list(command)
 
 
+def _shared_directory() -> str | None:
+    """Where ``MpiRing.shared_buffer`` makes its parts (None if ``RING_SHM_DIR`` is bad)."""
+    from ..mpi_shared import shared_directory
+
+    try:
+        return shared_directory()
+    except ValueError:
+        return None
+
+
 def collect_environment(world=None) -> dict:
     return {
         "host": socket.gethostname(),
@@ -212,6 +222,8 @@ def collect_environment(world=None) -> dict:
         "memory_bytes": memory_bytes(),
         # What sizes ring-segmented's default block and the cpu backend's tiles.
         "cache_bytes": dict(zip(("l2", "last_level"), cache_bytes(), strict=True)),
+        # Huge pages for NumPy's arrays, /dev/shm, and the MPI shared buffers' directory.
+        "huge_pages": huge_pages(_shared_directory()),
         "os": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "python_executable": sys.executable,

@@ -8,11 +8,15 @@
 * A view of a shared array is not the allocation: it runs by messages, correctly.
 * Refused on every rank alike, nothing touched: one rank's array private, or from another
   allocation; a request whose count differs between ranks, a bad count or dtype; a part
-  the file system cannot hold (rank 1 under a real ``RLIMIT_FSIZE``).
+  the file system cannot hold (rank 1 under a real ``RLIMIT_FSIZE``); a ``RING_SHM_DIR``
+  (rank 1's) that is not a directory.
+* Under ``RING_SHM_DIR``, every rank's part is made there (this rank maps N files of it),
+  and nothing is left there.
 * Nothing is left in the shared directory; the array outlives the ring; a dropped array
   leaves the ring's table.
 Rank 0 prints one JSON line ``{"reports": [...]}``, every rank's ``{"rank", "nodes",
-"cases", "failures", "refusals", "messages", "left", "after_close", "forgotten"}``.
+"cases", "failures", "refusals", "messages", "left", "after_close", "forgotten",
+"chosen"}``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import resource
 import signal
 import sys
+import tempfile
 import traceback
 import weakref
 from pathlib import Path
@@ -37,7 +42,7 @@ from reference import check, ops_for, random_inputs
 from reuse import CountingComm, _check_collective
 
 from ring.mpi import MpiRing
-from ring.mpi_shared import shared_directory
+from ring.mpi_shared import SHM_DIR_ENV, shared_directory
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range, owned_chunk
 
 world = MPI.COMM_WORLD
@@ -161,6 +166,38 @@ def _full_part(comm) -> list:
         signal.signal(signal.SIGXFSZ, handler)
 
 
+def _unusable_directory(comm) -> list:
+    """Rank 1's ``RING_SHM_DIR`` names a file, not a directory."""
+    if rank == 1:
+        os.environ[SHM_DIR_ENV] = __file__
+    try:
+        return _outcome(lambda: comm.shared_buffer(100, np.float32))
+    finally:
+        os.environ.pop(SHM_DIR_ENV, None)
+
+
+def chosen_directory() -> list[int]:
+    """[parts of the allocation this rank maps from ``RING_SHM_DIR``, files left there]."""
+    directory = world.bcast(tempfile.mkdtemp(prefix="ring-shm-dir-") if rank == 0 else None)
+    os.environ[SHM_DIR_ENV] = directory
+    try:
+        with MpiRing(world) as comm:
+            shared = comm.shared_buffer(5000, np.float64)
+            with open("/proc/self/maps") as maps:
+                mapped = {line.split(maxsplit=5)[-1] for line in maps if directory in line}
+            shared[...] = rank
+            comm.allreduce([shared])
+            assert (shared == nodes * (nodes - 1) / 2).all()
+            world.Barrier()
+            left = len(os.listdir(directory))
+    finally:
+        os.environ.pop(SHM_DIR_ENV, None)
+    world.Barrier()
+    if rank == 0:
+        os.rmdir(directory)
+    return [len(mapped), left]
+
+
 def refusals() -> dict:
     out = {}
     with MpiRing(world) as comm:
@@ -176,6 +213,7 @@ def refusals() -> dict:
         out["negative count"] = _outcome(lambda: comm.shared_buffer(-1))
         out["object dtype"] = _outcome(lambda: comm.shared_buffer(4, object))
         out["part too large"] = _full_part(comm)
+        out["directory unusable"] = _unusable_directory(comm)
         comm.allreduce([mine])  # the ring still works after every refusal
         out["works after"] = bool((mine == nodes * (nodes + 1) / 2).all())
     return out
@@ -210,6 +248,7 @@ def main() -> int:
         "refusals": refusals(),
     }
     report["after_close"], report["forgotten"] = lifetime()
+    report["chosen"] = chosen_directory()
     prefix = f"ring-mpi-{os.getpid()}-"
     report["left"] = [n for n in os.listdir(shared_directory()) if n.startswith(prefix)]
     reports = world.gather(report, root=0)
