@@ -88,7 +88,8 @@ def mount_huge(directory: str, mounts: str) -> str | None:
             continue
         point = fields[1].replace("\\040", " ")
         inside = real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > best[0]:
+        # >=: of mounts stacked on one point, the last listed is the one in use.
+        if inside and len(point) >= best[0]:
             huge = None
             if fields[2] == "tmpfs":
                 options = dict(o.partition("=")[::2] for o in fields[3].split(","))
@@ -99,8 +100,10 @@ def mount_huge(directory: str, mounts: str) -> str | None:
 
 def huge_pages(directory: str | None, root: Path = SYSFS_THP) -> dict:
     """Where the kernel gives transparent huge pages: to private memory (``madvise``:
-    where asked, as NumPy does for large arrays), to shared memory (``/dev/shm``, memfd),
-    and on ``directory``'s tmpfs (its ``huge=`` option); None where unknown."""
+    where asked, as NumPy does for large arrays), to its internal shared memory (shared
+    anonymous mappings, memfd; ``shmem_enabled``), and to files on ``directory``'s tmpfs
+    (its ``huge=`` option, whatever ``shmem_enabled`` says but ``deny`` and ``force``);
+    None where unknown."""
     on_directory = None
     if directory is not None:
         try:

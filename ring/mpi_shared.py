@@ -73,8 +73,8 @@ class SharedBlock(NamedTuple):
 def shared_directory() -> str:
     """Where the parts' files are made: ``$RING_SHM_DIR`` when set, else ``/dev/shm``
     (memory), else the temporary directory (``$TMPDIR``).  On a tmpfs mounted with
-    ``huge=always`` the parts get huge pages, which ``/dev/shm`` gives only where
-    ``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` allows them (README, "MPI")."""
+    ``huge=always`` the parts get huge pages, which ``/dev/shm`` (mounted without a
+    ``huge=`` option on most systems) does not give (README, "MPI")."""
     chosen = os.environ.get(SHM_DIR_ENV)
     if chosen:
         if not (os.path.isdir(chosen) and os.access(chosen, os.W_OK | os.X_OK)):

@@ -84,6 +84,8 @@ tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0
 tmpfs /mnt/huge tmpfs rw,relatime,size=4194304k,huge=always 0 0
 tmpfs /mnt/huge/inner tmpfs rw,huge=within_size 0 0
 tmpfs /mnt/with\\040space tmpfs rw,huge=advise 0 0
+tmpfs /mnt/stacked tmpfs rw 0 0
+tmpfs /mnt/stacked tmpfs rw,huge=within_size 0 0
 """
 
 
@@ -98,6 +100,7 @@ tmpfs /mnt/with\\040space tmpfs rw,huge=advise 0 0
         ("/mnt/hugex", None),  # a sibling's name, on the root file system
         ("/mnt/with space/y", "advise"),
         ("/home", None),  # not a tmpfs
+        ("/mnt/stacked/z", "within_size"),  # the last of two mounts on one point
     ],
 )
 def test_mount_huge_reads_the_innermost_mount(directory, huge):

@@ -6,6 +6,7 @@ requests differ or a part cannot be made; nothing left behind."""
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 from test_mpi import (  # noqa: F401 - pytestmark: the same skip marks
@@ -13,6 +14,8 @@ from test_mpi import (  # noqa: F401 - pytestmark: the same skip marks
     mpirun,
     pytestmark,
 )
+
+from ring.report import build_report
 
 REFUSED = {
     "one private": ("ValueError", "same shared_buffer allocation, or none may (rank 0: shared"),
@@ -67,3 +70,10 @@ def test_bench_measures_host_and_shared_buffers_as_series(tmp_path):
         assert row["wrong"] == "0", row
         ring_host = row["backend"] == "mpi" and row["buffers"] == "host"
         assert (row["traffic_GBps"] != "") == ring_host, row
+    # The report says where the shared buffers lived, from the run's JSON.
+    pages = json.loads(out.with_suffix(".json").read_text())["environment"]["huge_pages"]
+    built = build_report([out], figures_dir=tmp_path / "figures", out_dir=tmp_path / "report")
+    caveats = built.markdown.read_text().split("## Caveats")[1].split("## Figures")[0]
+    kind = "not a tmpfs" if pages["on_directory"] is None else f"huge={pages['on_directory']}"
+    assert f"maps (shared: {pages['directory']}, " in caveats
+    assert kind in caveats
