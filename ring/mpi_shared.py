@@ -79,7 +79,7 @@ def shared_directory() -> str:
     if chosen:
         if not (os.path.isdir(chosen) and os.access(chosen, os.W_OK | os.X_OK)):
             raise ValueError(f"{SHM_DIR_ENV}={chosen} is not a directory this user can write")
-        return chosen
+        return os.path.abspath(chosen)  # the ranks map each other's parts by this path
     shm = "/dev/shm"
     if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
         return shm
