@@ -59,7 +59,7 @@ def test_bench_measures_host_and_shared_buffers_as_series(tmp_path):
     out = tmp_path / "shared.csv"
     args = ["--backend", "mpi,mpi-allreduce", "--buffers", "host,shared", "--algorithm", "ring"]
     sizes = ["-b", "4", "-e", "300K", "-f", "77", "-n", "3", "-w", "1", "-c", "1"]
-    code, _, err, _ = mpirun(3, "-m", "ring.bench", *args, *sizes, "--out", str(out))
+    code, printed, err, _ = mpirun(3, "-m", "ring.bench", *args, *sizes, "--out", str(out))
     assert code == 0, err
     with out.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -77,3 +77,4 @@ def test_bench_measures_host_and_shared_buffers_as_series(tmp_path):
     kind = "not a tmpfs" if pages["on_directory"] is None else f"huge={pages['on_directory']}"
     assert f"maps (shared: {pages['directory']}, " in caveats
     assert kind in caveats
+    assert f"# shared buffers' parts in {pages['directory']} (" in printed  # and the log

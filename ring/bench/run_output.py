@@ -22,6 +22,7 @@ __all__ = [
     "block_footer",
     "ceiling_line",
     "host_line",
+    "pages_line",
     "print_summary",
     "run_header",
     "run_warnings",
@@ -97,6 +98,18 @@ def run_warnings(ceilings: dict) -> list[str]:
             "conditions changed during the run"
         ]
     return []
+
+
+def pages_line(environment: dict) -> str:
+    """Where MPI shared buffers keep their parts and whether they get huge pages, beside
+    what NumPy's arrays (every other buffer) get: the two kinds can differ in page size."""
+    pages = environment.get("huge_pages") or {}
+    huge = pages.get("on_directory")
+    kind = "not a tmpfs" if huge is None else f"tmpfs huge={huge}"
+    return (
+        f"# shared buffers' parts in {pages.get('directory')} ({kind}); NumPy's arrays: "
+        f"transparent huge pages {pages.get('private')} (README, MPI: RING_SHM_DIR)"
+    )
 
 
 def run_header(config: BenchConfig) -> str:

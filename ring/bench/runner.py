@@ -24,6 +24,7 @@ from .run_output import (
     Output,
     ceiling_line,
     host_line,
+    pages_line,
     print_summary,
     run_header,
     run_warnings,
@@ -211,6 +212,8 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
     output.line(run_header(config))
     if world.is_root:
         output.line(host_line(environment, commit, dirty))
+        if "shared" in (config.options.get("buffers") or ""):
+            output.line(pages_line(environment))
     measured, ceilings = _measure_all(config, plans, output)
     wrong_total = print_summary(output, config, measured, ceilings)
     write_error = None
