@@ -241,7 +241,8 @@ def test_default_fit_refits_from_its_csvs(folder, monkeypatch):
     assert len(committed) == len(by_key)
     older = []
     for fit in committed:
-        again = fit_group(by_key[json.dumps(fit.key, sort_keys=True)])
+        # The parameters are compared; the bootstrap (3/4 of a fit's time) does not move them.
+        again = fit_group(by_key[json.dumps(fit.key, sort_keys=True)], draws=0)
         assert again.algorithms == fit.algorithms and again.sources == fit.sources
         if fit.sigma_source == SIGMA_ABSENT:
             # Written by the model before σ and the run's own ring-segmented block: where

@@ -26,6 +26,7 @@ def bootstrap(
     rng: np.random.Generator,
     start: AlgorithmFactors | None = None,
     names: list[str] | None = None,
+    rounds: int = BOOTSTRAP_ROUNDS,
 ) -> np.ndarray:
     """Parameters, then the (steps, bytes) factors of each of ``names`` (default: the
     group's algorithms) in that order, refitted on sizes drawn with replacement (all rows of
@@ -35,7 +36,7 @@ def bootstrap(
     algorithms = names if names is not None else sorted({p.algorithm for p in group.points})
     by_size = {s: [p for p in group.points if p.nbytes == s] for s in sizes}
     draws = []
-    for _ in range(BOOTSTRAP_ROUNDS):
+    for _ in range(rounds):
         chosen = rng.choice(len(sizes), size=len(sizes), replace=True)
         points = [p for i in chosen for p in by_size[sizes[i]]]
         params, factors = fit_with_factors(points, settings, start, FACTOR_ROUNDS)

@@ -296,16 +296,17 @@ def _factor_source(form: str, algorithms: list[str], factors: dict) -> str:
     )
 
 
-def fit_group(group: Group, seed: int = 0, form: str = FORM) -> Fit:
+def fit_group(group: Group, seed: int = 0, form: str = FORM, draws: int = BOOTSTRAP_ROUNDS) -> Fit:
     """The fit of one group: parameters, per-algorithm factors (``form``, ring.model.
-    efficiency), 95 % bootstrap intervals, held-out errors; the cpu backend's inline and
+    efficiency), 95 % bootstrap intervals over ``draws`` refits (0: none, the intervals
+    empty; the parameters are the same), held-out errors; the cpu backend's inline and
     threaded rows apart where it has both (ring.model.regimes)."""
     parts = split(group)
     if parts is None:
-        return _fit_rows(group, seed, form)
+        return _fit_rows(group, seed, form, draws=draws)
     train = set(sorted({p.nbytes for p in group.points})[0::2])
     threaded, inline = (
-        _fit_rows(part, seed, form, train, inline)
+        _fit_rows(part, seed, form, train, inline, draws)
         for part, inline in zip(parts, (False, True), strict=True)
     )
     threaded.regime, inline.regime = THREADED, INLINE
@@ -321,7 +322,12 @@ def fit_group(group: Group, seed: int = 0, form: str = FORM) -> Fit:
 
 
 def _fit_rows(
-    group: Group, seed: int, form: str, train: set[int] | None = None, inline: bool = False
+    group: Group,
+    seed: int,
+    form: str,
+    train: set[int] | None = None,
+    inline: bool = False,
+    draws: int = BOOTSTRAP_ROUNDS,
 ) -> Fit:
     """The fit of these rows, as one regime (``inline``: the calls ran on one thread, priced
     by their moves and nodes); held out: the sizes not in ``train``."""
@@ -341,8 +347,11 @@ def _fit_rows(
         )
     params, factors = fit_with_factors(group.points, settings)
     names = sorted(factors) if factors else algorithms
-    draws = bootstrap(group, settings, np.random.default_rng(seed), factors, names)
-    interval, factor_interval = intervals(draws, names)
+    interval: dict = {}
+    factor_interval: dict = {}
+    if draws:
+        drawn = bootstrap(group, settings, np.random.default_rng(seed), factors, names, draws)
+        interval, factor_interval = intervals(drawn, names)
     return Fit(
         key=dict(group.key),
         shared=group.shared,
@@ -358,6 +367,6 @@ def _fit_rows(
         cores=group.cores,
         caches=group.caches,
         factors=factors,
-        factor_interval={a: factor_interval[a] for a in factors},
+        factor_interval={a: factor_interval[a] for a in factors if a in factor_interval},
         factor_source=_factor_source(form, algorithms, factors),
     )
