@@ -258,6 +258,7 @@ def test_console_entry_point_runs_as_module(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, **SMALL_CEILINGS_ENV},  # the autouse fixture stays in this process
     )
     assert done.returncode == 0, done.stderr
     assert out.is_file() and out.with_suffix(".json").is_file()
