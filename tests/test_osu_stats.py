@@ -149,6 +149,25 @@ def test_device_buffers_refused_with_one_line(tmp_path, aware, message):
     assert not (tmp_path / "r.csv").exists()
 
 
+@pytest.mark.mpi
+@needs_mpi
+def test_shared_buffers_in_no_directory_refused_with_one_line(tmp_path):
+    done = mpirun(
+        2,
+        "--backend",
+        "mpi,mpi-allreduce",
+        "--buffers",
+        "host,shared",
+        "--out",
+        str(tmp_path / "r.csv"),
+        env={"RING_SHM_DIR": str(tmp_path / "absent")},
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
+    assert done.returncode != 0 and len(errors) == 1, done.stderr
+    assert "--buffers shared: RING_SHM_DIR=" in errors[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "r.csv").exists()
+
+
 def test_unknown_buffers_value_is_refused():
     from ring.bench.backends.mpi_device import check_buffers
     from ring.bench.cli import BenchInputError

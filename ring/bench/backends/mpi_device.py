@@ -25,6 +25,7 @@ import numpy as np
 
 from ..._optional import require
 from ...mpi_cuda import device_backend
+from ...mpi_shared import shared_directory
 from ..cli import BenchInputError
 from ..flags import split_list
 from ..nccl_compat import RANK_MEAN_COLUMNS
@@ -66,7 +67,8 @@ def buffers_requested(config) -> tuple[str, ...]:
 
 
 def check_buffers(config, backend: str) -> None:
-    """Refuse an unknown ``--buffers`` value, or device buffers this machine cannot use."""
+    """Refuse an unknown ``--buffers`` value, device buffers this machine cannot use, or
+    shared buffers whose directory (``RING_SHM_DIR``) is not one."""
     for buffers in buffers_requested(config):
         if buffers not in BUFFERS:
             expected = ", ".join(BUFFERS)
@@ -76,6 +78,11 @@ def check_buffers(config, backend: str) -> None:
             device_backend()
         except RuntimeError as exc:
             raise BenchInputError(f"backend {backend} --buffers device: {exc}") from None
+    if "shared" in buffers_requested(config):
+        try:
+            shared_directory()
+        except ValueError as exc:
+            raise BenchInputError(f"backend {backend} --buffers shared: {exc}") from None
 
 
 class DeviceBuffers(DeviceSession, MpiSession):
