@@ -102,6 +102,11 @@ def _oversubscription(model) -> list[str]:
     ]
 
 
+def _run_named(model, name: str):
+    """The input run called ``name`` (a row's ``run``)."""
+    return next(r for r in model.inputs.runs if r.name == name)
+
+
 def _shared_hardware(model) -> list[str]:
     notes = []
     rows = model.rows
@@ -109,8 +114,7 @@ def _shared_hardware(model) -> list[str]:
     if not shared.empty:
         described = []
         for run_name, part in shared.groupby("run"):
-            run = next(r for r in model.inputs.runs if r.name == run_name)
-            devices = len(run.environment.get("gpus") or [])
+            devices = len(_run_named(model, run_name).environment.get("gpus") or [])
             counts = ", ".join(map(str, sorted(set(part["nodes"]))))
             described.append(f"{run_name}: N = {counts} on {devices} GPU(s)")
         notes.append(
@@ -146,8 +150,7 @@ def _shared_buffers(model) -> list[str]:
         return []
     described = []
     for run_name in runs:
-        run = next(r for r in model.inputs.runs if r.name == run_name)
-        pages = run.environment.get("huge_pages") or {}
+        pages = _run_named(model, run_name).environment.get("huge_pages") or {}
         huge = pages.get("on_directory")
         if pages.get("directory") is None:
             described.append(f"{run_name}: not recorded")
