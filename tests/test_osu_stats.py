@@ -124,6 +124,17 @@ def test_mpi_rows_carry_the_osu_statistics(tmp_path):
         assert 0 < low <= mean <= high
 
 
+def _refused_with_one_line(tmp_path, args: list[str], env: dict, message: str) -> None:
+    """The harness under ``mpirun -n 2`` with ``args`` refuses with one line that says
+    ``message``: no traceback, no CSV."""
+    out = tmp_path / "r.csv"
+    done = mpirun(2, *args, "--out", str(out), env=env)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
+    assert done.returncode != 0 and len(errors) == 1, done.stderr
+    assert message in errors[0] and "Traceback" not in done.stderr
+    assert not out.exists()
+
+
 @pytest.mark.mpi
 @needs_mpi
 @pytest.mark.parametrize(
@@ -133,39 +144,16 @@ def test_mpi_rows_carry_the_osu_statistics(tmp_path):
 def test_device_buffers_refused_with_one_line(tmp_path, aware, message):
     if aware == "1" and importlib.util.find_spec("cupy") is not None:
         pytest.skip("CuPy is installed: device buffers would run")
-    done = mpirun(
-        2,
-        "--backend",
-        "mpi-allreduce",
-        "--buffers",
-        "device",
-        "--out",
-        str(tmp_path / "r.csv"),
-        env={"RING_MPI_CUDA_AWARE": aware},
-    )
-    errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
-    assert done.returncode != 0 and len(errors) == 1, done.stderr
-    assert message in errors[0] and "Traceback" not in done.stderr
-    assert not (tmp_path / "r.csv").exists()
+    args = ["--backend", "mpi-allreduce", "--buffers", "device"]
+    _refused_with_one_line(tmp_path, args, {"RING_MPI_CUDA_AWARE": aware}, message)
 
 
 @pytest.mark.mpi
 @needs_mpi
 def test_shared_buffers_in_no_directory_refused_with_one_line(tmp_path):
-    done = mpirun(
-        2,
-        "--backend",
-        "mpi,mpi-allreduce",
-        "--buffers",
-        "host,shared",
-        "--out",
-        str(tmp_path / "r.csv"),
-        env={"RING_SHM_DIR": str(tmp_path / "absent")},
-    )
-    errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
-    assert done.returncode != 0 and len(errors) == 1, done.stderr
-    assert "--buffers shared: RING_SHM_DIR=" in errors[0] and "Traceback" not in done.stderr
-    assert not (tmp_path / "r.csv").exists()
+    args = ["--backend", "mpi,mpi-allreduce", "--buffers", "host,shared"]
+    env = {"RING_SHM_DIR": str(tmp_path / "absent")}
+    _refused_with_one_line(tmp_path, args, env, "--buffers shared: RING_SHM_DIR=")
 
 
 def test_unknown_buffers_value_is_refused():
