@@ -199,12 +199,11 @@ class MpiRing(RingCommunicator):
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         bound = None if options else self._bound.get(name)
+        if bound is not None and bound.call(buffers, op):
+            return  # the same call again (ring.mpi_bound)
         with self._call_lock:
             self._outer[name]()
             try:
-                if bound is not None and bound.takes(buffers, op, self):
-                    self._run_bound(name, bound)  # the same call again (ring.mpi_bound)
-                    return
                 settings: tuple = (self.segment_bytes, self.algorithm, self.group_size)
                 if options:  # a per-call None means the ring's own
                     given = (options.get(k) for k in PER_CALL_OPTIONS)
@@ -236,7 +235,7 @@ class MpiRing(RingCommunicator):
         if self.nodes > 1 and buf.shape[0] > 0:
             run = self._guarded(name, self._host_program, form, buf, block)
         if bindable and key is not None:
-            self._bound[name] = bind(buf, op, settings, form, run, self._slot_view)
+            self._bound[name] = bind(self, name, buf, op, settings, form, run)
         if run is not None:
             self._guarded(name, run)
 
@@ -263,18 +262,6 @@ class MpiRing(RingCommunicator):
         if form.gathered:
             return partial(run_gathered, program, ufunc, finish)
         return partial(run_steps, self._comm, program, ufunc, None, finish)
-
-    def _run_bound(self, name: str, bound: Bound) -> None:
-        """A call that :meth:`ring.mpi_bound.Bound.takes`: the exchange and its check, then
-        the bound program; nothing looked up."""
-        form = bound.form
-        self._put_row(form.row)
-        if bound.slot_data is not None:
-            place, data = bound.slot_data
-            place[:] = data
-        self._agree(name, form, None)
-        if bound.run is not None:
-            self._guarded(name, bound.run)
 
     def _put_row(self, row: bytes) -> None:
         if row is not self._slot_row:  # calls repeat: the slot holds the row already

@@ -5,10 +5,16 @@ form's key (built from the buffer's dtype, length, flags and the call's options)
 kept form's and program's look-ups, the buffer copied into the exchange's slot through a
 new memoryview.  When a call repeats on the same buffer object with the same op and the
 ring's own options (a training loop's gradient bucket, a benchmark's timed calls), none of
-that changes.  :class:`Bound` keeps the call's form, its compiled program, its ufunc and a
-byte view of its buffer, and a call that :meth:`Bound.takes` runs the exchange, the same
-check of every rank's row (:func:`ring.mpi_agree.check_table`: a rank whose call differs
-still raises the same error on every rank) and the program, nothing else.
+that changes.  :class:`Bound` keeps one function made for the call, holding its form's
+row, its compiled program and a byte view of its buffer: a call it takes runs the exchange,
+the same check of every rank's row (:func:`ring.mpi_agree.check_table`: a rank whose call
+differs still raises the same error on every rank) and the program, nothing else.  With
+no NVTX tool attached (:mod:`ring.nvtx_ranges`) a gathered program's moves run as one
+list, without the step ranges nobody would record.
+
+At 1 KiB under ``mpirun -n 2`` (loops of 5,000 calls on the 2-core reference VM) the
+call went from 6.8 to 5.2 µs this way, against 2.2 µs for the bare ``Allgather`` of the
+slot and 2.4 µs for ``MPI_Allreduce``.
 
 Only NumPy calls the form cache keeps (:func:`ring.mpi_agree.form_key`) are bound, and
 only calls without per-call options: a call with options, or on another buffer, takes the
@@ -18,47 +24,100 @@ next call of that collective on another buffer, or until the ring closes.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
-from .mpi_agree import SLOT_DATA
+from . import nvtx_ranges
+from .mpi_agree import SLOT_DATA, check_table
+from .mpi_steps import apply_moves, run_gathered
 
 __all__ = ["Bound", "bind"]
 
 
 class Bound(NamedTuple):
+    """A bound call: ``call(buffers, op)`` runs it and returns True when the call is this
+    one again, else returns False having done nothing (:func:`bind`)."""
+
     buf: np.ndarray
-    dtype: np.dtype
-    strides: tuple
-    op: str | None
-    settings: tuple  # (segment_bytes, algorithm, group_size): the ring's, when bound
-    form: Any  # ring.mpi_agree.CallForm
-    run: Any  # runs the compiled program (ring.mpi_steps); None: nothing moves (N = 1)
-    slot_data: Any  # (slot's data view, the buffer's bytes) when it rides the exchange
-
-    def takes(self, buffers: object, op: str | None, ring) -> bool:
-        """Whether a call of ``op`` on ``buffers`` is this bound call again, on ``ring``
-        (whose options are the call's): the same buffer object, with the dtype object and
-        strides it had (while the bound views exist it cannot be resized, so its length is
-        the same) and still writeable, the same op, and the ring's same option objects."""
-        if type(buffers) is not list or len(buffers) != 1 or op != self.op:
-            return False
-        buf = buffers[0]
-        if buf is not self.buf or buf.dtype is not self.dtype or buf.strides != self.strides:
-            return False
-        segment, algorithm, group = self.settings
-        if ring.algorithm is not algorithm or ring.segment_bytes is not segment:
-            return False
-        return ring.group_size is group and bool(buf.flags.writeable)
+    call: Callable[[object, str | None], bool]
 
 
-def bind(buf, op, settings: tuple, form, run, slot_view) -> Bound:
-    """A call of ``form`` on ``buf`` bound; ``slot_view``: this rank's pre-flight slot
-    (bytes), whose data part a gathered call fills with the buffer."""
+def bind(ring, name: str, buf, op: str | None, settings: tuple, form, run) -> Bound:
+    """A call of collective ``name`` and ``form`` with ``op`` on ``buf`` bound, on ``ring``
+    (a :class:`ring.mpi.MpiRing` whose options were ``settings``); ``run``: its compiled
+    program, ready to run (None: nothing moves)."""
+    return Bound(buf, _call(ring, name, buf, op, settings, form, run))
 
-    slot_data = None
+
+def _flat(run):
+    """A gathered program's moves as one tuple, with its ufunc and finish, when no NVTX
+    tool takes its step ranges (else None: ``run`` runs it step by step, in its ranges)."""
+    if nvtx_ranges.AVAILABLE or not isinstance(run, partial) or run.func is not run_gathered:
+        return None
+    program, ufunc, finish = run.args
+    return tuple(move for _, applies in program for move in applies), ufunc, finish
+
+
+def _call(ring, name: str, buf, op, settings: tuple, form, run):
+    """The bound call as one function.  It takes the call when it is this one again, on
+    ``ring``, under its lock: the same buffer object, with the dtype object and strides it
+    had (while the bound views exist it cannot be resized, so its length is the same) and
+    still writeable, the same op, the ring's same option objects, the ring open.  Then:
+    the outer range; the call's row in the pre-flight slot unless the slot holds it
+    already, and a gathered call's buffer with it; the exchange and the check of every
+    rank's row (any difference, or a local error on some rank, raises the same error on
+    every rank through :func:`ring.mpi_agree.check_table`, before anything moves); the
+    program.  A Ctrl-C in the exchange, or a failure once data moves, aborts the job
+    (``ring._abort``), as a call in full does.  Written out rather than through the ring's
+    methods: at 1 KiB each call layer costs a tenth of the call, and under ``mpirun -n 2``
+    each µs of Python beside the exchange costs up to two."""
+    row, table, dtype, strides = form.row, form.table, buf.dtype, buf.strides
+    segment, algorithm, group = settings
+    comm, rows, exchange, lock = ring.comm, ring._rows, ring._exchange, ring._call_lock
+    allgather = comm.Allgather
+    push, pop = ring._outer[name], nvtx_ranges.pop
+    place = data = None
     if form.gathered:
-        size = buf.nbytes
-        slot_data = (slot_view[SLOT_DATA : SLOT_DATA + size], memoryview(buf).cast("B"))
-    return Bound(buf, buf.dtype, buf.strides, op, settings, form, run, slot_data)
+        place = ring._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes]
+        data = memoryview(buf).cast("B")
+    flat = _flat(run)
+
+    def call(buffers: object, given_op: str | None) -> bool:
+        if type(buffers) is not list or len(buffers) != 1 or buffers[0] is not buf:
+            return False
+        if given_op != op or buf.dtype is not dtype or buf.strides != strides:
+            return False
+        with lock:
+            if ring.algorithm is not algorithm or ring.segment_bytes is not segment:
+                return False
+            if ring.group_size is not group or ring._closed or not buf.flags.writeable:
+                return False
+            push()
+            try:
+                if ring._slot_row is not row:
+                    ring._put_row(row)
+                if place is not None:
+                    place[:] = data
+                try:
+                    allgather(*exchange)
+                    if rows.tobytes() != table:
+                        check_table(comm, rows, form, None)
+                except Exception:
+                    raise  # raised alike on every rank, before any data moves
+                except BaseException:  # noqa: BLE001 - Ctrl-C: the peers have the table
+                    ring._abort(name)
+                try:
+                    if flat is not None:
+                        apply_moves(*flat)
+                    elif run is not None:
+                        run()
+                except BaseException:  # noqa: BLE001 - the peers are mid-collective
+                    ring._abort(name)
+            finally:
+                pop()
+        return True
+
+    return call

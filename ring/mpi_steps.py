@@ -38,6 +38,7 @@ from .schedule import COLLECTIVES, plan, plan_for
 __all__ = [
     "Programs",
     "StepBuffers",
+    "apply_moves",
     "compile_gathered",
     "compile_plan",
     "compile_ring",
@@ -207,12 +208,12 @@ def run_gathered(program: tuple, ufunc, finish: Callable[[Any], None] | None) ->
     for push, applies in program:
         push()
         try:
-            _apply(applies, ufunc, finish)
+            apply_moves(applies, ufunc, finish)
         finally:
             pop()
 
 
-def _apply(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> None:
+def apply_moves(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> None:
     """A round's moves, in order (:data:`Apply`)."""
     for accumulate, first, target, data, completes in applies:
         if data is not None:
@@ -283,7 +284,7 @@ def run_steps(
                     requests = [irecv(spec, peer, 0) for spec, peer in receives]
                     requests += [isend(spec, peer, 0) for spec, peer in sends]
                     requests[0].Waitall(requests)
-                _apply(applies, ufunc, finish)
+                apply_moves(applies, ufunc, finish)
         finally:
             pop()
 

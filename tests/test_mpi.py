@@ -45,16 +45,18 @@ def _is_open_mpi() -> bool:
     return "Open MPI" in out.stdout + out.stderr
 
 
-def mpirun(nodes: int, program: str, *args: str, timeout: float = LAUNCH_TIMEOUT):
-    """Run ``program`` (a file in mpi_programs/, or ``-m module``) on ``nodes`` ranks;
-    returns (returncode, stdout, stderr, seconds)."""
+def mpirun(
+    nodes: int, program: str, *args: str, timeout: float = LAUNCH_TIMEOUT, env: dict | None = None
+):
+    """Run ``program`` (a file in mpi_programs/, or ``-m module``) on ``nodes`` ranks, with
+    ``env`` added to this environment; returns (returncode, stdout, stderr, seconds)."""
     command = [MPIRUN]
     if _is_open_mpi():
         # Tests start more ranks than this machine may have cores.
         command.append("--oversubscribe")
     target = [program] if program == "-m" else [str(PROGRAMS / program)]
     command += ["-n", str(nodes), sys.executable, *target, *args]
-    env = {**os.environ, **SMALL_CEILINGS_ENV}  # for programs that run ring.bench
+    env = {**os.environ, **SMALL_CEILINGS_ENV, **(env or {})}  # ceilings: for ring.bench
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     start = time.monotonic()

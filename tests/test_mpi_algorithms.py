@@ -8,6 +8,8 @@ cores.
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from test_mpi import (  # noqa: F401 - pytestmark: the same skip marks
     assert_same_error_on_every_rank,
@@ -35,12 +37,15 @@ def test_every_algorithm_matches_reference(nodes):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("nodes", [2, 3])
-def test_repeated_calls_and_small_direct_calls(nodes):
+@pytest.mark.parametrize("nodes, ranges", [(2, "0"), (3, "0"), (2, "1")])
+def test_repeated_calls_and_small_direct_calls(nodes, ranges):
     """Kept forms, compiled steps and bound calls never stand in for what changed between
     calls; small ``direct`` and ``reduce-broadcast`` calls send nothing but the pre-flight
-    exchange; one-group ``hierarchical`` runs as the ring (tests/mpi_programs/reuse.py)."""
-    code, out, err, _ = mpirun(nodes, "reuse.py", timeout=LAUNCH_TIMEOUT)
+    exchange; one-group ``hierarchical`` runs as the ring (tests/mpi_programs/reuse.py).
+    With NVTX ranges pushed (``RING_NVTX=1``) a bound gathered call runs step by step in
+    its ranges, without them as one list of moves: both are checked."""
+    env = {"RING_NVTX": ranges, "NVTX_INJECTION64_PATH": ""}
+    code, out, err, _ = mpirun(nodes, "reuse.py", timeout=LAUNCH_TIMEOUT, env=env)
     (result,) = json_lines(out)
     reports = result["reports"]
     assert [r["nodes"] for r in reports] == [nodes] * nodes, err
@@ -56,6 +61,8 @@ def test_repeated_calls_and_small_direct_calls(nodes):
         assert one["messages"]["hierarchical"] == one["messages"]["ring"] > 2 * (nodes - 1)
         assert one["names"]
         assert report["freed"]
+        if importlib.util.find_spec("nvtx") is not None:
+            assert report["ranges"] == (ranges == "1")
     assert code == 0, err
 
 

@@ -55,7 +55,7 @@ elif mode == "raise-bound":
     ring.ops.OPS["sum"] = failing_add
     other = buf.copy()
     comm.allreduce([other])  # a full call, bound to other with failing_add
-    assert comm._bound["allreduce"].takes([other], "sum", comm)  # the next call is bound
+    assert comm._bound["allreduce"].buf is other  # the next call takes the bound path
     armed = True
     comm.allreduce([other])
 elif mode == "raise-shared":  # by position on memory every rank maps (ring.mpi_shared)
@@ -76,11 +76,15 @@ elif mode == "interrupt":
 
         def Allgather(self, *args):
             self._comm.Allgather(*args)
-            if rank == 1:
+            if rank == 1 and armed:
                 os.kill(os.getpid(), signal.SIGINT)
 
+    armed = False
     comm._comm = Interrupting(comm._comm)
-    comm.allreduce([buf])
+    other = buf.copy()
+    comm.allreduce([other])  # a full call, bound to other over the interrupting comm
+    armed = True
+    comm.allreduce([other])  # the bound call, interrupted after its exchange
 elif mode == "interrupt-shared":
 
     class InterruptingAllocation:

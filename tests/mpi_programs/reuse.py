@@ -228,6 +228,7 @@ def main() -> int:
         "messages": messages,
         "one group": one_group_as_ring(),
         "freed": freed(),
+        "ranges": nvtx_ranges.AVAILABLE,  # bound gathered calls step by step, in ranges
     }
     reports = world.gather(report, root=0)
     if rank == 0:
