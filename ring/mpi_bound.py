@@ -24,6 +24,7 @@ next call of that collective on another buffer, or until the ring closes.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
@@ -77,6 +78,9 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     row, table, dtype, strides = form.row, form.table, buf.dtype, buf.strides
     segment, algorithm, group = settings
     comm, rows, exchange, lock = ring.comm, ring._rows, ring._exchange, ring._call_lock
+    # The ring keeps this function: a strong reference back would be a cycle, and a ring
+    # dropped without close() would keep its bound buffers until the cyclic collector runs.
+    ring_ref = weakref.ref(ring)
     allgather = comm.Allgather
     push, pop = ring._outer[name], nvtx_ranges.pop
     place = data = None
@@ -91,7 +95,8 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
         if given_op != op or buf.dtype is not dtype or buf.strides != strides:
             return False
         with lock:
-            if ring.algorithm is not algorithm or ring.segment_bytes is not segment:
+            ring = ring_ref()
+            if ring is None or ring.algorithm is not algorithm or ring.segment_bytes is not segment:
                 return False
             if ring.group_size is not group or ring._closed or not buf.flags.writeable:
                 return False

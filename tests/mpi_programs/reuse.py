@@ -211,6 +211,22 @@ def freed() -> bool:
     return ref() is None
 
 
+def dropped() -> bool:
+    """A ring dropped without close() is freed at once, with the buffer its calls are bound
+    to: nothing it keeps refers back to it (no cycle for the collector to find)."""
+    gc.disable()
+    try:
+        comm = MpiRing(world, algorithm="direct")
+        buf = np.ones(256, dtype=np.float32)  # gathered: its call rides the exchange
+        comm.allreduce([buf])
+        comm.allreduce([buf])  # bound
+        refs = weakref.ref(comm), weakref.ref(buf)
+        del comm, buf
+        return all(ref() is None for ref in refs)
+    finally:
+        gc.enable()
+
+
 def main() -> int:
     failures: list[str] = []
     cases = reused_buffers(failures) + bound_calls(failures)
@@ -228,6 +244,7 @@ def main() -> int:
         "messages": messages,
         "one group": one_group_as_ring(),
         "freed": freed(),
+        "dropped": dropped(),
         "ranges": nvtx_ranges.AVAILABLE,  # bound gathered calls step by step, in ranges
     }
     reports = world.gather(report, root=0)
