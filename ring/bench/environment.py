@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .. import nvtx_ranges
 from ..machine import cache_bytes, huge_pages
 from .parallel import usable_cores
 
@@ -224,6 +225,8 @@ def collect_environment(world=None) -> dict:
         "cache_bytes": dict(zip(("l2", "last_level"), cache_bytes(), strict=True)),
         # Huge pages for NumPy's arrays, /dev/shm, and the MPI shared buffers' directory.
         "huge_pages": huge_pages(_shared_directory()),
+        # Whether the calls pushed NVTX ranges: only with a tool attached (ring.nvtx_ranges).
+        "nvtx_ranges": nvtx_ranges.AVAILABLE,
         "os": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "python_executable": sys.executable,
