@@ -192,6 +192,13 @@ class MpiRing(RingCommunicator):
 
     # -- one call ---------------------------------------------------------------------
 
+    def allreduce(self, buffers: Sequence, op: str = "sum") -> None:
+        """As :meth:`RingCommunicator.allreduce`; a bound call is taken first, one call
+        layer less, at 1 KiB a measurable share of the call (ring.mpi_bound)."""
+        bound = self._bound.get("allreduce")
+        if bound is None or not bound.call(buffers, op):
+            self._collective("allreduce", buffers, op)
+
     def _collective(self, name: str, buffers: Sequence, op: str | None, **options) -> None:
         """Run one collective; ``options`` (``segment_bytes``, ``algorithm``,
         ``group_size``) override the ring's for this call (they are checked, and compared

@@ -82,7 +82,7 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     # dropped without close() would keep its bound buffers until the cyclic collector runs.
     ring_ref = weakref.ref(ring)
     allgather = comm.Allgather
-    push, pop = ring._outer[name], nvtx_ranges.pop
+    push, pop, ranged = ring._outer[name], nvtx_ranges.pop, nvtx_ranges.AVAILABLE
     place = data = None
     if form.gathered:
         place = ring._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes]
@@ -100,7 +100,8 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
                 return False
             if ring.group_size is not group or ring._closed or not buf.flags.writeable:
                 return False
-            push()
+            if ranged:
+                push()
             try:
                 if ring._slot_row is not row:
                     ring._put_row(row)
@@ -122,7 +123,8 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
                 except BaseException:  # noqa: BLE001 - the peers are mid-collective
                     ring._abort(name)
             finally:
-                pop()
+                if ranged:
+                    pop()
         return True
 
     return call
