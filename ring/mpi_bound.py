@@ -13,8 +13,9 @@ no NVTX tool attached (:mod:`ring.nvtx_ranges`) a gathered program's moves run a
 list, without the step ranges nobody would record.
 
 At 1 KiB under ``mpirun -n 2`` (loops of 5,000 calls on the 2-core reference VM) the
-call went from 6.5-7.0 to 4.9-5.1 µs this way, against 2.2 µs for the bare ``Allgather``
-of the slot and 2.3 µs for ``MPI_Allreduce`` (results/reference/intel-xeon-2core/mpi_bound).
+call went from 6.5-7.0 to 4.5-4.7 µs this way, against 2.2 µs for the bare ``Allgather``
+of the slot and 2.2-2.3 µs for ``MPI_Allreduce`` (results/reference/intel-xeon-2core/
+mpi_bound).
 
 Only NumPy calls the form cache keeps (:func:`ring.mpi_agree.form_key`) are bound, and
 only calls without per-call options: a call with options, or on another buffer, takes the

@@ -1,6 +1,6 @@
 """Print, per run of this folder, our fastest MPI algorithm beside MPI_Allreduce, per size.
 
-    python summarize.py n*_*.csv
+    python summarize.py n*_*.csv         # or long_*.csv
 
 Per run (N, the code before or after, which pair): its commit (from the run's JSON), and per
 size MPI_Allreduce's median time, our fastest algorithm with its time, and MPI_Allreduce's
