@@ -73,7 +73,7 @@ from .mpi_agree import (
 from .mpi_bound import Bound, bind
 from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
 from .mpi_shared import SharedArrays
-from .mpi_steps import Programs, run_gathered, run_steps, weakrefable
+from .mpi_steps import Programs, apply_moves, run_gathered, run_steps, weakrefable
 from .ops import OPS, divide_by_nodes
 from .schedule import COLLECTIVES, check_collective
 
@@ -266,6 +266,10 @@ class MpiRing(RingCommunicator):
             if run is not None:
                 return run
         program = self._programs.get(form, buf, None)
+        if form.gathered and not nvtx_ranges.AVAILABLE:  # no step ranges: one list of moves
+            return partial(
+                apply_moves, tuple(m for _, step in program for m in step), ufunc, finish
+            )
         if form.gathered:
             return partial(run_gathered, program, ufunc, finish)
         return partial(run_steps, self._comm, program, ufunc, None, finish)

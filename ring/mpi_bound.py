@@ -8,9 +8,9 @@ ring's own options (a training loop's gradient bucket, a benchmark's timed calls
 that changes.  :class:`Bound` keeps one function made for the call, holding its form's
 row, its compiled program and a byte view of its buffer: a call it takes runs the exchange,
 the same check of every rank's row (:func:`ring.mpi_agree.check_table`: a rank whose call
-differs still raises the same error on every rank) and the program, nothing else.  With
-no NVTX tool attached (:mod:`ring.nvtx_ranges`) a gathered program's moves run as one
-list, without the step ranges nobody would record.
+differs still raises the same error on every rank) and the program, nothing else.  (With
+no NVTX tool attached, :mod:`ring.nvtx_ranges`, a gathered program is built as one list of
+moves, without the step ranges nobody would record: ``MpiRing._host_program``.)
 
 At 1 KiB under ``mpirun -n 2`` (loops of 5,000 calls on the 2-core reference VM) the
 call went from 6.5-7.0 to 4.5-4.7 µs this way, against 2.2 µs for the bare ``Allgather``
@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 
 from . import nvtx_ranges
 from .mpi_agree import SLOT_DATA, check_table
-from .mpi_steps import apply_moves, run_gathered
 
 __all__ = ["Bound", "bind"]
 
@@ -52,15 +50,6 @@ def bind(ring, name: str, buf, op: str | None, settings: tuple, form, run) -> Bo
     (a :class:`ring.mpi.MpiRing` whose options were ``settings``); ``run``: its compiled
     program, ready to run (None: nothing moves)."""
     return Bound(buf, _call(ring, name, buf, op, settings, form, run))
-
-
-def _flat(run):
-    """A gathered program's moves as one tuple, with its ufunc and finish, when no NVTX
-    tool takes its step ranges (else None: ``run`` runs it step by step, in its ranges)."""
-    if nvtx_ranges.AVAILABLE or not isinstance(run, partial) or run.func is not run_gathered:
-        return None
-    program, ufunc, finish = run.args
-    return tuple(move for _, applies in program for move in applies), ufunc, finish
 
 
 def _call(ring, name: str, buf, op, settings: tuple, form, run):
@@ -88,7 +77,6 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     if form.gathered:
         place = ring._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes]
         data = memoryview(buf).cast("B")
-    flat = _flat(run)
 
     def call(buffers: object, given_op: str | None) -> bool:
         if type(buffers) is not list or len(buffers) != 1 or buffers[0] is not buf:
@@ -117,9 +105,7 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
                 except BaseException:  # noqa: BLE001 - Ctrl-C: the peers have the table
                     ring._abort(name)
                 try:
-                    if flat is not None:
-                        apply_moves(*flat)
-                    elif run is not None:
+                    if run is not None:
                         run()
                 except BaseException:  # noqa: BLE001 - the peers are mid-collective
                     ring._abort(name)
