@@ -37,8 +37,6 @@ pop_range = push_range
 
 def test_nvtx_ranges_use_reused_public_annotations(tmp_path):
     # A stand-in exposing only nvtx's public API: no nvtx._lib to reach into.
-    (tmp_path / "nvtx").mkdir()
-    (tmp_path / "nvtx" / "__init__.py").write_text(FAKE_NVTX)
     code = (
         "import nvtx, ring.nvtx_ranges as r\n"
         "assert r.AVAILABLE\n"
@@ -50,23 +48,28 @@ def test_nvtx_ranges_use_reused_public_annotations(tmp_path):
         "    pass\n"
         "print(nvtx.calls)\n"
     )
-    env = {**_without_tool(), "PYTHONPATH": str(tmp_path), "NVTX_INJECTION64_PATH": "/x.so"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
-    )
-    assert done.returncode == 0, done.stderr
+    out = _with_fake_nvtx(tmp_path, code, {"NVTX_INJECTION64_PATH": "/x.so"})
     step = "all_gather step 1 node 0"
-    assert done.stdout.strip() == repr(
+    assert out == repr(
         [("new", step, "ring")]
         + [("push", step), ("pop",)] * 3
         + [("new", "allreduce", "ring"), ("push", "allreduce"), ("pop",)]
     )
 
 
-def _without_tool() -> dict:
-    """This environment without NVTX_DISABLE and without any sign of an NVTX tool."""
+def _with_fake_nvtx(tmp_path: Path, code: str, extra: dict) -> str:
+    """What ``code`` prints in a fresh interpreter that imports the stand-in ``nvtx``, in
+    this environment without NVTX_DISABLE or any sign of an NVTX tool, plus ``extra``."""
+    (tmp_path / "nvtx").mkdir()
+    (tmp_path / "nvtx" / "__init__.py").write_text(FAKE_NVTX)
     names = ("NVTX_DISABLE", "RING_NVTX", "NVTX_INJECTION64_PATH", "NVTX_INJECTION32_PATH")
-    return {k: v for k, v in os.environ.items() if k not in names}
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    env.update(PYTHONPATH=str(tmp_path), **extra)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 @pytest.mark.parametrize(
@@ -75,27 +78,21 @@ def _without_tool() -> dict:
         ({}, False),  # nvtx installed, no tool: every range a no-op
         ({"RING_NVTX": "0"}, False),
         ({"RING_NVTX": "1"}, True),  # a tool that injects itself some other way
-        ({"NVTX_INJECTION64_PATH": "/x.so"}, True),  # what nsys and ncu set
+        ({"NVTX_INJECTION64_PATH": "/x.so"}, True),  # what nsys sets
         ({"NVTX_INJECTION64_PATH": "/x.so", "NVTX_DISABLE": "1"}, False),
     ],
 )
 def test_ranges_are_pushed_only_where_a_tool_can_take_them(tmp_path, extra, recorded):
-    (tmp_path / "nvtx").mkdir()
-    (tmp_path / "nvtx" / "__init__.py").write_text(FAKE_NVTX)
     code = (
         "import nvtx, ring.nvtx_ranges as r\n"
         "push = r.pusher('allreduce')\n"
         "push(); r.pop()\n"
         "print(r.AVAILABLE, nvtx.calls)\n"
     )
-    env = {**_without_tool(), "PYTHONPATH": str(tmp_path), **extra}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
-    )
-    assert done.returncode == 0, done.stderr
+    out = _with_fake_nvtx(tmp_path, code, extra)
     # the pop's annotation, made at import; the range's, made once; its push and pop
     calls = [("new", None, "ring"), ("new", "allreduce", "ring"), ("push", "allreduce"), ("pop",)]
-    assert done.stdout.strip() == f"{recorded} {calls if recorded else []}"
+    assert out == f"{recorded} {calls if recorded else []}"
 
 
 def test_nvtx_ranges_never_names_the_private_lib():
