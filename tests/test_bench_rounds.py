@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 
 import pytest
 from test_bench import TINY, bench, outside_mpirun, small_ceilings  # noqa: F401 - autouse
@@ -10,6 +11,7 @@ from test_bench import TINY, bench, outside_mpirun, small_ceilings  # noqa: F401
 import ring.bench.point
 import ring.bench.runner
 from ring.bench.__main__ import main
+from ring.bench.backends.base import HostSession
 from ring.bench.point import round_shares
 from ring.bench.results import samples_path
 
@@ -44,6 +46,34 @@ def test_rounds_visit_every_series_before_the_next_round(tmp_path, monkeypatch):
     with open(samples_path(out), newline="") as handle:
         calls = list(csv.DictReader(handle))
     assert len(calls) == 5 * len(rows)
+
+
+def test_each_series_warms_up_just_before_its_first_timed_calls(tmp_path, monkeypatch):
+    # With rounds, every series of a size is loaded first; warming each up there would
+    # leave the others' loads and warm-ups between its warm-up and its first timed call.
+    calls = []
+    untimed, timed = HostSession.call, HostSession.timed_call
+
+    def call(self):
+        calls.append((id(self), "untimed"))
+        untimed(self)
+
+    def timed_call(self):
+        calls.append((id(self), "timed"))
+        timed(self)
+
+    monkeypatch.setattr(HostSession, "call", call)
+    monkeypatch.setattr(HostSession, "timed_call", timed_call)
+    args = ["--backend", "cpu,numpy-direct", "-b", "1K", "-e", "1K", "-w", "2", "-n", "6"]
+    assert main([*args, "--rounds", "3", "--out", str(tmp_path / "r.csv")]) == 0
+    runs = [(key, len(list(group))) for key, group in itertools.groupby(calls)]
+    first, second = runs[0][0][0], runs[2][0][0]
+    assert first != second
+    round_one = [(first, "untimed", 2), (first, "timed", 2), (second, "untimed", 2)]
+    round_one.append((second, "timed", 2))
+    later = [(first, "untimed", 1), (first, "timed", 2), (second, "untimed", 1)]
+    later.append((second, "timed", 2))
+    assert [(*key, n) for key, n in runs] == round_one + later + later
 
 
 def test_one_round_keeps_each_series_calls_back_to_back(tmp_path, monkeypatch):

@@ -68,10 +68,11 @@ def series_of(plan) -> list[Series]:
 def measure_interleaved(plan, start_point, output) -> list[Series]:
     """Measure every series at every size, sizes outermost; return the series in plan order.
 
-    ``start_point(session, series, count)`` loads and warms one point and returns a
-    :class:`~ring.bench.point.Point`.  With one round each series' calls run back to back
-    and only one point's buffers are held at a time; with ``--rounds R`` every series of a
-    size holds its buffers while the timed calls go round them R times.
+    ``start_point(session, series, count)`` loads one point and returns a
+    :class:`~ring.bench.point.Point`, which warms up just before its first timed calls.
+    With one round each series' calls run back to back and only one point's buffers are
+    held at a time; with ``--rounds R`` every series of a size holds its buffers while the
+    timed calls go round them R times.
     """
     config = plan.config
     rounds = config.rounds

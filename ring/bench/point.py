@@ -1,6 +1,11 @@
-"""One size of one series: loaded and warmed once, its timed calls taken in one or more
-slices (``--rounds``: one slice per round, every series in turn), its row made once all
-of them are in.
+"""One size of one series: loaded once, its timed calls taken in one or more slices
+(``--rounds``: one slice per round, every series in turn), its row made once all of them
+are in.
+
+The ``-w`` warm-up calls run just before the first timed ones.  With ``--rounds`` every
+series of a size is loaded before the first round; warming each up there would leave the
+other series' loads and warm-ups between its warm-up and its first timed call, and the
+first round's calls slower than the later rounds'.
 
 Each call is timed after an untimed restore of the inputs; with ``-c`` the sampled
 windows of the checked calls and every element after the last call are compared with a
@@ -43,16 +48,14 @@ class Point:
             for node in self.local_nodes
         ]
         session.load(self.inputs)
-        for _ in range(config.warmup):
-            session.restore()
-            session.call()
         self.windows = data.sample_windows(config.seed, count) if config.check else None
         self.done = 0
 
     def time(self, calls: int, warm: bool = False) -> None:
-        """The next ``calls`` timed calls (after one untimed call when ``warm``)."""
+        """The next ``calls`` timed calls: the first after the ``-w`` warm-up calls, a later
+        slice after one untimed call when ``warm``."""
         config, session = self.plan.config, self.session
-        if warm:
+        for _ in range(config.warmup if self.done == 0 else int(warm)):
             session.restore()
             session.call()
         # A collection pause inside a timed call would be charged to the backend.
