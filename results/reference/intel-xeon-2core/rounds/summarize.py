@@ -13,6 +13,7 @@ import glob
 import json
 import math
 import statistics
+from pathlib import Path
 
 SIZES_FIRST = {64}
 
@@ -28,11 +29,12 @@ for kind in ("cpu", "mpi_n2", "mpi_n4"):
         for name in sorted(glob.glob(f"{kind}_{variant}_*.csv")):
             if name.endswith(".samples.csv"):
                 continue
-            run = json.loads(open(name[:-4] + ".json").read())
-            commits.add((run['git_commit'] or '?')[:7])
-            wrong += sum(int(row["wrong"]) for row in csv.DictReader(open(name, newline="")))
+            run = json.loads(Path(name[:-4] + ".json").read_text())
+            commits.add((run["git_commit"] or "?")[:7])
+            rows = csv.DictReader(Path(name).read_text().splitlines())
+            wrong += sum(int(row["wrong"]) for row in rows)
             calls = {}
-            for row in csv.DictReader(open(name[:-4] + ".samples.csv", newline="")):
+            for row in csv.DictReader(Path(name[:-4] + ".samples.csv").read_text().splitlines()):
                 key = (row["backend"], row["algorithm"], row["nodes"], int(row["bytes"]))
                 calls.setdefault(key, []).append(float(row["time_us"]))
             for key, times in calls.items():
