@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_report import close, md_table, size
+from report_helpers import close, md_table, size
 
 from ring.report import ReportInputError, build_report, collect_inputs
 

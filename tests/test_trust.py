@@ -325,7 +325,7 @@ def test_ceiling_lines_name_their_run(run_files, tmp_path):
 def test_profile_phases_and_overhead_are_explained_from_its_numbers(run_files, tmp_path):
     import statistics
 
-    from test_report import run_tables
+    from report_helpers import run_tables
 
     from ring.report.fmt import format_number
     from ring.report.inputs import load_inputs

@@ -1,0 +1,119 @@
+"""What the report tests share: the harness run on tiny sizes in the workflow's layout,
+the profile tables from the kept Nsight Systems output, and readers of the result files
+and of the report that do not use the report's own code."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from test_bench import SMALL_CEILINGS_ENV
+
+from ring.bench.seed_cpp.build import compiler_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+NSYS_FIXTURE = ROOT / "tests" / "fixtures" / "nsys" / "cpu2022"
+ARTIFACTS = Path(os.environ.get("RING_TEST_ARTIFACTS", ROOT / "tests" / "artifacts"))
+BENCH = ["-b", "1K", "-e", "64K", "-f", "4", "-n", "3", "-w", "1", "--seed", "1"]
+# The cpu sweep's backends as the workflow runs them (seed-cpp only where it can be built).
+THREAD_BACKENDS = ("numpy-direct",) + (("seed-cpp",) if compiler_problem() is None else ())
+
+
+def run_bench(out: Path, *args: str) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "ring.bench", *BENCH, *args, "--out", str(out)]
+    env = {**os.environ, **SMALL_CEILINGS_ENV}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def run_tables(profile_dir: Path) -> Path:
+    csvs = sorted(str(p) for p in NSYS_FIXTURE.glob("*.csv"))
+    for command in (
+        ["tables", "--out", str(profile_dir / "tables"), *csvs],
+        ["summary", str(profile_dir / "tables"), "--out", str(profile_dir / "summary.md")],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "ring.nsys", *command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+        assert done.returncode == 0, done.stderr
+    return profile_dir
+
+
+# --- reading the result files independently of the report --------------------------------
+
+
+def sweep_csvs(folder: Path) -> list[Path]:
+    """The result CSVs of a folder, without the per-call samples beside them."""
+    return sorted(p for p in folder.glob("*.csv") if not p.name.endswith(".samples.csv"))
+
+
+def csv_rows(results: Path) -> list[dict]:
+    rows = []
+    for path in sweep_csvs(results / "cpu"):
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                row["run"] = path.stem
+                for key in ("nodes", "bytes", "wrong"):
+                    row[key] = int(row[key])
+                for key in ("time_us", "busbw_GBps", "traffic_GBps", "algbw_GBps"):
+                    row[key] = float(row[key])
+                rows.append(row)
+    return rows
+
+
+def label(row: dict) -> str:
+    return row["backend"] if row["sync"] == "none" else f"{row['backend']} {row['sync']}"
+
+
+def rows_time(rows: list[dict], name: str, nodes: int, size_: int) -> float:
+    return times(rows, name, nodes)[size_]
+
+
+def times(rows: list[dict], name: str, nodes: int) -> dict[int, float]:
+    return {r["bytes"]: r["time_us"] for r in rows if label(r) == name and r["nodes"] == nodes}
+
+
+# --- reading the report ---------------------------------------------------------------
+
+
+def md_table(text: str, title: str) -> list[dict]:
+    """The Markdown table under ``### title`` as a list of {header: cell}."""
+    lines = text.splitlines()
+    start = lines.index(f"### {title}") + 1
+    while not lines[start].startswith("|"):
+        start += 1
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    header, body = table[0], table[2:]
+    # A repeated header ("at") gets a suffix: "at", "at#2".
+    header = [h if header[:i].count(h) == 0 else f"{h}#{header[:i].count(h) + 1}"
+              for i, h in enumerate(header)]  # fmt: skip
+    return [dict(zip(header, row, strict=True)) for row in body]
+
+
+def number(cell: str) -> float:
+    return float(cell.replace(",", "").rstrip("×%").strip())
+
+
+def size(cell: str) -> int:
+    value, unit = cell.split()
+    scale = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}[unit]
+    return int(value.replace(",", "")) * scale
+
+
+def close(shown: str, value: float) -> bool:
+    """``shown`` is ``value`` to three significant digits (the report's rounding)."""
+    return math.isclose(number(shown), value, rel_tol=5.01e-3)
