@@ -12,7 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
-from test_gpu_fakecuda import FakeCuda, fake_cupy
+from fakecuda import FakeCuda, fake_cupy
 
 import ring
 import ring.bench.ceilings

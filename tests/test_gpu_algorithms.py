@@ -1,4 +1,4 @@
-"""Every algorithm of the GPU backend, on the CUDA simulator of ``test_gpu_fakecuda``.
+"""Every algorithm of the GPU backend, on the CUDA simulator of ``fakecuda``.
 
 The simulator advances streams in a random order and honours only stream order and event
 waits, so a step that waits for too little shows up as a wrong element.  Each algorithm
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fakecuda import FakeCuda, fake_cupy
 from reference import check, ops_for, random_inputs
-from test_gpu_fakecuda import FakeCuda, fake_cupy
 
 import ring
 import ring.api

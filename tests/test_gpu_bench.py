@@ -1,5 +1,5 @@
 """The harness's ``gpu`` and ``nccl`` backends and the ``kernel-bw`` mode, run end to end on
-the CUDA simulator of ``test_gpu_fakecuda`` (the same code a GPU runs, minus the GPU)."""
+the CUDA simulator of ``fakecuda`` (the same code a GPU runs, minus the GPU)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from test_gpu_fakecuda import FakeCuda, FakeUfunc, fake_cupy
+from fakecuda import FakeCuda, FakeUfunc, fake_cupy
 
 import ring.bench.ceilings
 from ring.bench.__main__ import main as bench_main
@@ -141,7 +141,7 @@ def test_gpu_check_overlap_line_runs_as_written(tmp_path):
 
 
 def test_a_wrong_reduction_fails_the_run(tmp_path, monkeypatch):
-    from test_gpu_fakecuda import RAW_KERNEL_OPS
+    from fakecuda import RAW_KERNEL_OPS
 
     out = tmp_path / "gpu.csv"
     sim = FakeCuda(2, seed=3)
@@ -223,7 +223,7 @@ def test_kernel_bw_checks_the_kernel(tmp_path, plugins):
 
 
 def test_kernel_bw_checks_our_kernel_too(tmp_path, plugins, monkeypatch):
-    from test_gpu_fakecuda import RAW_KERNEL_OPS
+    from fakecuda import RAW_KERNEL_OPS
 
     monkeypatch.setitem(RAW_KERNEL_OPS, "sum", np.subtract)
     with fake_cupy(FakeCuda(1, seed=6)):

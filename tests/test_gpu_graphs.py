@@ -1,6 +1,6 @@
 """CUDA graphs in the GPU ring (ring.gpu_graphs), on the CUDA simulator.
 
-The simulator (``test_gpu_fakecuda``) captures the way CUDA does: work queued on a
+The simulator (``fakecuda``) captures the way CUDA does: work queued on a
 capturing stream, or on a stream that joined the capture by waiting on an event recorded
 in it, is recorded instead of run; a wait on an event from outside the capture, or a stream
 whose last work the origin does not wait for, makes the capture fail; a replay runs the
@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 import pytest
+from fakecuda import CUDARuntimeError, FakeCuda, fake_cupy
 from reference import check, random_inputs
-from test_gpu_fakecuda import CUDARuntimeError, FakeCuda, fake_cupy
 
 from ring.gpu import GpuCommunicator, cache_key
 

@@ -217,7 +217,7 @@ def test_sources_differ_by_dtype_and_op_and_refuse_what_they_cannot_cover():
 
 
 def test_dispatch_falls_back_to_the_ufunc_where_the_kernel_does_not_cover():
-    from test_gpu_fakecuda import FakeCuda, fake_cupy
+    from fakecuda import FakeCuda, fake_cupy
 
     with fake_cupy(FakeCuda(1)) as cp:
         assert reducer(cp, "sum", np.float32).kind == "ring"
@@ -234,8 +234,8 @@ def test_dispatch_falls_back_to_the_ufunc_where_the_kernel_does_not_cover():
 @pytest.mark.parametrize(("dtype", "kind"), [(np.float32, "ring"), (np.complex64, "ufunc")])
 @pytest.mark.parametrize("force", [False, True])
 def test_the_ring_reduces_with_our_kernel_and_falls_back_to_the_ufunc(dtype, kind, force):
+    from fakecuda import FakeCuda, fake_cupy
     from reference import check, random_inputs
-    from test_gpu_fakecuda import FakeCuda, fake_cupy
 
     from ring.gpu import GpuCommunicator
 

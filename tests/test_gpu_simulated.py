@@ -1,4 +1,4 @@
-"""The GPU backend's own code, run here on the CUDA simulator of ``test_gpu_fakecuda``.
+"""The GPU backend's own code, run here on the CUDA simulator of ``fakecuda``.
 
 The simulator honours only what CUDA guarantees (stream order, event waits captured at
 enqueue time) and otherwise advances streams in a random order, so these tests check the
@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 import pytest
+from fakecuda import FakeCuda, fake_cupy
 from reference import check, ops_for, random_inputs
-from test_gpu_fakecuda import FakeCuda, fake_cupy
 
 import ring
 import ring.api

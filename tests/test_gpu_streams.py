@@ -1,5 +1,5 @@
 """Several CUDA streams per node (``streams=``, :mod:`ring.gpu_hazards`), on the CUDA
-simulator of ``test_gpu_fakecuda``.
+simulator of ``fakecuda``.
 
 The simulator advances streams in a random order and honours only stream order and
 event waits, so results equal to the float64 reference mean the derived waits cover every
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fakecuda import FakeCuda, fake_cupy
 from reference import check, random_inputs
 from test_gpu_algorithms import (
     PLACEMENTS,
@@ -20,7 +21,6 @@ from test_gpu_algorithms import (
     options_of,
     upload,
 )
-from test_gpu_fakecuda import FakeCuda, fake_cupy
 
 from ring.gpu import GpuCommunicator, cache_key
 from ring.gpu_hazards import stream_schedule

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakecuda import FakeCuda, fake_cupy
 from reference import check, random_inputs
 from test_bench import bench, outside_mpirun, small_ceilings  # noqa: F401 - autouse fixtures
 from test_bench_algorithm import rows_of
-from test_gpu_fakecuda import FakeCuda, fake_cupy
 from test_mpi import MPIRUN, json_lines, mpirun
 
 import ring

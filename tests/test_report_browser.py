@@ -119,8 +119,8 @@ def test_figures_render_in_chromium(built, tmp_path):
 @pytest.fixture(scope="session")
 def simulated_gpu(results, tmp_path_factory):
     """``results/`` plus gpu/nccl sweeps and a kernel-bw sweep from the harness run on the
-    CUDA simulator of ``test_gpu_fakecuda`` (real files, simulated device times)."""
-    from test_gpu_fakecuda import FakeCuda, fake_cupy
+    CUDA simulator of ``fakecuda`` (real files, simulated device times)."""
+    from fakecuda import FakeCuda, fake_cupy
 
     import ring.bench.backends.gpu
     import ring.bench.backends.nccl
