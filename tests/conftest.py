@@ -1,5 +1,5 @@
-"""Session fixtures of the report tests (tests/test_report*.py): one harness run and one
-report, shared by every module that asks for them."""
+"""Fixtures shared by test modules: the report tests' one harness run and one report (per
+session), and the workflow tests' copy of the workflow and stub executables (per module)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from report_helpers import THREAD_BACKENDS, run_bench, run_tables
+from workflow_helpers import copy_workflow
 
 from ring.report import build_report, collect_inputs
 
@@ -46,3 +47,21 @@ def built(results, tmp_path_factory):
 @pytest.fixture(scope="session")
 def markdown(built) -> str:
     return built.markdown.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return copy_workflow(tmp_path_factory.mktemp("workflow"))
+
+
+@pytest.fixture(scope="module")
+def stubs(tmp_path_factory) -> dict[str, str]:
+    """Executables that exist (for the DAG-build checks) but are never run in a dry run."""
+    folder = tmp_path_factory.mktemp("bin")
+    paths = {}
+    for name in ("nsys", "mpirun"):
+        path = folder / name
+        path.write_text("#!/bin/sh\necho 'stub: not for running' >&2\nexit 99\n")
+        path.chmod(0o755)
+        paths[name] = str(path)
+    return paths

@@ -156,7 +156,7 @@ def test_collect_inputs_keeps_references_apart(tmp_path):
 
 
 def test_workflow_report_draws_the_configured_references(tmp_path):
-    from test_workflow import copy_workflow, dry_run
+    from workflow_helpers import copy_workflow, dry_run
 
     with_refs = copy_workflow(tmp_path / "with", extra=("results/reference",))
     (report,) = [j for j in dry_run(with_refs, ["report"], config_args=["gpus=0"])

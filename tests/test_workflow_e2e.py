@@ -15,7 +15,7 @@ from itertools import combinations
 from pathlib import Path
 
 import pytest
-from test_workflow import CPU_JOBS, TIMED_RULES, copy_workflow, parse_plan, snakemake
+from workflow_helpers import CPU_JOBS, TIMED_RULES, copy_workflow, parse_plan, snakemake
 
 # Whole workflow runs, each of several Snakemake calls of up to 600 s.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]

@@ -4,7 +4,7 @@ gpus=1 shared_devices=true``."""
 
 from __future__ import annotations
 
-from test_workflow import copy_workflow, counts, dry_run, pinned_config
+from workflow_helpers import copy_workflow, counts, dry_run, pinned_config
 
 
 def test_gpu_targets_with_shared_devices_spelled_as_on_the_command_line(tmp_path):

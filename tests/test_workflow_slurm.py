@@ -5,13 +5,10 @@ the plan with one message; MPI sweeps ask SLURM for what its plugin accepts."""
 from __future__ import annotations
 
 import pytest
-import test_workflow
-from test_workflow import job_env, parse_plan, pinned_config, snakemake
+from workflow_helpers import job_env, parse_plan, pinned_config, snakemake
 
 SLURM_ENV = {"RING_SLURM_PARTITION": "test-partition", "RING_SLURM_ACCOUNT": "test-account"}
-# The plan fixtures of test_workflow: a copy of the workflow, stub mpirun and nsys.
-workdir = test_workflow.workdir
-stubs = test_workflow.stubs
+# The plan fixtures workdir and stubs (a copy of the workflow, stub mpirun and nsys): conftest.py.
 TIMED = {"cpu_bench", "mpi_bench", "gpu_bench", "kernel_bw_sweep", "nsys_profile_cpu"}
 TIMED |= {"cpu_algorithms", "mpi_algorithms", "gpu_algorithms"}
 
