@@ -11,7 +11,7 @@ from test_model import TRUE, synthetic
 from ring.model import auto
 from ring.model.fit import fit_group
 from ring.model.table import load_fits, save_fits
-from ring.report.cost_model import HELD_OUT_MIN_BYTES, cost_model
+from ring.report.cost_model import HELD_OUT_MIN_BYTES, cost_model, links_file
 from ring.report.cost_model_figure import draw_cost_model
 from ring.report.fmt import format_number
 
@@ -95,3 +95,16 @@ def test_factors_table_shows_each_measured_algorithm_with_its_interval(tmp_path)
             want = f"{format_number(getattr(factors, term))} "
             assert cell == want + f"[{format_number(low)}, {format_number(high)}]"
     assert "κ = η = 1" in table.note
+
+
+def test_the_links_file_is_named_from_the_project_not_the_machine(tmp_path, monkeypatch):
+    # The workflow runs in its own directory, a clean clone often in a temporary one: the
+    # report's heading names config/links.yaml, not that folder.
+    monkeypatch.chdir(tmp_path)
+    section = cost_model([tmp_path / "sweep.csv"])
+    assert _table(section, "On paper").title.endswith("parameters of `config/links.yaml`")
+    elsewhere = tmp_path / "mine" / "links.yaml"  # in the working directory: from there
+    elsewhere.parent.mkdir()
+    shutil.copy(links_file(), elsewhere)
+    section = cost_model([tmp_path / "sweep.csv"], links=elsewhere)
+    assert _table(section, "On paper").title.endswith("parameters of `mine/links.yaml`")

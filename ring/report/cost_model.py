@@ -268,6 +268,16 @@ def links_file() -> Path:
     return beside if beside.is_file() else Path("config/links.yaml")
 
 
+def _shown(path: Path) -> str:
+    """``path`` as the report names it: from the working directory or the project tree when
+    it lies in one (no machine's temporary folder in a heading), else as given."""
+    resolved = path.resolve()
+    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if resolved.is_relative_to(base.resolve()):
+            return str(resolved.relative_to(base.resolve()))
+    return str(path)
+
+
 def _paper(path: Path) -> list[Table]:
     links, published = load_links(path)
     rows = [
@@ -278,7 +288,7 @@ def _paper(path: Path) -> list[Table]:
     ]
     busbw = Table(
         f"On paper: predicted busbw (GB/s) at {format_bytes(PAPER_BYTES)}, published link "
-        f"parameters of `{path}`",
+        f"parameters of `{_shown(path)}`",
         ["link", "N", *PAPER_ALGORITHMS],
         rows,
         note="Each link joins all N nodes on its own (one level); hierarchical uses groups "
