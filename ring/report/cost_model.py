@@ -262,9 +262,13 @@ def _decisions(fits: list[tuple[Fit, Path]]) -> list[Table]:
     return tables
 
 
+# The project tree the package sits in (a checkout; an installed wheel has no config/).
+_PROJECT = Path(__file__).resolve().parents[2]
+
+
 def links_file() -> Path:
     """config/links.yaml of the project tree (beside the package), else of the cwd."""
-    beside = Path(__file__).resolve().parents[2] / "config" / "links.yaml"
+    beside = _PROJECT / "config" / "links.yaml"
     return beside if beside.is_file() else Path("config/links.yaml")
 
 
@@ -272,9 +276,9 @@ def _shown(path: Path) -> str:
     """``path`` as the report names it: from the working directory or the project tree when
     it lies in one (no machine's temporary folder in a heading), else as given."""
     resolved = path.resolve()
-    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        if resolved.is_relative_to(base.resolve()):
-            return str(resolved.relative_to(base.resolve()))
+    for base in (Path.cwd().resolve(), _PROJECT):
+        if resolved.is_relative_to(base):
+            return str(resolved.relative_to(base))
     return str(path)
 
 
