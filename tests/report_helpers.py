@@ -32,6 +32,12 @@ def run_bench(out: Path, *args: str) -> Path:
     return out
 
 
+def run_report(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m ring.report ARGS`` from the project root, its output captured."""
+    command = [sys.executable, "-m", "ring.report", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
 def run_tables(profile_dir: Path) -> Path:
     csvs = sorted(str(p) for p in NSYS_FIXTURE.glob("*.csv"))
     for command in (

@@ -28,6 +28,7 @@ from report_helpers import (
     label,
     md_table,
     run_bench,
+    run_report,
     size,
     sweep_csvs,
     times,
@@ -222,23 +223,8 @@ def test_html_is_self_contained(built):
 
 
 def test_cli_builds_and_reports(results, tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ring.report",
-            "--results",
-            str(results),
-            "--figures",
-            str(tmp_path / "figures"),
-            "--out",
-            str(tmp_path / "report"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    figures, out = str(tmp_path / "figures"), str(tmp_path / "report")
+    done = run_report("--results", str(results), "--figures", figures, "--out", out)
     assert done.returncode == 0, done.stderr
     absent = "algorithms_mpi, algorithms_gpu, gpu_vs_cpu_speedup, kernel_bandwidth"
     assert f"not drawn (data absent): {absent}" in done.stdout

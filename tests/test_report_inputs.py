@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from report_helpers import ROOT, sweep_csvs
+from report_helpers import run_report, sweep_csvs
 
 from ring.report import ReportInputError, build_report, collect_inputs
 from ring.report.fmt import format_bytes, format_number
@@ -86,25 +84,9 @@ def test_bad_input_names_the_file_and_writes_nothing(results, tmp_path, damage, 
 
 def test_cli_bad_input_exit_2_without_traceback(results, tmp_path):
     missing = tmp_path / "nowhere" / "cpu_n2_float32.csv"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ring.report",
-            "--sweep",
-            str(results / "cpu" / "sweep_n4_float32.csv"),
-            "--sweep",
-            str(missing),
-            "--figures",
-            str(tmp_path / "figures"),
-            "--out",
-            str(tmp_path / "report"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    sweeps = ["--sweep", str(results / "cpu" / "sweep_n4_float32.csv"), "--sweep", str(missing)]
+    figures, out = str(tmp_path / "figures"), str(tmp_path / "report")
+    done = run_report(*sweeps, "--figures", figures, "--out", out, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == f"ring.report: {missing}: missing"
     assert not (tmp_path / "report").exists()

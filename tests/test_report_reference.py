@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from report_helpers import close, md_table, size
+from report_helpers import close, md_table, run_report, size
 
 from ring.report import ReportInputError, build_report, collect_inputs
 
@@ -109,22 +107,8 @@ def test_a_reference_does_not_count_as_measured_here(report):
 
 
 def test_cli_takes_references(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ring.report",
-            "--reference",
-            str(EPYC),
-            "--figures",
-            str(tmp_path / "f"),
-            "--out",
-            str(tmp_path / "r"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
+    done = run_report(
+        "--reference", str(EPYC), "--figures", str(tmp_path / "f"), "--out", str(tmp_path / "r")
     )
     assert done.returncode == 0, done.stderr
     assert "@ amd-epyc-2core" in (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
