@@ -131,9 +131,12 @@ def _predict(args: argparse.Namespace) -> None:
     nbytes = _size(args.bytes)
     for fit in fits:
         seconds = fit.predict(args.algorithm, args.nodes, nbytes, _host(args))
+        corrected = fit.predict(args.algorithm, args.nodes, nbytes, _host(args), corrected=True)
         measured = (
             "" if args.algorithm in fit.algorithms else " (not measured: the theory, factors 1)"
         )
+        if corrected != seconds:
+            measured += f"; {corrected * 1e6:.1f} us as auto prices it (measured correction)"
         print(
             f"{' '.join(fit.key.values())}: {args.algorithm} N={args.nodes} "
             f"{format_bytes(nbytes)}: {seconds * 1e6:.1f} us{measured}"

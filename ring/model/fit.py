@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..schedule import default_segment_bytes
+from . import calibration
 from .costs import (
     Factors,
     ModelInputError,
@@ -105,6 +106,9 @@ class Fit:
     regime: str = ONE
     inline_bytes: int = 0
     inline: Fit | None = None
+    # Measured over predicted time per algorithm, N and size of these rows
+    # (ring.model.calibration): what ``auto``'s table prices with beside the model.
+    corrections: calibration.Corrections = field(default_factory=dict)
 
     def regimes(self) -> list[Fit]:
         """This fit, then its inline regime's where it has one."""
@@ -133,11 +137,20 @@ class Fit:
         return nodes / cores
 
     def predict(
-        self, algorithm: str, nodes: int, nbytes: int, host: Host | None = None, **options: int
+        self,
+        algorithm: str,
+        nodes: int,
+        nbytes: int,
+        host: Host | None = None,
+        corrected: bool = False,
+        **options: int,
     ) -> float:
         """Seconds of one allreduce (any algorithm of the table) with N nodes on ``host``
-        (default: the machine the fit was measured on)."""
+        (default: the machine the fit was measured on); ``corrected``: times the measured
+        correction (ring.model.calibration) where the rows measured this algorithm at this
+        N around this size, on a machine of the same cores, with the backend's options."""
         host = host or Host()
+        corrected = corrected and not options and host.cores in (None, self.cores)
         fit = self.regime_for(nodes, nbytes, host.inline_bytes)
         inline = fit.regime == INLINE
         threads = 1 if inline else nodes  # inline: the calling thread alone
@@ -147,7 +160,7 @@ class Fit:
             options["segment_bytes"] = default_segment_bytes(max(nodes, 1), caches)
         if algorithm == "hierarchical" and "group_size" not in options and nodes >= 1:
             options["group_size"] = backend_group_size(self.key.get("backend", ""), nodes)
-        return predict_seconds(
+        seconds = predict_seconds(
             fit.params,
             algorithm,
             nodes,
@@ -158,6 +171,9 @@ class Fit:
             inline=inline,
             **options,
         )
+        if corrected:
+            seconds *= calibration.factor(fit.corrections, algorithm, nodes, nbytes)
+        return seconds
 
     def to_json(self) -> dict:
         document = asdict(self)
@@ -167,6 +183,7 @@ class Fit:
         document["held_out"] = [{**asdict(h), "error": h.error} for h in self.held_out]
         document["factors"] = {a: f._asdict() for a, f in self.factors.items()}
         document["inline"] = None if self.inline is None else self.inline.to_json()
+        document["corrections"] = calibration.to_json(self.corrections)
         return document
 
     @classmethod
@@ -211,7 +228,10 @@ class Fit:
                 regime=str(document.get("regime", ONE)),
                 inline_bytes=int(document.get("inline_bytes", 0)),
                 inline=None if not document.get("inline") else cls.from_json(document["inline"]),
+                corrections=calibration.from_json(document.get("corrections")),
             )
+        except ModelInputError:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelInputError(f"not a ring.model fit entry ({exc!r})") from None
 
@@ -369,4 +389,7 @@ def _fit_rows(
         factors=factors,
         factor_interval={a: factor_interval[a] for a in factors if a in factor_interval},
         factor_source=_factor_source(form, algorithms, factors),
+        corrections=calibration.measure(
+            group.points, lambda p: predict_point(params, p, settings.shared, factors, inline)
+        ),
     )

@@ -20,6 +20,7 @@ from ..model.fit import Fit
 from ..model.paper import PAPER_ALGORITHMS, PAPER_NODES, busbw_GBps, load_links, published_points
 from ..model.regimes import INLINE, THREADED
 from ..model.table import (
+    OVERRIDE,
     TABLE_NODES,
     approx_bytes,
     crossovers,
@@ -250,10 +251,13 @@ def _decisions(fits: list[tuple[Fit, Path]]) -> list[Table]:
             if (pairs := crossovers(fit, None, n))
         ]
         note = "`auto` switches: " + ("; ".join(moves) or "nowhere (one pick at every size)")
-        note += ". Crossovers of predicted times: " + (" · ".join(cross) or "none") + "."
+        note += (
+            ". Crossovers of the model's predicted times: " + (" · ".join(cross) or "none") + "."
+        )
         tables.append(
             Table(
-                f"What `auto` picks, {_label(fit)} (fastest predicted; measured algorithms only)",
+                f"What `auto` picks, {_label(fit)} (fastest predicted among the measured "
+                f"algorithms the sweep did not measure > {OVERRIDE - 1:.0%} slower)",
                 ["N", "sizes per node", "algorithm"],
                 rows,
                 note=note,
