@@ -255,12 +255,13 @@ def test_default_fit_refits_from_its_csvs(folder, monkeypatch):
         if [r.regime for r in again.regimes()] != [r.regime for r in fit.regimes()]:
             older.append(" ".join(fit.key.values()) + " (fitted before the cpu regimes)")
             continue
-        if not all(r.corrections for r in fit.regimes()):
+        if any(r.corrections is None for r in fit.regimes()):
             older.append(" ".join(fit.key.values()) + " (fitted before the measured corrections)")
             continue
         for new, old in zip(again.regimes(), fit.regimes(), strict=True):
             assert new.sigma_source == old.sigma_source
             np.testing.assert_allclose(new.params, old.params, rtol=1e-6)
+            assert new.corrections is not None and old.corrections is not None
             assert new.corrections.keys() == old.corrections.keys()
             for algorithm, by_n in old.corrections.items():
                 assert new.corrections[algorithm].keys() == by_n.keys()

@@ -27,15 +27,20 @@ def measured(algorithm: str, nodes: int, nbytes: int) -> float:
     return seconds * (PENALTY if algorithm == "rabenseifner" and nbytes == SLOW else 1.0)
 
 
-def sweep(noise: float = 0.0, seed: int = 3, repeats: int = 1) -> Group:
+def sweep(noise: float = 0.0, seed: int = 3, repeats: int = 1, sweeps: int = 2) -> Group:
+    """``sweeps`` sweeps (the rows' sources) of ``measured``, each of ``repeats`` rows per
+    point."""
     rng = np.random.default_rng(seed)
     group = Group({"machine": "synthetic", "backend": "x"}, False, cores=4)
-    for algorithm in ("ring", "rabenseifner", "recursive-doubling"):
-        for nodes in (2, 4):
-            for size in SIZES:
-                for _ in range(repeats):
-                    seconds = measured(algorithm, nodes, size) * rng.lognormal(0, noise)
-                    group.points.append(Point(algorithm, nodes, size, seconds))
+    group.sources = [f"sweep-{k}.csv" for k in range(sweeps)]
+    for source in range(sweeps):
+        for algorithm in ("ring", "rabenseifner", "recursive-doubling"):
+            for nodes in (2, 4):
+                for size in SIZES:
+                    for _ in range(repeats):
+                        seconds = measured(algorithm, nodes, size) * rng.lognormal(0, noise)
+                        point = Point(algorithm, nodes, size, seconds, source=source)
+                        group.points.append(point)
     return group
 
 
@@ -44,10 +49,27 @@ def fitted() -> Fit:
     return fit_group(sweep(), draws=0)
 
 
-def test_measure_is_the_geometric_mean_of_measured_over_predicted_per_size():
-    points = [Point("ring", 2, 1024, s) for s in (2.0, 8.0)] + [Point("ring", 2, 4096, 3.0)]
+def test_measure_is_the_geometric_mean_over_sweeps_of_measured_over_predicted():
+    points = [
+        Point("ring", 2, 1024, 2.0, source=0),
+        Point("ring", 2, 1024, 8.0, source=0),  # sweep 0: 4x
+        Point("ring", 2, 1024, 9.0, source=1),  # sweep 1: 9x
+        Point("ring", 2, 4096, 3.0, source=0),
+        Point("ring", 2, 4096, 3.0, source=1),
+        Point("direct", 2, 4096, 5.0, source=1),  # one sweep only: no correction
+    ]
     found = calibration.measure(points, lambda p: 1.0 if p.nbytes == 1024 else 2.0)
-    assert found == {"ring": {2: ((1024, pytest.approx(4.0)), (4096, pytest.approx(1.5)))}}
+    assert found == {"ring": {2: ((1024, pytest.approx(6.0)), (4096, pytest.approx(1.5)))}}
+    one = calibration.measure(points, lambda p: 1.0, sweeps=1)
+    assert one["direct"] == {2: ((4096, pytest.approx(5.0)),)}
+
+
+def test_a_fit_of_one_sweep_keeps_no_corrections():
+    fit = fit_group(sweep(sweeps=1), draws=0)
+    assert fit.corrections == {}
+    assert fit.predict("rabenseifner", 4, SLOW, corrected=True) == fit.predict(
+        "rabenseifner", 4, SLOW
+    )
 
 
 def test_factor_interpolates_in_log_size_and_is_one_outside_the_measured_sizes():
@@ -178,7 +200,7 @@ def test_corrections_survive_the_fit_file(fitted, tmp_path):
     del document["fits"][0]["corrections"]  # a file written before them: none
     path.write_text(json.dumps(document))
     (older,) = load_fits(path)
-    assert older.corrections == {}
+    assert older.corrections is None
     assert older.predict("rabenseifner", 2, SLOW, corrected=True) == older.predict(
         "rabenseifner", 2, SLOW
     )
@@ -202,3 +224,32 @@ def test_a_bad_correction_in_a_fit_file_is_refused_in_one_line(bad, fitted, tmp_
     with pytest.raises(ModelInputError) as err:
         load_fits(path)
     assert "\n" not in str(err.value) and "correction" in str(err.value)
+
+
+def test_cli_says_what_corrections_a_fit_has_and_predict_prints_both_times(
+    fitted, tmp_path, capsys
+):
+    from ring.model.__main__ import main
+
+    for sweeps, said in ((2, "points of >= 2 sweeps"), (1, "corrections = none")):
+        group = sweep(sweeps=sweeps)
+        for k in range(sweeps):
+            rows = [p for p in group.points if p.source == k]
+            path = tmp_path / f"sweep-{k}.csv"
+            lines = ["backend,sync,algorithm,nodes,dtype,op,bytes,count,iters,time_us"]
+            lines += [
+                f"x,none,{p.algorithm},{p.nodes},float32,sum,{p.nbytes},{p.nbytes // 4},5,"
+                f"{p.seconds * 1e6!r}"
+                for p in rows
+            ]
+            path.write_text("\n".join(lines) + "\n")
+        csvs = [str(tmp_path / f"sweep-{k}.csv") for k in range(sweeps)]
+        assert main(["fit", *csvs, "--out", str(tmp_path / "fit.json")]) == 0
+        assert said in capsys.readouterr().out
+    save_fits(tmp_path / "fitted.json", [fitted], [])
+    argv = ["predict", "--fit", str(tmp_path / "fitted.json"), "--algorithm", "rabenseifner"]
+    assert main([*argv, "--nodes", "4", "--bytes", "1MiB"]) == 0
+    out = capsys.readouterr().out
+    model = fitted.predict("rabenseifner", 4, SLOW) * 1e6
+    corrected = fitted.predict("rabenseifner", 4, SLOW, corrected=True) * 1e6
+    assert f"{model:.1f} us; {corrected:.1f} us as auto prices it" in out

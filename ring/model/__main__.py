@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..bench.cli import BenchInputError, parse_size
 from ..report.fmt import format_bytes
+from . import calibration
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups
 from .fit import Fit, Host, fit_group
@@ -49,6 +50,7 @@ def _describe(fit: Fit) -> list[str]:
         if regime.regime != ONE:
             lines.append(_regime(regime, fit))
         lines += _parameters(regime)
+        lines.append(_corrections(regime))
     lines.append(
         "  held-out (fit on alternate sizes), error at sizes >= "
         f"{format_bytes(HELD_OUT_MIN_BYTES)}:"
@@ -61,6 +63,28 @@ def _describe(fit: Fit) -> list[str]:
                 f"{h.error * 100:+6.1f} %"
             )
     return lines
+
+
+def _corrections(fit: Fit) -> str:
+    corrections = fit.corrections or {}
+    count = sum(len(sizes) for by_n in corrections.values() for sizes in by_n.values())
+    if not count:
+        return (
+            f"  corrections = none: no size was measured by {calibration.MIN_SWEEPS} sweeps "
+            "(auto's table prices by the model alone; measure again to have them)"
+        )
+    worst = max(
+        (abs(math.log(r)), a, n, size, r)
+        for a, by_n in corrections.items()
+        for n, sizes in by_n.items()
+        for size, r in sizes
+    )
+    _, a, n, size, ratio = worst
+    return (
+        f"  corrections = measured over predicted at {count} (algorithm, N, size) points of "
+        f">= {calibration.MIN_SWEEPS} sweeps, for auto's table; farthest {ratio:.2f}x "
+        f"({a} N={n} {format_bytes(size)})"
+    )
 
 
 def _span(params) -> str:

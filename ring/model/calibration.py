@@ -11,10 +11,10 @@ in the working set tells apart; the model picked it there.  Production tuners ke
 measurements beside their model (Open MPI's ``coll_tuned`` decision rules, NCCL's tuner
 tables).
 
-So a fit keeps, per algorithm and N it measured, the geometric mean of measured over
-predicted time at each measured size (:func:`measure`): at a measured size the sweep's own
-time, between two measured sizes the correction interpolated linearly in log size, outside
-them (or at an N, or on a machine of another core count, the sweep did not measure) none
+So a fit keeps, per algorithm and N, measured over predicted time at each size that two
+sweeps or more measured (:func:`measure`; the geometric mean over the sweeps): at such a
+size the sweeps' own time, between two of them the correction interpolated linearly in log
+size, outside them (or at an N, or on a machine of another core count, not measured) none
 (:func:`factor`).  ``auto``'s decision table (ring.model.table.fastest) lets them rule out,
 not rank: the model picks among the algorithms whose corrected time is within 5 % of the
 least, so algorithms the sweep cannot tell apart (at N = 2 the ring, direct, Rabenseifner
@@ -28,6 +28,13 @@ the fastest fixed algorithm went from 63 to 65 of 68 sizes (the run of 2026-12-0
 UTC) and from 63 to 67 (2026-12-02, 06:30 UTC).  Fitted on every other size only and judged
 at the sizes between (corrections interpolated across a factor of 4), 29 of 32 on both runs
 against the model's 28: the one pick it mends is cpu N = 2 at 2 MiB.
+
+Why two sweeps.  The amd-epyc-2core default is fitted from one sweep (06:59 UTC,
+2026-12-01, older code), in which every algorithm but recursive doubling took about 150 µs
+at N = 2, 512 KiB and 96 µs at 1 MiB.  Corrected by it, its table picked recursive
+doubling there, 2.13x slower than the fastest on that machine's auto check (10:36 UTC); so
+a point one sweep measured carries no correction, and that default prices by the model
+alone.
 """
 
 from __future__ import annotations
@@ -39,33 +46,44 @@ from collections.abc import Callable, Iterable, Mapping
 from .costs import ModelInputError
 from .data import Point
 
-__all__ = ["Corrections", "factor", "from_json", "measure", "to_json"]
+__all__ = ["MIN_SWEEPS", "Corrections", "factor", "from_json", "measure", "to_json"]
+
+# Sweeps that must have measured a point for it to carry a correction: one sweep cannot
+# tell the machine's effect from its own disturbance.
+MIN_SWEEPS = 2
 
 # algorithm -> N -> ((bytes per node, measured / predicted), ...) in increasing size.
 Corrections = Mapping[str, Mapping[int, tuple[tuple[int, float], ...]]]
 
 
-def measure(points: Iterable[Point], predict: Callable[[Point], float]) -> Corrections:
-    """Per algorithm and N, the geometric mean of measured over ``predict``-ed seconds at
-    each size the points measured."""
-    logs: dict[tuple[str, int, int], list[float]] = {}
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def measure(
+    points: Iterable[Point], predict: Callable[[Point], float], sweeps: int = MIN_SWEEPS
+) -> Corrections:
+    """Per algorithm and N, measured over ``predict``-ed seconds at each size that at
+    least ``sweeps`` sweeps (the points' ``source``) measured: the geometric mean over the
+    sweeps of each sweep's geometric mean."""
+    logs: dict[tuple[str, int, int], dict[int, list[float]]] = {}
     for p in points:
         predicted = predict(p)
         if p.seconds > 0 and predicted > 0:
-            logs.setdefault((p.algorithm, p.nodes, p.nbytes), []).append(
-                math.log(p.seconds / predicted)
-            )
+            cell = logs.setdefault((p.algorithm, p.nodes, p.nbytes), {})
+            cell.setdefault(p.source, []).append(math.log(p.seconds / predicted))
     found: dict[str, dict[int, list[tuple[int, float]]]] = {}
-    for (algorithm, nodes, nbytes), values in sorted(logs.items()):
-        ratio = math.exp(sum(values) / len(values))
-        found.setdefault(algorithm, {}).setdefault(nodes, []).append((nbytes, ratio))
+    for (algorithm, nodes, nbytes), by_sweep in sorted(logs.items()):
+        if len(by_sweep) >= sweeps:
+            ratio = math.exp(_mean([_mean(v) for v in by_sweep.values()]))
+            found.setdefault(algorithm, {}).setdefault(nodes, []).append((nbytes, ratio))
     return {a: {n: tuple(s) for n, s in by_n.items()} for a, by_n in found.items()}
 
 
-def factor(corrections: Corrections, algorithm: str, nodes: int, nbytes: int) -> float:
+def factor(corrections: Corrections | None, algorithm: str, nodes: int, nbytes: int) -> float:
     """What the model's time of this call is multiplied by: the measured correction at or
-    between the measured sizes (linear in log size), 1 outside them."""
-    sizes = corrections.get(algorithm, {}).get(nodes, ())
+    between the measured sizes (linear in log size), 1 outside them (or with none)."""
+    sizes = (corrections or {}).get(algorithm, {}).get(nodes, ())
     if not sizes or nbytes < sizes[0][0] or nbytes > sizes[-1][0]:
         return 1.0
     for (low, below), (high, above) in itertools.pairwise(sizes):
@@ -75,17 +93,19 @@ def factor(corrections: Corrections, algorithm: str, nodes: int, nbytes: int) ->
     return sizes[0][1]  # one measured size, and this is it
 
 
-def to_json(corrections: Corrections) -> dict:
+def to_json(corrections: Corrections | None) -> dict | None:
+    if corrections is None:
+        return None
     return {
         a: {str(n): [[size, ratio] for size, ratio in sizes] for n, sizes in by_n.items()}
         for a, by_n in corrections.items()
     }
 
 
-def from_json(document: object) -> Corrections:
-    """Corrections from a fit file's ``corrections`` (absent: none, as fitted before them)."""
+def from_json(document: object) -> Corrections | None:
+    """Corrections from a fit file's ``corrections`` (None: absent, fitted before them)."""
     if document is None:
-        return {}
+        return None
     if not isinstance(document, dict):
         raise ModelInputError(f"corrections is {type(document).__name__}, not an object")
     found: dict[str, dict[int, tuple[tuple[int, float], ...]]] = {}

@@ -85,6 +85,8 @@ class Point:
     inline: bool = False
     # hierarchical's group size in the run: the backend's default (the harness gives none).
     group_size: int = DEFAULT_GROUP_SIZE
+    # The sweep (CSV) the row came from: its index in the group's ``sources``.
+    source: int = 0
 
 
 @dataclass
@@ -251,8 +253,11 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         segment = default_segment_bytes(nodes, caches) if caches else DEFAULT_SEGMENT_BYTES
         inline = row.get("inline") == "1"
         group_size = backend_group_size(row["backend"], nodes)
+        if str(csv_path) not in group.sources:
+            group.sources.append(str(csv_path))
+        source = group.sources.index(str(csv_path))
         group.points.append(
-            Point(algorithm, nodes, nbytes, seconds, per_core, segment, inline, group_size)
+            Point(algorithm, nodes, nbytes, seconds, per_core, segment, inline, group_size, source)
         )
         cores = (meta.get("environment") or {}).get("cores")
         if isinstance(cores, int) and cores > 0:
@@ -263,8 +268,6 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             threads = 1 if inline else nodes
             group.cores = round(threads / per_core)
         group.caches = caches or group.caches
-        if str(csv_path) not in group.sources:
-            group.sources.append(str(csv_path))
         ceiling = _add_ceiling(meta, str(row.get("run", "")), row["backend"])
         if ceiling is not None and ceiling not in group.add_ceilings_GBps:
             group.add_ceilings_GBps.append(ceiling)

@@ -107,8 +107,9 @@ class Fit:
     inline_bytes: int = 0
     inline: Fit | None = None
     # Measured over predicted time per algorithm, N and size of these rows
-    # (ring.model.calibration): what ``auto``'s table prices with beside the model.
-    corrections: calibration.Corrections = field(default_factory=dict)
+    # (ring.model.calibration): what ``auto``'s table prices with beside the model (None:
+    # a fit file written before them).
+    corrections: calibration.Corrections | None = None
 
     def regimes(self) -> list[Fit]:
         """This fit, then its inline regime's where it has one."""
