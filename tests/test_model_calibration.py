@@ -253,3 +253,15 @@ def test_cli_says_what_corrections_a_fit_has_and_predict_prints_both_times(
     model = fitted.predict("rabenseifner", 4, SLOW) * 1e6
     corrected = fitted.predict("rabenseifner", 4, SLOW, corrected=True) * 1e6
     assert f"{model:.1f} us; {corrected:.1f} us as auto prices it" in out
+
+
+def test_the_report_says_where_corrections_change_the_models_pick(fitted, tmp_path):
+    from ring.report.cost_model import cost_model
+
+    save_fits(tmp_path / "model_fit.json", [fitted], [])
+    section = cost_model([tmp_path / "sweep.csv"])
+    (table,) = [t for t in section.tables if t.title.startswith("What `auto` picks")]
+    assert "did not measure > 5% slower" in table.title
+    said = table.note.split("change the model's pick: ")[1].split(". Crossovers")[0]
+    # 1 MiB measured, 512 KiB corrected by the interpolation towards it.
+    assert said == "N=4 512 KiB – 1 MiB: ring (the model: rabenseifner)"

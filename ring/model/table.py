@@ -72,21 +72,25 @@ def select(fits: list[Fit], **wanted: str | None) -> list[Fit]:
 
 
 def fastest(
-    fit: Fit, algorithms: list[str], nodes: int, nbytes: int, host: Host | None = None
+    fit: Fit,
+    algorithms: list[str],
+    nodes: int,
+    nbytes: int,
+    host: Host | None = None,
+    corrected: bool = True,
 ) -> str:
     """The algorithm of ``algorithms`` with the least predicted time (first on a tie), N
     nodes on ``host`` (default: the fitted machine), among those whose time corrected by
     what the fit's rows measured is within :data:`OVERRIDE` of the least
-    (ring.model.calibration)."""
+    (ring.model.calibration; ``corrected`` False: the model's pick alone)."""
     if not algorithms:
         raise ModelInputError("no algorithm to choose from")
     backend = fit.key.get("backend", "")
     for name in PREFLIGHT_ALGORITHMS:  # the fewest local operations first
         if name in algorithms and rides_preflight(backend, name, nodes, nbytes):
             return name  # no message beyond the pre-flight every algorithm pays
-    corrected = {a: fit.predict(a, nodes, nbytes, host, corrected=True) for a in algorithms}
-    best = min(corrected.values())
-    near = [a for a in algorithms if corrected[a] <= OVERRIDE * best]
+    times = {a: fit.predict(a, nodes, nbytes, host, corrected=corrected) for a in algorithms}
+    near = [a for a in algorithms if times[a] <= OVERRIDE * min(times.values())]
     return min(near, key=lambda a: fit.predict(a, nodes, nbytes, host))
 
 
@@ -96,9 +100,10 @@ def decision_table(
     nodes: tuple[int, ...] = TABLE_NODES,
     sizes: tuple[int, ...] = TABLE_SIZES,
     host: Host | None = None,
+    corrected: bool = True,
 ) -> list[tuple[int, int, int, str]]:
     """(N, from bytes, to bytes, algorithm) rows: each run of sizes with one fastest pick,
-    N nodes on ``host`` (default: the fitted machine).
+    N nodes on ``host`` (default: the fitted machine); ``corrected``: as :func:`fastest`.
 
     ``algorithms`` defaults to the ones the fit measured: the table names no algorithm whose
     cost on this machine is an extrapolation unless asked to (``ALGORITHMS`` for all).
@@ -109,7 +114,7 @@ def decision_table(
     rows: list[tuple[int, int, int, str]] = []
     for n in nodes:
         for size in sizes:
-            pick = fastest(fit, names, n, size, host)
+            pick = fastest(fit, names, n, size, host, corrected)
             if rows and rows[-1][0] == n and rows[-1][3] == pick:
                 rows[-1] = (n, rows[-1][1], size, pick)
             else:

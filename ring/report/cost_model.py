@@ -22,6 +22,7 @@ from ..model.regimes import INLINE, THREADED
 from ..model.table import (
     OVERRIDE,
     TABLE_NODES,
+    TABLE_SIZES,
     approx_bytes,
     crossovers,
     decision_table,
@@ -234,6 +235,30 @@ def _held_out(fits: list[tuple[Fit, Path]]) -> tuple[Table, list[str]]:
     return table, sentences
 
 
+def _overruled(fit: Fit) -> list[str]:
+    """Each run of sizes where the corrected table's pick is not the model's alone."""
+    picks = {}
+    for corrected in (True, False):
+        for n, low, high, pick in decision_table(fit, corrected=corrected):
+            for size in TABLE_SIZES:
+                if low <= size <= high:
+                    picks.setdefault((n, size), []).append(pick)
+    runs: list[list] = []
+    for (n, size), (pick, model) in sorted(picks.items()):
+        if pick == model:
+            continue
+        if runs and runs[-1][0] == n and runs[-1][3:] == [pick, model] and runs[-1][2] * 2 == size:
+            runs[-1][2] = size
+        else:
+            runs.append([n, size, size, pick, model])
+    return [
+        f"N={n} {format_bytes(low)}"
+        + ("" if low == high else f" – {format_bytes(high)}")
+        + f": {pick} (the model: {model})"
+        for n, low, high, pick, model in runs
+    ]
+
+
 def _decisions(fits: list[tuple[Fit, Path]]) -> list[Table]:
     tables = []
     for fit, _ in fits:
@@ -251,6 +276,9 @@ def _decisions(fits: list[tuple[Fit, Path]]) -> list[Table]:
             if (pairs := crossovers(fit, None, n))
         ]
         note = "`auto` switches: " + ("; ".join(moves) or "nowhere (one pick at every size)")
+        note += ". Where the sweeps' measured corrections change the model's pick: " + (
+            "; ".join(_overruled(fit)) or "nowhere"
+        )
         note += (
             ". Crossovers of the model's predicted times: " + (" · ".join(cross) or "none") + "."
         )
