@@ -237,7 +237,7 @@ def _held_out(fits: list[tuple[Fit, Path]]) -> tuple[Table, list[str]]:
 
 def _overruled(fit: Fit) -> list[str]:
     """Each run of sizes where the corrected table's pick is not the model's alone."""
-    picks = {}
+    picks: dict[tuple[int, int], list[str]] = {}
     for corrected in (True, False):
         for n, low, high, pick in decision_table(fit, corrected=corrected):
             for size in TABLE_SIZES:
