@@ -31,7 +31,7 @@ TABLE_SIZES = tuple(1 << k for k in range(10, 31))  # 1 KiB .. 1 GiB
 # within this of the least: the measurements rule out the clearly slower ones, not the
 # order of ones the sweep cannot tell apart (at N = 2 the ring, direct, Rabenseifner and
 # hierarchical run one plan).
-OVERRIDE = 1.05
+MARGIN = 1.05
 
 
 def save_fits(path: str | Path, fits: list[Fit], notes: list[str]) -> None:
@@ -81,7 +81,7 @@ def fastest(
 ) -> str:
     """The algorithm of ``algorithms`` with the least predicted time (first on a tie), N
     nodes on ``host`` (default: the fitted machine), among those whose time corrected by
-    what the fit's rows measured is within :data:`OVERRIDE` of the least
+    what the fit's rows measured is within :data:`MARGIN` of the least
     (ring.model.calibration; ``corrected`` False: the model's pick alone)."""
     if not algorithms:
         raise ModelInputError("no algorithm to choose from")
@@ -90,7 +90,7 @@ def fastest(
         if name in algorithms and rides_preflight(backend, name, nodes, nbytes):
             return name  # no message beyond the pre-flight every algorithm pays
     times = {a: fit.predict(a, nodes, nbytes, host, corrected=corrected) for a in algorithms}
-    near = [a for a in algorithms if times[a] <= OVERRIDE * min(times.values())]
+    near = [a for a in algorithms if times[a] <= MARGIN * min(times.values())]
     return min(near, key=lambda a: fit.predict(a, nodes, nbytes, host))
 
 

@@ -20,7 +20,7 @@ from ..model.fit import Fit
 from ..model.paper import PAPER_ALGORITHMS, PAPER_NODES, busbw_GBps, load_links, published_points
 from ..model.regimes import INLINE, THREADED
 from ..model.table import (
-    OVERRIDE,
+    MARGIN,
     TABLE_NODES,
     TABLE_SIZES,
     approx_bytes,
@@ -285,7 +285,7 @@ def _decisions(fits: list[tuple[Fit, Path]]) -> list[Table]:
         tables.append(
             Table(
                 f"What `auto` picks, {_label(fit)} (fastest predicted among the measured "
-                f"algorithms the sweep did not measure > {OVERRIDE - 1:.0%} slower)",
+                f"algorithms the sweep did not measure > {MARGIN - 1:.0%} slower)",
                 ["N", "sizes per node", "algorithm"],
                 rows,
                 note=note,
