@@ -22,13 +22,14 @@ and hierarchical run one plan) keep the model's order instead of the sweep's noi
 model's own predictions (``predict``, the held-out check, the report's predicted-against-
 measured figure, the crossovers) stay the model's.
 
-Judged on three auto checks of results/reference/intel-xeon-2core/auto_check, fixed series
-of runs never fitted on (``python -m ring.model check-picks``), the picks within 1.1x of
-the fastest fixed algorithm went from 63 to 66, 63 to 67 and 63 to 65 of 68 sizes; ``auto``
-itself, measured in the last of them, was within 1.1x at 64 of 68, against 60 and 59 in the
-two before.  Fitted on every other size only and judged at the sizes between (corrections
-interpolated across a factor of 4), 29 of 32 on the first two runs against the model's 28:
-the one pick it mends is cpu N = 2 at 2 MiB.
+Judged on the auto checks of results/reference/intel-xeon-2core/auto_check, fixed series of
+runs never fitted on (``python -m ring.model check-picks``), the picks within 1.1x of the
+fastest fixed algorithm went from 63 to 66, 63 to 67 and 63 to 65 of 68 sizes on three runs
+with unpinned cpu threads (unpinned sweeps), and from 62 to 65 on one with pinned threads
+(pinned sweeps); ``auto`` itself, measured in the last, was within 1.1x at 66 of 68, against
+64, 60 and 59 in the runs before.  Fitted on every other size only and judged at the sizes
+between (corrections interpolated across a factor of 4), 29 of 32 on the first two runs
+against the model's 28: the one pick it mends is cpu N = 2 at 2 MiB.
 
 Why two sweeps.  The amd-epyc-2core default is fitted from one sweep (06:59 UTC,
 2026-12-01, older code), in which every algorithm but recursive doubling took about 150 µs
