@@ -155,7 +155,7 @@ def _predict(args: argparse.Namespace) -> None:
     nbytes = _size(args.bytes)
     for fit in fits:
         seconds = fit.predict(args.algorithm, args.nodes, nbytes, _host(args))
-        corrected = fit.predict(args.algorithm, args.nodes, nbytes, _host(args), corrected=True)
+        corrected = seconds * fit.correction(args.algorithm, args.nodes, nbytes, _host(args))
         measured = (
             "" if args.algorithm in fit.algorithms else " (not measured: the theory, factors 1)"
         )

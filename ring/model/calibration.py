@@ -44,6 +44,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
+from statistics import fmean
 
 from .costs import ModelInputError
 from .data import Point
@@ -56,10 +57,6 @@ MIN_SWEEPS = 2
 
 # algorithm -> N -> ((bytes per node, measured / predicted), ...) in increasing size.
 Corrections = Mapping[str, Mapping[int, tuple[tuple[int, float], ...]]]
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 def measure(
@@ -77,7 +74,7 @@ def measure(
     found: dict[str, dict[int, list[tuple[int, float]]]] = {}
     for (algorithm, nodes, nbytes), by_sweep in sorted(logs.items()):
         if len(by_sweep) >= sweeps:
-            ratio = math.exp(_mean([_mean(v) for v in by_sweep.values()]))
+            ratio = math.exp(fmean(fmean(v) for v in by_sweep.values()))
             found.setdefault(algorithm, {}).setdefault(nodes, []).append((nbytes, ratio))
     return {a: {n: tuple(s) for n, s in by_n.items()} for a, by_n in found.items()}
 

@@ -147,11 +147,10 @@ class Fit:
         **options: int,
     ) -> float:
         """Seconds of one allreduce (any algorithm of the table) with N nodes on ``host``
-        (default: the machine the fit was measured on); ``corrected``: times the measured
-        correction (ring.model.calibration) where the rows measured this algorithm at this
-        N around this size, on a machine of the same cores, with the backend's options."""
+        (default: the machine the fit was measured on); ``corrected``: times
+        :meth:`correction`."""
         host = host or Host()
-        corrected = corrected and not options and host.cores in (None, self.cores)
+        factor = self.correction(algorithm, nodes, nbytes, host, **options) if corrected else 1.0
         fit = self.regime_for(nodes, nbytes, host.inline_bytes)
         inline = fit.regime == INLINE
         threads = 1 if inline else nodes  # inline: the calling thread alone
@@ -172,9 +171,19 @@ class Fit:
             inline=inline,
             **options,
         )
-        if corrected:
-            seconds *= calibration.factor(fit.corrections, algorithm, nodes, nbytes)
-        return seconds
+        return seconds * factor
+
+    def correction(
+        self, algorithm: str, nodes: int, nbytes: int, host: Host | None = None, **options: int
+    ) -> float:
+        """The measured correction (ring.model.calibration) of this call's regime, where the
+        rows measured this algorithm at this N around this size, on a machine of the same
+        cores, with the backend's options; else 1."""
+        host = host or Host()
+        if options or host.cores not in (None, self.cores):
+            return 1.0
+        fit = self.regime_for(nodes, nbytes, host.inline_bytes)
+        return calibration.factor(fit.corrections, algorithm, nodes, nbytes)
 
     def to_json(self) -> dict:
         document = asdict(self)

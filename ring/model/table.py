@@ -89,9 +89,12 @@ def fastest(
     for name in PREFLIGHT_ALGORITHMS:  # the fewest local operations first
         if name in algorithms and rides_preflight(backend, name, nodes, nbytes):
             return name  # no message beyond the pre-flight every algorithm pays
-    times = {a: fit.predict(a, nodes, nbytes, host, corrected=corrected) for a in algorithms}
+    model = {a: fit.predict(a, nodes, nbytes, host) for a in algorithms}
+    times = {
+        a: t * fit.correction(a, nodes, nbytes, host) if corrected else t for a, t in model.items()
+    }
     near = [a for a in algorithms if times[a] <= MARGIN * min(times.values())]
-    return min(near, key=lambda a: fit.predict(a, nodes, nbytes, host))
+    return min(near, key=model.__getitem__)
 
 
 def decision_table(
@@ -100,10 +103,9 @@ def decision_table(
     nodes: tuple[int, ...] = TABLE_NODES,
     sizes: tuple[int, ...] = TABLE_SIZES,
     host: Host | None = None,
-    corrected: bool = True,
 ) -> list[tuple[int, int, int, str]]:
     """(N, from bytes, to bytes, algorithm) rows: each run of sizes with one fastest pick,
-    N nodes on ``host`` (default: the fitted machine); ``corrected``: as :func:`fastest`.
+    N nodes on ``host`` (default: the fitted machine), as :func:`fastest` picks.
 
     ``algorithms`` defaults to the ones the fit measured: the table names no algorithm whose
     cost on this machine is an extrapolation unless asked to (``ALGORITHMS`` for all).
@@ -114,7 +116,7 @@ def decision_table(
     rows: list[tuple[int, int, int, str]] = []
     for n in nodes:
         for size in sizes:
-            pick = fastest(fit, names, n, size, host, corrected)
+            pick = fastest(fit, names, n, size, host)
             if rows and rows[-1][0] == n and rows[-1][3] == pick:
                 rows[-1] = (n, rows[-1][1], size, pick)
             else:

@@ -26,6 +26,7 @@ from ..model.table import (
     approx_bytes,
     crossovers,
     decision_table,
+    fastest,
     load_fits,
     switches,
 )
@@ -237,20 +238,24 @@ def _held_out(fits: list[tuple[Fit, Path]]) -> tuple[Table, list[str]]:
 
 def _overruled(fit: Fit) -> list[str]:
     """Each run of sizes where the corrected table's pick is not the model's alone."""
-    picks: dict[tuple[int, int], list[str]] = {}
-    for corrected in (True, False):
-        for n, low, high, pick in decision_table(fit, corrected=corrected):
-            for size in TABLE_SIZES:
-                if low <= size <= high:
-                    picks.setdefault((n, size), []).append(pick)
     runs: list[list] = []
-    for (n, size), (pick, model) in sorted(picks.items()):
-        if pick == model:
-            continue
-        if runs and runs[-1][0] == n and runs[-1][3:] == [pick, model] and runs[-1][2] * 2 == size:
-            runs[-1][2] = size
-        else:
-            runs.append([n, size, size, pick, model])
+    for n in TABLE_NODES:
+        for i, size in enumerate(TABLE_SIZES):
+            pick, model = (
+                fastest(fit, fit.algorithms, n, size, corrected=c) for c in (True, False)
+            )
+            if pick == model:
+                continue
+            last = runs[-1] if runs else None
+            if (
+                last
+                and last[0] == n
+                and last[3:] == [pick, model]
+                and last[2] == TABLE_SIZES[i - 1]
+            ):
+                last[2] = size
+            else:
+                runs.append([n, size, size, pick, model])
     return [
         f"N={n} {format_bytes(low)}"
         + ("" if low == high else f" – {format_bytes(high)}")
@@ -262,14 +267,12 @@ def _overruled(fit: Fit) -> list[str]:
 def _decisions(fits: list[tuple[Fit, Path]]) -> list[Table]:
     tables = []
     for fit, _ in fits:
+        table = decision_table(fit)
         rows = [
             [str(n), f"{format_bytes(low)} – {format_bytes(high)}", pick]
-            for n, low, high, pick in decision_table(fit)
+            for n, low, high, pick in table
         ]
-        moves = [
-            f"N={n}: {a} → {b} from {format_bytes(size)}"
-            for n, a, b, size in switches(decision_table(fit))
-        ]
+        moves = [f"N={n}: {a} → {b} from {format_bytes(size)}" for n, a, b, size in switches(table)]
         cross = [
             f"N={n}: " + "; ".join(f"{a} < {b} below {approx_bytes(s)}" for a, b, s in pairs)
             for n in TABLE_NODES
