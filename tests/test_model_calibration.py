@@ -27,6 +27,13 @@ def measured(algorithm: str, nodes: int, nbytes: int) -> float:
     return seconds * (PENALTY if algorithm == "rabenseifner" and nbytes == SLOW else 1.0)
 
 
+def auto_priced(fit: Fit, algorithm: str, nodes: int, size: int, *args, **options) -> float:
+    """The time ``auto``'s table prices the call at: the model's times the correction."""
+    return fit.predict(algorithm, nodes, size, *args, **options) * fit.correction(
+        algorithm, nodes, size, *args, **options
+    )
+
+
 def sweep(noise: float = 0.0, seed: int = 3, repeats: int = 1, sweeps: int = 2) -> Group:
     """``sweeps`` sweeps (the rows' sources) of ``measured``, each of ``repeats`` rows per
     point."""
@@ -67,9 +74,7 @@ def test_measure_is_the_geometric_mean_over_sweeps_of_measured_over_predicted():
 def test_a_fit_of_one_sweep_keeps_no_corrections():
     fit = fit_group(sweep(sweeps=1), draws=0)
     assert fit.corrections == {}
-    assert fit.predict("rabenseifner", 4, SLOW, corrected=True) == fit.predict(
-        "rabenseifner", 4, SLOW
-    )
+    assert auto_priced(fit, "rabenseifner", 4, SLOW) == fit.predict("rabenseifner", 4, SLOW)
 
 
 def test_factor_interpolates_in_log_size_and_is_one_outside_the_measured_sizes():
@@ -97,21 +102,21 @@ def test_a_fit_keeps_what_the_model_does_not_follow(fitted):
 def test_corrected_predictions_are_the_sweeps_times_and_the_model_stays_the_model(fitted):
     for algorithm in ("ring", "rabenseifner", "recursive-doubling"):
         for size in SIZES:
-            corrected = fitted.predict(algorithm, 4, size, corrected=True)
+            corrected = auto_priced(fitted, algorithm, 4, size)
             assert corrected == pytest.approx(measured(algorithm, 4, size), rel=1e-6)
     model = fitted.predict("rabenseifner", 2, SLOW)
     assert model < measured("rabenseifner", 2, SLOW) / 1.4
     # At N = 8 nothing was measured: the model alone.
-    assert fitted.predict("ring", 8, SLOW, corrected=True) == fitted.predict("ring", 8, SLOW)
+    assert auto_priced(fitted, "ring", 8, SLOW) == fitted.predict("ring", 8, SLOW)
 
 
 def test_corrections_apply_only_on_a_machine_like_the_fitted_one_with_its_options(fitted):
     model = fitted.predict("rabenseifner", 2, SLOW)
-    assert fitted.predict("rabenseifner", 2, SLOW, Host(cores=4), corrected=True) > model
-    assert fitted.predict("rabenseifner", 2, SLOW, Host(cores=8), corrected=True) == (
+    assert auto_priced(fitted, "rabenseifner", 2, SLOW, Host(cores=4)) > model
+    assert auto_priced(fitted, "rabenseifner", 2, SLOW, Host(cores=8)) == (
         fitted.predict("rabenseifner", 2, SLOW, Host(cores=8))
     )
-    given = fitted.predict("ring-segmented", 2, SLOW, corrected=True, segment_bytes=1 << 16)
+    given = auto_priced(fitted, "ring-segmented", 2, SLOW, segment_bytes=1 << 16)
     assert given == fitted.predict("ring-segmented", 2, SLOW, segment_bytes=1 << 16)
 
 
@@ -159,7 +164,7 @@ def two_algorithm_fit(faster_by: float) -> Fit:
 @pytest.mark.parametrize(("faster_by", "pick"), [(1.03, "ring"), (1.10, "recursive-doubling")])
 def test_corrections_rule_out_clearly_slower_algorithms_and_do_not_rank_near_ones(faster_by, pick):
     fit = two_algorithm_fit(faster_by)
-    corrected = {a: fit.predict(a, 2, SLOW, corrected=True) for a in fit.algorithms}
+    corrected = {a: auto_priced(fit, a, 2, SLOW) for a in fit.algorithms}
     assert corrected["ring"] / corrected["recursive-doubling"] == pytest.approx(faster_by)
     assert fastest(fit, fit.algorithms, 2, SLOW) == pick
 
@@ -193,17 +198,15 @@ def test_corrections_survive_the_fit_file(fitted, tmp_path):
     save_fits(path, [fitted], [])
     (again,) = load_fits(path)
     assert again.corrections == fitted.corrections
-    assert again.predict("rabenseifner", 2, SLOW, corrected=True) == pytest.approx(
-        fitted.predict("rabenseifner", 2, SLOW, corrected=True)
+    assert auto_priced(again, "rabenseifner", 2, SLOW) == pytest.approx(
+        auto_priced(fitted, "rabenseifner", 2, SLOW)
     )
     document = json.loads(path.read_text())
     del document["fits"][0]["corrections"]  # a file written before them: none
     path.write_text(json.dumps(document))
     (older,) = load_fits(path)
     assert older.corrections is None
-    assert older.predict("rabenseifner", 2, SLOW, corrected=True) == older.predict(
-        "rabenseifner", 2, SLOW
-    )
+    assert auto_priced(older, "rabenseifner", 2, SLOW) == older.predict("rabenseifner", 2, SLOW)
 
 
 @pytest.mark.parametrize(
@@ -251,7 +254,7 @@ def test_cli_says_what_corrections_a_fit_has_and_predict_prints_both_times(
     assert main([*argv, "--nodes", "4", "--bytes", "1MiB"]) == 0
     out = capsys.readouterr().out
     model = fitted.predict("rabenseifner", 4, SLOW) * 1e6
-    corrected = fitted.predict("rabenseifner", 4, SLOW, corrected=True) * 1e6
+    corrected = auto_priced(fitted, "rabenseifner", 4, SLOW) * 1e6
     assert f"{model:.1f} us; {corrected:.1f} us as auto prices it" in out
 
 

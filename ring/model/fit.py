@@ -138,19 +138,12 @@ class Fit:
         return nodes / cores
 
     def predict(
-        self,
-        algorithm: str,
-        nodes: int,
-        nbytes: int,
-        host: Host | None = None,
-        corrected: bool = False,
-        **options: int,
+        self, algorithm: str, nodes: int, nbytes: int, host: Host | None = None, **options: int
     ) -> float:
         """Seconds of one allreduce (any algorithm of the table) with N nodes on ``host``
-        (default: the machine the fit was measured on); ``corrected``: times
-        :meth:`correction`."""
+        (default: the machine the fit was measured on), by the model; ``auto``'s table
+        multiplies it by :meth:`correction`."""
         host = host or Host()
-        factor = self.correction(algorithm, nodes, nbytes, host, **options) if corrected else 1.0
         fit = self.regime_for(nodes, nbytes, host.inline_bytes)
         inline = fit.regime == INLINE
         threads = 1 if inline else nodes  # inline: the calling thread alone
@@ -160,7 +153,7 @@ class Fit:
             options["segment_bytes"] = default_segment_bytes(max(nodes, 1), caches)
         if algorithm == "hierarchical" and "group_size" not in options and nodes >= 1:
             options["group_size"] = backend_group_size(self.key.get("backend", ""), nodes)
-        seconds = predict_seconds(
+        return predict_seconds(
             fit.params,
             algorithm,
             nodes,
@@ -171,7 +164,6 @@ class Fit:
             inline=inline,
             **options,
         )
-        return seconds * factor
 
     def correction(
         self, algorithm: str, nodes: int, nbytes: int, host: Host | None = None, **options: int
