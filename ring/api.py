@@ -15,7 +15,7 @@ import importlib
 import threading
 from collections.abc import Sequence
 
-from .communicator import CommunicatorClosedError, RingCommunicator
+from .communicator import CommunicatorClosedError, RingCommunicator, check_buffer_list
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
 
@@ -67,7 +67,10 @@ def _cached(module, nodes: int, options: dict) -> RingCommunicator:
 def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     # Checked before _cached, which may start threads or make an MPI communicator.
     module = _backend(backend)
-    call = module.check_call(name, buffers, op, **options)
+    # Validated and run from one snapshot of the list: another thread that changes the
+    # caller's list meanwhile cannot swap in a buffer that was never checked.
+    check_buffer_list(buffers)
+    call = module.check_call(name, list(buffers), op, **options)
     while True:
         comm = _cached(module, call.nodes, options)
         try:

@@ -38,6 +38,7 @@ class Op(NamedTuple):
     completes: bool
     from_scratch: bool
     to_scratch: bool
+    source_first: bool
 
 
 class Segment(NamedTuple):

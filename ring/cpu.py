@@ -256,6 +256,7 @@ class CpuCommunicator(RingCommunicator):
             mine |= {"executor": self.executor, **self.algorithm_options}
             options = self._options[name] = _call_options(mine, self.nodes, name)
         check_buffer_list(buffers)
+        buffers = list(buffers)  # one snapshot, checked and run (see ring.api)
         self._bound.pop(name, None)
         self._execute(_checked_call(name, buffers, op, options), bind=True)
 

@@ -7,6 +7,8 @@ buckets, a benchmark's timed calls) none of that changes.  :class:`Bound` keeps 
 of (operation, destination view, source view) that the plan gives for those buffers, and
 a call that :meth:`Bound.takes` (the same list of the same objects, each with the dtype,
 strides and writeable flag it had, and the same op) runs that list and nothing else.
+A bound call holds a weak reference to each buffer, which makes NumPy refuse to resize it
+(even with ``refcheck=False``): the views would otherwise point at freed memory.
 
 By slices (:func:`bind`) the list is :func:`ring.cpu_slices.tile_operations` over every
 position, what :func:`ring.cpu_slices.run_slice` runs on one slice, in the same order.  By
@@ -19,6 +21,7 @@ buffers, or until the communicator closes.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
@@ -38,13 +41,16 @@ class Bound(NamedTuple):
     buffers: tuple
     layouts: tuple  # per buffer: (the buffer, its dtype, its strides) when bound
     ufunc: Any
-    # (accumulate, destination, source, divide by N after); by nodes, per step and node
+    # (ring.cpu_slices.kind, destination, source, divide by N after); by nodes, per step and node
     # (push its NVTX range, its operations)
     program: tuple
     # Applies the program in order (an exception, Ctrl-C too, propagates): by slices
     # ring.cpu_slices.apply, by nodes ring.cpu_moves.run_ranged, with their arguments.
     run: Callable[[], None]
     generation: int = 0  # auto's (ring.communicator.auto_generation) when it picked
+    # One weak reference per buffer, kept while bound: NumPy refuses to resize an array
+    # that has one, so the views above never outlive the memory they point at.
+    pins: tuple = ()
 
     def takes(self, buffers: object, op: str | None) -> bool:
         """Whether a call of ``op`` on ``buffers`` is this bound call again."""
@@ -84,7 +90,8 @@ def bind(
     tiles = tile_operations(positions, 0, length, tile, buffers, scratch, average)
     program = tuple(operation for operations in tiles for operation in operations)
     run = partial(apply, program, ufunc, len(buffers))
-    return Bound(op, algorithm, tuple(buffers), _layouts(buffers), ufunc, program, run)
+    layouts = _layouts(buffers)
+    return Bound(op, algorithm, tuple(buffers), layouts, ufunc, program, run, pins=_pins(buffers))
 
 
 def bind_steps(op: str | None, buffers: list, ufunc, job, pop) -> Bound:
@@ -93,8 +100,13 @@ def bind_steps(op: str | None, buffers: list, ufunc, job, pop) -> Bound:
     program = tuple((push, tuple(ops)) for push, ops in inline_steps(job))
     run = partial(run_ranged, program, ufunc, len(buffers), pop)
     layouts = _layouts(buffers)
-    return Bound(op, job.plan.algorithm, tuple(buffers), layouts, ufunc, program, run)
+    algorithm = job.plan.algorithm
+    return Bound(op, algorithm, tuple(buffers), layouts, ufunc, program, run, pins=_pins(buffers))
 
 
 def _layouts(buffers: list) -> tuple:
     return tuple((b, b.dtype, b.strides) for b in buffers)
+
+
+def _pins(buffers: list) -> tuple:
+    return tuple(weakref.ref(b) for b in buffers)

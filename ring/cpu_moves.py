@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .cpu_slices import apply
+from .cpu_slices import ACCUMULATE, apply, kind
 from .schedule_core import Move, Range, Step
 
 __all__ = ["Tiled", "inline_steps", "move_operations", "run_moves", "run_ranged", "tiled_moves"]
@@ -36,6 +36,7 @@ def _joins(group: list[Move], move: Move, node: int) -> bool:
     reads_target = move.from_scratch if move.to_scratch else move.peer == node
     return (
         move.accumulate
+        and not (move.source_first or first.source_first)
         and move.dst == first.dst
         and move.to_scratch == first.to_scratch
         and not reads_target
@@ -69,17 +70,17 @@ def tiled_moves(step: Step) -> tuple:
 def move_operations(job: Any, node: int, moves: tuple):
     """One step's moves (and tiled runs of moves) on ``node``'s arrays of ``job`` (a
     :class:`ring.cpu_crew` job: buffers, scratch, average, tile) as the operations of
-    :func:`ring.cpu_slices.apply`: (accumulate, destination, source, divide by N after)."""
+    :func:`ring.cpu_slices.apply`: (its kind, destination, source, divide by N after)."""
     buffers, average = job.buffers, job.average
     mine, own = buffers[node], job.scratch[node]
     for move in moves:
         if move.__class__ is Tiled:
             yield from _tiled(move, mine, own, job)
             continue
-        peer, (a, b), (c, d), accumulate, completes, from_scratch, to_scratch = move
+        peer, (a, b), (c, d), accumulate, completes, from_scratch, to_scratch, first = move
         src = (own if from_scratch else buffers[peer])[a:b]
         dst = (own if to_scratch else mine)[c:d]
-        yield accumulate, dst, src, accumulate and completes and average
+        yield kind(accumulate, first), dst, src, accumulate and completes and average
 
 
 def run_moves(job: Any, node: int, moves: tuple) -> None:
@@ -122,4 +123,4 @@ def _tiled(run: Tiled, mine, own, job: Any):
         hi = min(lo + job.tile, d)
         out = target[lo:hi]
         for k, (array, shift) in enumerate(sources):
-            yield True, out, array[lo + shift : hi + shift], divide and k == last
+            yield ACCUMULATE, out, array[lo + shift : hi + shift], divide and k == last

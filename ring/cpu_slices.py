@@ -20,7 +20,17 @@ import numpy as np
 from .by_position import ByPosition
 from .ops import divide_by_nodes
 
-__all__ = ["SliceJob", "apply", "run_slice", "slice_bounds", "tile_operations"]
+__all__ = [
+    "ACCUMULATE",
+    "COPY",
+    "SOURCE_FIRST",
+    "SliceJob",
+    "apply",
+    "kind",
+    "run_slice",
+    "slice_bounds",
+    "tile_operations",
+]
 
 
 class SliceJob(NamedTuple):
@@ -52,7 +62,7 @@ def tile_operations(
 ):
     """Per tile of positions ``[lo, hi)``, in the plan's order: its operations on views of
     ``buffers`` (and of ``slots``, each node's scratch tile, where the plan uses scratch) as
-    (accumulate, destination, source, divide by N after)."""
+    (:func:`kind`, destination, source, divide by N after)."""
     for start, stop, ops in plan.segments:
         a, b = max(start, lo), min(stop, hi)
         for t0 in range(a, b, tile):
@@ -61,24 +71,39 @@ def tile_operations(
             own = [slot[: t1 - t0] for slot in slots] if slots else views
             yield [
                 (
-                    accumulate,
+                    kind(accumulate, first),
                     own[node] if to_scratch else views[node],
                     own[node] if from_scratch else views[peer],
                     accumulate and completes and average,
                 )
-                for node, peer, accumulate, completes, from_scratch, to_scratch in ops
+                for node, peer, accumulate, completes, from_scratch, to_scratch, first in ops
             ]
+
+
+# What an operation does with its source (the first field of an operation tuple).
+COPY, ACCUMULATE, SOURCE_FIRST = 0, 1, 2
+
+
+def kind(accumulate: bool, source_first: bool) -> int:
+    """An operation's :data:`COPY`, :data:`ACCUMULATE` (``dst = dst op src``) or
+    :data:`SOURCE_FIRST` (``dst = src op dst``, see ``ring.schedule_core.Move``)."""
+    if not accumulate:
+        return COPY
+    return SOURCE_FIRST if source_first else ACCUMULATE
 
 
 def apply(operations, ufunc, nodes: int) -> None:
     """Run operations of :func:`tile_operations` in order."""
-    for accumulate, dst, src, divide in operations:
-        if accumulate:
+    for how, dst, src, divide in operations:
+        if how == ACCUMULATE:
             ufunc(dst, src, out=dst)
-            if divide:
-                divide_by_nodes(dst, nodes)
+        elif how:
+            ufunc(src, dst, out=dst)
         else:
             dst[...] = src
+            continue
+        if divide:
+            divide_by_nodes(dst, nodes)
 
 
 def run_slice(job: SliceJob, part: int, stopped) -> None:

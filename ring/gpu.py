@@ -216,7 +216,8 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         the communicator's, with any option it gives."""
         given = {k: v for k, v in options.items() if v is not None}
         chosen = given if "algorithm" in given else {**self.algorithm_choice, **given}
-        self.execute(check_call(name, buffers, op, **chosen))
+        check_buffer_list(buffers)
+        self.execute(check_call(name, list(buffers), op, **chosen))  # one snapshot, as ring.api
 
     def execute(self, call: Call) -> None:
         """Run a call :func:`check_call` accepted; raises :class:`CommunicatorClosedError`

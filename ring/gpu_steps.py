@@ -142,6 +142,7 @@ def _move(
     target = own[c:d]
     itemsize = target.dtype.itemsize
     source: Any
+    landed = None
     if move.from_scratch:
         source = memory.scratch[node][a:b]
     elif move.peer == node or comm._direct(node, move.peer):
@@ -158,7 +159,11 @@ def _move(
         )
         source = landed if move.accumulate else None
     if source is not None:
-        if move.accumulate:
+        if move.accumulate and move.source_first:
+            if not (move.from_scratch or source is landed):
+                raise ValueError("a source-first move must read scratch or its landing area")
+            _reduce_source_first(comm, target, source, reduce, stream)
+        elif move.accumulate:
             reduce(target, source, stream)
         else:
             runtime = comm._runtime
@@ -172,3 +177,18 @@ def _move(
     if average and move.completes and not move.to_scratch:
         with stream:
             divide_by_nodes(target, comm.nodes, comm._cp, landing)
+
+
+def _reduce_source_first(comm, target, source, reduce, stream) -> None:
+    """``target = source op target`` (``Move.source_first``): the kernel computes
+    ``dst = dst op src``, so it reduces into ``source`` (the node's own scratch or landing
+    area, whose contents the plan does not read again) and copies the result over."""
+    runtime = comm._runtime
+    reduce(source, target, stream)
+    runtime.memcpyAsync(
+        target.data.ptr,
+        source.data.ptr,
+        target.nbytes,
+        runtime.memcpyDeviceToDevice,
+        stream.ptr,
+    )

@@ -65,9 +65,10 @@ class StepBuffers(NamedTuple):
 
 
 # One move applied after a round's messages: accumulate (``target = first op data``, with
-# the call's ufunc; ``first`` is ``target`` but where a copy into it is folded in) or copy
-# ``data`` into ``target`` (``data`` None: it landed in place), then, if ``completes``, the
-# op's last touch on ``target`` (avg's division).
+# the call's ufunc; ``first`` is ``target`` but where a copy into it is folded in, or where
+# the arriving range is the left operand, ``Move.source_first``: then ``data`` is
+# ``target``) or copy ``data`` into ``target`` (``data`` None: it landed in place), then,
+# if ``completes``, the op's last touch on ``target`` (avg's division).
 Apply = tuple[bool, Any, Any, Any, bool]
 # One round: how its messages go, the sends and receives ([spec, peer] pairs; one pair
 # each for SENDRECV), then the moves it applies.
@@ -150,7 +151,11 @@ def _compile_step(step, rank: int, memory: StepBuffers, byte) -> tuple[Round, ..
         else:
             receives.append((target, m.peer))
             data = None  # copied in place by the receive
-        applies.append((m.accumulate, target, target, data, m.completes and not m.to_scratch))
+        completes = m.completes and not m.to_scratch
+        if m.accumulate and m.source_first:
+            applies.append((True, data, target, target, completes))
+        else:
+            applies.append((m.accumulate, target, target, data, completes))
     sends = [(buf[a:b], s.peer) for s in step.sends for a, b in (s.src,) if b > a]
     return (_round(byte, sends, receives, applies),)
 
@@ -186,7 +191,9 @@ def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
                 continue
             target = buf[a:b]
             if m.accumulate:
-                applies.append((True, target, target, slots[m.peer][a:b], m.completes))
+                theirs = slots[m.peer][a:b]
+                first, data = (theirs, target) if m.source_first else (target, theirs)
+                applies.append((True, first, target, data, m.completes))
                 continue
             # A copy: of the owner's input (all_gather), or of what the owner completed,
             # starting from its input (folded into its first accumulation: the same sum).
@@ -195,7 +202,11 @@ def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
             if not moves:
                 applies.append((False, target, target, first, False))
             for _, x in moves:
-                applies.append((True, first, target, slots[x.peer][a:b], x.completes))
+                theirs = slots[x.peer][a:b]
+                if x.source_first:
+                    applies.append((True, theirs, target, first, x.completes))
+                else:
+                    applies.append((True, first, target, theirs, x.completes))
                 first = target
         compiled.append((push, tuple(applies)))
     return tuple(compiled)
@@ -243,7 +254,7 @@ def compile_ring(steps: tuple, memory: StepBuffers, byte, cuts, pushers) -> tupl
     seg, segments = cuts
     compiled = []
     for push, step in zip(pushers, steps, strict=True):
-        ((left, (a, b), _, accumulate, completes, _, _),) = step.moves
+        ((left, (a, b), _, accumulate, completes, *_),) = step.moves
         ((right, (sa, sb)),) = step.sends
         rounds = []
         if not accumulate:

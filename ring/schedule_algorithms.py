@@ -141,7 +141,8 @@ class _Folded:
 def recursive_doubling(collective: str, nodes: int, length: int, **options) -> Table:
     """Allreduce: at round k survivor r exchanges the whole buffer with r ^ 2^k.  Both
     partners read what the other overwrites, so each round is two steps: take the
-    partner's buffer into scratch, then accumulate it (see ``PHASES``).  All-gather is
+    partner's buffer into scratch, then accumulate it (see ``PHASES``), the lower node's
+    partial first on both (``Move.source_first``), so both hold the same bits.  All-gather is
     Rabenseifner's (recursive doubling too)."""
     if collective != "allreduce":
         return rabenseifner(collective, nodes, length, **options)
@@ -157,7 +158,10 @@ def recursive_doubling(collective: str, nodes: int, length: int, **options) -> T
             partner = folded.real[r ^ (1 << k)]
             for a, b in whole:
                 pulls[node].append(Move(partner, (a, b), (0, b - a), False, to_scratch=True))
-                sums[node].append(Move(node, (0, b - a), (a, b), True, k == rounds - 1, True))
+                done = k == rounds - 1
+                # Both partners compute the lower one's partial op the higher one's.
+                first = partner < node
+                sums[node].append(Move(node, (0, b - a), (a, b), True, done, True, False, first))
     folded.unfold(table, lambda node: whole)
     return table
 

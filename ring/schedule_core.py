@@ -17,6 +17,11 @@ The shape (one for every algorithm):
   within one step no node reads a range that another node writes (the plans never need
   it: an exchange that would goes through scratch), which ``tests/test_schedule.py``
   checks for every algorithm;
+* ``source_first`` on an accumulating move makes the arriving range the op's left operand
+  (``dst = src op dst``, not ``dst = dst op src``).  A plan in which two nodes both reduce
+  the same pair of partial results (recursive doubling's exchange) sets it so that both
+  compute ``lower node's partial op higher node's``: NumPy's complex multiply (and a
+  GPU kernel's) is not bitwise commutative, and every node must end with the same bits;
 * ``completes`` on a move marks that its ``dst`` holds the full reduction on this node
   afterwards, where an op that finishes the reduction (``avg``) applies its last touch;
   every element of a node's result is completed exactly once, or copied from a node that
@@ -137,6 +142,7 @@ class Move(NamedTuple):
     completes: bool = False
     from_scratch: bool = False
     to_scratch: bool = False
+    source_first: bool = False
 
 
 class Send(NamedTuple):

@@ -8,6 +8,9 @@ tests/test_cpu_faults.py.)"""
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -215,3 +218,59 @@ def test_a_plan_of_more_moves_than_bound_moves_runs_unbound(executor, monkeypatc
                 comm.allreduce(buffers)
                 assert all((b == 3.0).all() for b in buffers)
             assert ("allreduce" in comm._bound) == bound
+
+
+_RESIZE = """
+import json, sys
+import numpy as np
+from ring import CpuCommunicator
+from ring.schedule import ALGORITHMS
+
+outcomes = []
+for executor in ("nodes", "slices"):
+    for algorithm in ALGORITHMS:
+        options = {"group_size": 2} if algorithm == "hierarchical" else {}
+        rng = np.random.default_rng(0)
+        comm = CpuCommunicator(4, algorithm=algorithm, executor=executor, **options)
+        buffers = [rng.uniform(0.5, 2.0, 200_000) for _ in range(4)]
+        for _ in range(2):
+            comm.allreduce(buffers)
+        try:
+            for b in buffers:
+                b.resize(100_000, refcheck=False)
+            outcome = "resized"
+        except ValueError as exc:
+            outcome = "refused: " + str(exc).splitlines()[0]
+        inputs = [rng.uniform(0.5, 2.0, buffers[0].size) for _ in range(4)]
+        for b, x in zip(buffers, inputs):
+            b[...] = x
+        comm.allreduce(buffers)
+        right = all(np.allclose(b, np.sum(inputs, axis=0)) for b in buffers)
+        comm.close()
+        outcomes.append([executor, algorithm, outcome, right])
+print(json.dumps(outcomes))
+"""
+
+
+def test_resizing_a_bound_buffer_is_refused_and_the_next_call_is_right():
+    """``ndarray.resize(refcheck=False)`` after two bound calls would free the memory the
+    bound views point at: NumPy refuses it while the call is bound, by every executor and
+    algorithm (run in a subprocess: the defect was a crash)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _RESIZE], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    for executor, algorithm, outcome, right in json.loads(done.stdout):
+        assert outcome.startswith("refused: cannot resize"), (executor, algorithm, outcome)
+        assert right, (executor, algorithm)
+
+
+def test_a_closed_communicator_lets_its_bound_buffers_be_resized():
+    buffers = [np.ones(1000) for _ in range(2)]
+    with CpuCommunicator(2) as comm:
+        for _ in range(2):
+            comm.allreduce(buffers)
+        with pytest.raises(ValueError, match="cannot resize"):
+            buffers[0].resize(10, refcheck=False)
+    buffers[0].resize(10, refcheck=False)
+    assert buffers[0].shape == (10,)

@@ -348,3 +348,46 @@ def test_children_see_sigint_when_the_run_inherited_it_ignored():
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     assert ignored.stdout.strip() == "True", ignored.stderr
+
+
+@pytest.mark.parametrize("executor", ["nodes", "slices"])
+@pytest.mark.parametrize("through", ["ring.allreduce", "communicator"])
+def test_a_list_changed_by_another_thread_mid_call_never_reduces_an_unchecked_buffer(
+    executor, through
+):
+    """Another thread swaps a longer buffer in and out of the caller's list while calls
+    run.  A call runs the list it checked (one snapshot): it either refuses the unequal
+    lengths or reduces the two short buffers; the long buffer, never accepted, is never
+    touched (it was reduced on its first 100 elements when the list was read twice)."""
+    short = [np.ones(100) for _ in range(2)]
+    long = np.ones(1000)
+    shared = list(short)
+    stop = threading.Event()
+
+    def swap():
+        while not stop.is_set():
+            shared[1] = long
+            shared[1] = short[1]
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    refused = 0
+    try:
+        with CpuCommunicator(2, executor=executor) as comm:
+            run = comm.allreduce if through == "communicator" else ring.allreduce
+            for _ in range(2000):
+                for b in short:
+                    b[...] = 1.0
+                try:
+                    if through == "communicator":
+                        run(shared)
+                    else:
+                        run(shared, executor=executor)
+                except ValueError:
+                    refused += 1
+                    continue
+                assert np.array_equal(short[0], np.full(100, 2.0))
+    finally:
+        stop.set()
+        swapper.join()
+    assert np.array_equal(long, np.ones(1000))
