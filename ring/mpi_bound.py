@@ -12,10 +12,8 @@ differs still raises the same error on every rank) and the program, nothing else
 no NVTX tool attached, :mod:`ring.nvtx_ranges`, a gathered program is built as one list of
 moves, without the step ranges nobody would record: ``MpiRing._host_program``.)
 
-At 1 KiB under ``mpirun -n 2`` (loops of 5,000 calls on the 2-core reference VM) the
-call went from 6.5-7.0 to 4.5-4.7 µs this way, against 2.2 µs for the bare ``Allgather``
-of the slot and 2.2-2.3 µs for ``MPI_Allreduce`` (results/reference/intel-xeon-2core/
-mpi_bound).
+What that leaves of a small call, measured against ``MPI_Allreduce``:
+docs/notes/mpi-bound-call.md.
 
 Only NumPy calls the form cache keeps (:func:`ring.mpi_agree.form_key`) are bound, and
 only calls without per-call options: a call with options, or on another buffer, takes the

@@ -74,7 +74,8 @@ def shared_directory() -> str:
     """Where the parts' files are made: ``$RING_SHM_DIR`` when set, else ``/dev/shm``
     (memory), else the temporary directory (``$TMPDIR``).  On a tmpfs mounted with
     ``huge=always`` the parts get huge pages, which ``/dev/shm`` (mounted without a
-    ``huge=`` option on most systems) does not give (README, "MPI")."""
+    ``huge=`` option on most systems) does not give (docs/api.md, "Shared buffers and huge
+    pages")."""
     chosen = os.environ.get(SHM_DIR_ENV)
     if chosen:
         if not (os.path.isdir(chosen) and os.access(chosen, os.W_OK | os.X_OK)):

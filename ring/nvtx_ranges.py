@@ -10,7 +10,7 @@ Names the backends emit (and :mod:`ring.nsys` reads back):
 
 In an ``nsys stats`` report they appear as ``ring:<name>``.  The ``nvtx`` package is
 optional; without it every range is a no-op.  ``nvtx`` must be ``>=0.2.10,<0.2.12`` for
-Nsight Systems 2022.4 to record ranges (see the README's profiling section).
+Nsight Systems 2022.4 to record ranges (see docs/api.md, "NVTX ranges").
 
 Ranges are pushed only when a tool can take them: NVTX hands its calls to the library named
 by ``NVTX_INJECTION64_PATH`` (``nsys profile`` sets it for the processes it launches)

@@ -5,7 +5,7 @@ are in.
 The ``-w`` warm-up calls run just before the first timed ones.  With ``--rounds`` every
 series of a size is loaded before the first round; warming each up there would leave the
 other series' loads and warm-ups between its warm-up and its first timed call, and the
-first round's calls slower than the later rounds' (results/reference/intel-xeon-2core/rounds).
+first round's calls slower than the later rounds' (docs/notes/bench-rounds-warmup.md).
 
 Each call is timed after an untimed restore of the inputs; with ``-c`` the sampled
 windows of the checked calls and every element after the last call are compared with a

@@ -1,6 +1,6 @@
 """Rows, the tidy CSV, the JSON beside it and the nccl-tests-style table on stdout.
 
-Metrics (the README, "Measuring"): ``algbw_GBps`` = S / t / 1e9; ``busbw_GBps`` = algbw·2(N-1)/N,
+Metrics (docs/harness.md): ``algbw_GBps`` = S / t / 1e9; ``busbw_GBps`` = algbw·2(N-1)/N,
 nccl-tests' allreduce factor, which is 0 for N = 1 (nothing crosses a link);
 ``traffic_GBps`` = the backend's schedule bytes / t / 1e9.  ``t`` is the median.
 """

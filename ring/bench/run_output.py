@@ -108,7 +108,7 @@ def pages_line(environment: dict) -> str:
     kind = "not a tmpfs" if huge is None else f"tmpfs huge={huge}"
     return (
         f"# shared buffers' parts in {pages.get('directory')} ({kind}); NumPy's arrays: "
-        f"transparent huge pages {pages.get('private')} (README, MPI: RING_SHM_DIR)"
+        f"transparent huge pages {pages.get('private')} (docs/api.md: RING_SHM_DIR)"
     )
 
 

@@ -3,40 +3,27 @@ node counts and sizes it measured.
 
 The model prices every algorithm from one α, β, γ (and σ, a knee, per-algorithm factors
 constant over the sizes).  What it cannot follow stays in the residuals, and some of it is
-the machine's, not noise: on intel-xeon-2core, calls run inline at N = 2 and 1-2 MiB per
-node, ``reduce-broadcast`` is 1.13-1.18x slower than ``direct`` in both fitting sweeps and
-in both auto checks (it copies the whole buffer back after reducing all of it, ``direct``
-half of it right after reducing it, while the cache still holds it), which no cost linear
-in the working set tells apart; the model picked it there.  Production tuners keep such
-measurements beside their model (Open MPI's ``coll_tuned`` decision rules, NCCL's tuner
-tables).
+the machine's, not noise: two algorithms that move the same bytes can find different shares
+of them in cache (``reduce-broadcast`` copies the whole buffer back after reducing all of
+it, ``direct`` half of it right after reducing it, while the cache still holds it), which no
+cost linear in the working set tells apart.  Production tuners keep such measurements
+beside their model (Open MPI's ``coll_tuned`` decision rules, NCCL's tuner tables).
 
 So a fit keeps, per algorithm and N, measured over predicted time at each size that two
 sweeps or more measured (:func:`measure`; the geometric mean over the sweeps): at such a
 size the sweeps' own time, between two of them the correction interpolated linearly in log
 size, outside them (or at an N, or on a machine of another core count, not measured) none
-(:func:`factor`).  ``auto``'s decision table (ring.model.table.fastest) lets them rule out,
-not rank: the model picks among the algorithms whose corrected time is within 5 % of the
-least, so algorithms the sweep cannot tell apart (at N = 2 the ring, direct, Rabenseifner
-and hierarchical run one plan) keep the model's order instead of the sweep's noise.  The
-model's own predictions (``predict``, the held-out check, the report's predicted-against-
-measured figure, the crossovers) stay the model's.
+(:func:`factor`).  One sweep cannot tell the machine's effect from its own disturbance, and
+a correction taken from one would let that disturbance pick (:data:`MIN_SWEEPS`).
 
-Judged on the auto checks of results/reference/intel-xeon-2core/auto_check, fixed series of
-runs never fitted on (``python -m ring.model check-picks``), the picks within 1.1x of the
-fastest fixed algorithm went from 63 to 66, 63 to 67 and 63 to 65 of 68 sizes on three runs
-with unpinned cpu threads (unpinned sweeps), and from 62 to 65 on one with pinned threads
-(pinned sweeps); ``auto`` itself, measured in the last, was within 1.1x at 66 of 68, against
-64, 60 and 59 in the runs before.  Fitted on every other size only and judged at the sizes
-between (corrections interpolated across a factor of 4), 29 of 32 on the first two runs
-against the model's 28: the one pick it mends is cpu N = 2 at 2 MiB.
+``auto``'s decision table (ring.model.table.fastest) lets the corrections rule out, not
+rank: the model picks among the algorithms whose corrected time is within 5 % of the least,
+so algorithms the sweeps cannot tell apart (at N = 2 the ring, direct, Rabenseifner and
+hierarchical run one plan) keep the model's order instead of the sweeps' noise.  The model's
+own predictions (``predict``, the held-out check, the report's predicted-against-measured
+figure, the crossovers) stay the model's.
 
-Why two sweeps.  The amd-epyc-2core default is fitted from one sweep (06:59 UTC,
-2026-12-01, older code), in which every algorithm but recursive doubling took about 150 µs
-at N = 2, 512 KiB and 96 µs at 1 MiB.  Corrected by it, its table picked recursive
-doubling there, 2.13x slower than the fastest on that machine's auto check (10:36 UTC); so
-a point one sweep measured carries no correction, and that default prices by the model
-alone.
+The measurements behind these choices: docs/notes/model-forms.md.
 """
 
 from __future__ import annotations

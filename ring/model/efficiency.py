@@ -3,72 +3,33 @@
 The joint fit (ring.model.joint) prices every algorithm of a group with one α, β, γ, σ and
 the coefficients theory gives it (ring.model.costs).  Where an implementation does not get
 what its coefficients promise, the joint fit cannot say so, and ``auto`` picks by the
-promise: on the reference machine (amd-epyc-2core) the bidirectional ring's two rings in
-opposite directions buy nothing over shared memory, while its coefficients halve its link
-time, so ``auto`` picked it where the plain ring is 1.15-1.4x faster.
+promise: over shared memory the bidirectional ring's two rings in opposite directions buy
+nothing, while its coefficients halve its link time, so without factors ``auto`` picks it
+where the plain ring is faster.
 
 So each algorithm gets factors on its step terms (κ) and on its per-byte terms (η): its
 time is (1 + σ(p - 1))·(κ·a·α + η·(b·β + c·γ)).  The reference algorithm (the ring, else
-the first measured) keeps κ = η = 1, which leaves α, β, γ the machine's as before; the
-others' factors and the joint parameters are fitted by alternation (the joint fit with the
-factors held, then each algorithm's factors by robust least squares on its own rows with
-the joint parameters held), which settles in a few rounds.  An algorithm the group did
-not measure has factors 1: its prediction is the theory's.
+the first measured) keeps κ = η = 1, which leaves α, β, γ the machine's; the others'
+factors and the joint parameters are fitted by alternation (the joint fit with the factors
+held, then each algorithm's factors by robust least squares on its own rows with the joint
+parameters held), which settles in a few rounds.  An algorithm the group did not measure
+has factors 1: its prediction is the theory's.
 
-Forms compared on the reference sweeps of 06:17 UTC, 2026-12-01 (measured without
-``--rounds``), with picks judged on a later run that measured all 7 algorithms at every size
-with ``--rounds 10`` and was never fitted on (``python -m ring.model check-picks``):
-
-    form                    held-out within 25 % (>= 4 KiB)   picks within 1.1x (worst)
-                            cpu N=2,4    mpi N=2,4            cpu N=2   cpu N=4   mpi N=2   mpi N=4
-    theory (no factors)     29, 29 /49   25, 32 /49           8 (1.46)  9 (1.72)  7 (1.74)  5 (1.47)
-    one factor on the time  26, 29       24, 33               11 (1.49) 14 (1.72) 10 (1.46) 6 (1.47)
-    κ on steps, η on bytes  25, 33       27, 32               11 (1.49) 12 (1.72) 10 (1.30) 8 (1.47)
-
-(of 17 sizes each for the picks.)  Both forms of factors lift the picks within 1.1x from 29
-to 41 of 68 sizes; steps and bytes apart keep the held-out error where the theory had it
-(117 of 196 within 25 %, against 115; one factor on the whole time: 112) and take the worst
-mpi N=2 pick from 1.74x to 1.30x, so that is the form kept (:data:`FORM`).  A factor per
-algorithm is the same at N = 2 and N = 4; factors per (algorithm, N), tried by patching
-this module (not kept: an N that was not measured would need its own rule), gave 27, 36 and
-28, 39 held-out, and picks 13 (1.54), 11 (1.21), 11 (1.47), 11 (1.31): 46 of 68.  Those
-sweeps did not show recursive doubling ahead at mpi N = 4 (it and direct alternated as the
-fastest from 2 KiB to 256 KiB), so no fit of them picked it there: sweeps measured without
-rounds carry drift between series that a fit cannot tell from the algorithms.  The
-committed default is fitted from sweeps measured with ``--rounds 5`` (its JSON sidecars
-say so); results/reference/amd-epyc-2core/auto_check/README.md gives what it picks.
-
-Per (algorithm, N) tried again on that default, its cpu regimes fitted apart
-(ring.model.regimes), picks judged on that README's run (of 68 sizes within 1.1x; cpu N=2,
-N=4, mpi N=2, N=4) beside the held-out points within 25 % (of 49 each, same order):
-
-    factors                                 picks                held-out
-    κ, η per algorithm (kept)               56: 14, 15, 14, 13   29, 31, 35, 33
-    κ, η per (algorithm, N)                 50: 12, 12, 14, 12   31, 26, 36, 38
-    κ per (algorithm, N), η per algorithm   52: 12, 13, 14, 13   30, 27, 37, 36
-    η per (algorithm, N), κ per algorithm   51: 12, 15, 14, 10   28, 29, 36, 35
-
-Per N, the fit picks recursive doubling at mpi N = 4 from 2 KiB to 16 KiB, where these
-sweeps have it ahead, but also at 1 KiB, where direct is 1.19x faster, and it moves the
-picks of other sizes as far the other way (mpi N = 4 worst 1.19x instead of 1.35x, but at
-as many sizes).  Below 64 KiB the MPI times jump between neighbouring sizes by more than
-the algorithms differ (recursive doubling 1.3x ahead of direct at 2 KiB, behind at 4 and 8
-KiB, ahead at 16 and 32 KiB, in the sweep and the check alike), which no cost smooth in the
-size follows, with one factor or two.  So the factors stay per algorithm, the same at every
-N, and an N that was not measured needs no rule of its own.
+Forms (:data:`FORMS`): no factors (``theory``), one factor on the whole time (``time``), κ
+and η apart (``split``, the one kept, :data:`FORM`): it keeps the held-out error where the
+theory had it and picks best.  The factors are per algorithm and the same at every N, so an
+N that was not measured needs no rule of its own; factors per (algorithm, N) picked no
+better, since small MPI calls jump between neighbouring sizes by more than the algorithms
+differ.
 
 Crowded rows apart.  An algorithm's rows at more nodes than cores get factors of their
 own, "<algorithm> crowded" (:func:`factor_rows`; the reference's held at 1 there too, so σ
 stays its slow-down), used for any N past one node per core; an N at or below it takes
-the uncrowded ones.  σ slows every node alike, but an algorithm with one busy node leaves
-its core-mates idle: on intel-xeon-2core reduce-broadcast at MPI N = 4 (2 ranks a core)
-is 1.6x the ring at 64 MiB where its coefficients say 4x, while at N = 2 it is the 2x
-they say, so one η fitted 0.46 and auto picked it at N = 2 from 4 MiB (2.2-2.5x the
-ring).  Fitted on that machine's sweeps (cpu 17:08, MPI 17:33 UTC, 2026-12-01), the picks
-within 1.1x on those sweeps went from 54 to 60 of 68 (cpu N = 2, 4: 14, 17 to 13, 16; mpi:
-11, 12 to 17, 14; worst 2.52x to 1.27x), the held-out points within 25 % at sizes >= 4 KiB
-from 55, 47, 49, 52 to 55, 49, 51, 52 of 56; amd-epyc-2core's picks on its auto_check
-run stayed at 48 of 68.
+the uncrowded ones.  σ slows every node alike, but an algorithm with one busy node (the
+root of reduce-broadcast) leaves its core-mates idle and is slowed less, so one η for both
+would misprice it on one side or the other.
+
+The measurements behind these choices: docs/notes/model-forms.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The cpu backend's two regimes: calls run inline on one thread, and calls run threaded.
 
 The cpu backend (ring.cpu) runs a call of at most ``inline_bytes`` bytes per node (default
-:data:`ring.cpu.INLINE_BYTES`, 4 MiB) on the calling thread, every node's step in turn, and
-a larger call on its N worker threads.  The two cost different things: inline, no thread
-is woken (no hand-over latency) but one core does every node's copies and reductions;
+:data:`ring.cpu.INLINE_BYTES`) on the calling thread, every node's step in turn, and a
+larger call on its N worker threads.  The two cost different things: inline, no thread is
+woken (no hand-over latency) but one core does every node's copies and reductions;
 threaded, each step waits on a hand-over and the nodes share the cores and the memory bus.
-No one α, β, γ follows the switch: fitted across it, the reference sweep (amd-epyc-2core)
-had 12 and 24 of 49 held-out points within 25 % at N = 2 and 4.
+No one α, β, γ follows the switch.
 
 So a group whose rows carry the backend's ``inline`` column with both values is fitted as
 two: each regime has its own α, β, γ, σ, knee and per-algorithm factors, fitted on its own
@@ -14,31 +13,19 @@ rows only (ring.model.fit), and a prediction takes the regime the call would run
 communicator's rule (:func:`runs_inline`).  The held-out check splits the whole group's sizes
 (every other size trains, the ones between are predicted) and predicts each held-out size
 by its own regime's fit.  A group with rows of one regime only (an MPI or GPU group, a CPU
-sweep wholly below or above the threshold, or a CSV from before the column) is one fit as
-before, used at every size.
-
-On the reference CPU sweep (ring/model/defaults/amd-epyc-2core) the regimes took the
-held-out points within 25 % (>= 4 KiB) from 12 and 24 to 29 and 31 of 49 at N = 2 and 4.
+sweep wholly below or above the threshold, or a CSV from before the column) is one fit, used
+at every size.
 
 How an inline call is priced (ring.model.costs.terms).  One thread runs every node's moves
 of the plan in turn, one NumPy call each, so the step term counts the plan's moves
 (:func:`ring.model.costs.inline_moves`: at N = 4, recursive doubling 16, the ring,
 Rabenseifner, hierarchical and direct 24, the bidirectional ring 48), α is the cost of one
 move, and each node adds ``per_node`` to the call (its buffer checked, its view and steps
-looked up).  The critical path's steps, the form before, have no constant per call and
-rank the algorithms by their steps, not by what the calling thread does: on the auto check
-of results/reference/amd-epyc-2core/auto_check it picked direct (24 moves) at N = 4 from 1
-to 8 KiB where recursive doubling (16) was 1.12-1.18x faster.  On the sweep of the
-intel-xeon-2core default, measured with the code of the time (before reduce-broadcast, and
-before an inline call by nodes ran bound to its buffers), the inline fit had about 0.2 µs
-a move and 6.5 µs a node; its picks judged on results/reference/intel-xeon-2core/
-cpu_executors (the nodes executor's series) are within 1.1x at 17 of 18 sizes, against 16
-with the critical path's steps, and 10 once hierarchical is priced with the groups the
-backend forms (2 of 2 at N = 4, ring.model.costs.backend_group_size): with every algorithm
-at 2 steps at N = 2, the critical path's form ranks them there by factors fitted to N = 4.
-Its held-out points within 25 % (>= 4 KiB) are 46 and 36 of 49 at N = 2 and 4, against 48
-and 38: recursive doubling's factors, fitted on every other size, fall to (0, 0.03) there
-and miss 512 KiB-2 MiB by 90 %, a local optimum of the factors' alternation.
+looked up).  The critical path's steps, with no constant per call, would rank the
+algorithms by their steps rather than by what the calling thread does, and at N = 2, where
+every algorithm takes 2 steps, by factors fitted to N = 4.
+
+The measurements behind these choices: docs/notes/model-forms.md.
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def _shared_buffers(model) -> list[str]:
         f"maps ({'; '.join(described)}). Only a tmpfs mounted with huge=always or "
         "within_size gives such files huge pages, which NumPy's own arrays get where the "
         "kernel allows; on the 2-core reference VM that alone made 64 and 256 MiB calls "
-        "9-21 % faster (README, MPI: `RING_SHM_DIR`)."
+        "9-21 % faster (docs/api.md, `RING_SHM_DIR`)."
     ]
 
 
