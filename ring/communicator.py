@@ -9,17 +9,19 @@ the same four things, so the API has no backend-specific branch:
 * :meth:`RingCommunicator.execute`, which runs a :class:`Call` and raises
   :class:`CommunicatorClosedError` only before any of its work started, so a caller can
   retry on a fresh communicator; it turns ``algorithm="auto"`` into the algorithm to run
-  with :func:`resolve_algorithm` once the size of the call is known.
+  with :func:`resolve_algorithm` (a decision table, :mod:`ring.auto`) once the size of the
+  call is known.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import auto
 from .schedule import AUTO, check_collective
 
 __all__ = [
@@ -68,29 +70,17 @@ def resolve_algorithm(
     algorithm: str,
     inline_bytes: int | None = None,
 ) -> str:
-    """``algorithm``, or for ``auto`` the one the fitted cost model predicts fastest for this
-    backend, N and bytes per node (:func:`ring.model.auto.choose`, cached per call shape);
+    """``algorithm``, or for ``auto`` the one the decision table names for this backend,
+    collective, N and bytes per node (:func:`ring.auto.choose`, cached per call shape);
     ``inline_bytes``: the cpu communicator's, which says how its call runs."""
     if algorithm != AUTO:
         return algorithm
-    global _choose, _generation
-    if _choose is None:
-        # The model (and its fit files) only when auto is used; an import statement per
-        # call would cost more than the cached look-up itself.
-        from .model.auto import choose, generation
-
-        _choose, _generation = choose, generation
-    return _choose(backend, collective, nodes, nbytes, inline_bytes)
-
-
-_choose: Callable[[str, str, int, int, int | None], str] | None = None
-_generation: Callable[[], int] | None = None
+    return auto.choose(backend, collective, nodes, nbytes, inline_bytes)
 
 
 def auto_generation() -> int:
-    """:func:`ring.model.auto.generation` once ``auto`` was resolved (0 before): while it
-    stays, every pick already made stands."""
-    return 0 if _generation is None else _generation()
+    """:func:`ring.auto.generation`: while it stays, every pick already made stands."""
+    return auto.generation()
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,14 @@
-"""What the machine reports: its cache sizes, which size ring-segmented's blocks and the
-CPU backend's tiles, and where it gives transparent huge pages (recorded with every run: on
-the reference VM a streaming NumPy loop over 256 MiB files of /dev/shm, on 4 KiB pages, was
-up to a quarter slower than over NumPy's own arrays or files of a huge=always tmpfs)."""
+"""What the machine reports: its CPU model and the label its results and decision tables
+carry (:func:`host_label`), its cache sizes, which size ring-segmented's blocks and the CPU
+backend's tiles, and where it gives transparent huge pages (recorded with every run: a
+streaming loop over files of /dev/shm on 4 KiB pages can be slower than over NumPy's own
+arrays or files of a huge=always tmpfs)."""
 
 from __future__ import annotations
 
 import os
+import platform
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -14,6 +17,8 @@ __all__ = [
     "DEFAULT_LAST_LEVEL_BYTES",
     "SYSFS_CACHE",
     "cache_bytes",
+    "cpu_model",
+    "host_label",
     "huge_pages",
     "mount_huge",
     "probe_cache_bytes",
@@ -117,3 +122,27 @@ def huge_pages(directory: str | None, root: Path = SYSFS_THP) -> dict:
         "directory": directory,
         "on_directory": on_directory,
     }
+
+
+def cpu_model() -> str | None:
+    """The processor's model name as the OS reports it, or None."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    for key in ("model name", "Model name", "cpu model", "Hardware"):
+        match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+        if match:
+            return match.group(1).strip()
+    return platform.processor() or None
+
+
+def host_label(
+    model: str | None = None, cores: int | str | None = None, gpus: tuple[str, ...] = ()
+) -> str:
+    """The label a machine's results and decision tables carry: its CPU model and cores
+    (this machine's where not given), and its GPUs' names if any."""
+    model = cpu_model() if model is None else model
+    cores = os.cpu_count() if cores is None else cores
+    label = f"{model}, {cores if cores is not None else '?'} cores"
+    return label + (f", {'/'.join(sorted(set(gpus)))}" if gpus else "")

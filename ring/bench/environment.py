@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from .. import nvtx_ranges
-from ..machine import cache_bytes, huge_pages
+from ..machine import cache_bytes, cpu_model, huge_pages
 from .parallel import usable_cores
 
 __all__ = [
@@ -63,18 +63,6 @@ def git_commit() -> tuple[str | None, bool | None]:
         return None, None
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=_PROJECT_DIR)
     return head.strip(), None if status is None else bool(status.strip())
-
-
-def _cpu_model() -> str | None:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        text = ""
-    for key in ("model name", "Model name", "cpu model", "Hardware"):
-        match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
-        if match:
-            return match.group(1).strip()
-    return platform.processor() or None
 
 
 def memory_bytes() -> int | None:
@@ -217,7 +205,7 @@ def _shared_directory() -> str | None:
 def collect_environment(world=None) -> dict:
     return {
         "host": socket.gethostname(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
         "usable_cores": usable_cores(),
         "memory_bytes": memory_bytes(),

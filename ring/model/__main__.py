@@ -220,6 +220,20 @@ def _check_picks(args: argparse.Namespace) -> None:
     print("\n".join(pick_lines(pick_points(load_fits(args.fit), args.csv))))
 
 
+def _decisions(args: argparse.Namespace) -> None:
+    from .auto import DEFAULTS
+    from .decisions import write_decisions, write_defaults
+
+    if args.defaults:
+        written = write_defaults(DEFAULTS)
+    elif args.fit and args.out:
+        written = [write_decisions(args.fit, args.out)]
+    else:
+        raise ModelInputError("decisions: give FIT and --out FILE, or --defaults")
+    for path in written:
+        print(f"wrote {path} (RING_AUTO_TABLE={path} makes algorithm='auto' read it)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ring.model", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -267,6 +281,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     picks.add_argument("--fit", required=True, help="a fit JSON from `fit`")
     picks.add_argument("csv", nargs="+", help="ring.bench CSVs measuring several algorithms")
+    decide = commands.add_parser(
+        "decisions", help="the decision table algorithm='auto' reads, from a fit"
+    )
+    decide.add_argument("fit", nargs="?", help="a fit JSON from `fit`")
+    decide.add_argument("--out", help="the table's path (then RING_AUTO_TABLE=PATH)")
+    decide.add_argument(
+        "--defaults",
+        action="store_true",
+        help="write ring/decisions/<machine>.json from every committed default fit",
+    )
     return parser
 
 
@@ -277,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         commands = {"fit": _fit, "predict": _predict, "table": _table, "paper": _paper}
         commands["check-auto"] = _check_auto
         commands["check-picks"] = _check_picks
+        commands["decisions"] = _decisions
         commands[args.command](args)
     except ModelInputError as exc:
         print(f"ring.model: {exc}", file=sys.stderr)

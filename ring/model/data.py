@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import read_csv
+from ..machine import host_label
 from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
 from ..mpi_agree import rides_preflight as plan_rides_preflight
 from ..schedule import default_segment_bytes
@@ -117,9 +118,8 @@ def machine_label(meta: dict, csv_path: Path) -> str:
     env = meta.get("environment") or {}
     if not env.get("cpu_model"):
         return csv_path.resolve().parent.name
-    label = f"{env['cpu_model']}, {env.get('cores', '?')} cores"
-    gpus = sorted({gpu.get("name", "?") for gpu in env.get("gpus") or []})
-    return label + (f", {'/'.join(gpus)}" if gpus else "")
+    gpus = tuple(gpu.get("name", "?") for gpu in env.get("gpus") or [])
+    return host_label(env["cpu_model"], env.get("cores", "?"), gpus)
 
 
 def _add_ceiling(meta: dict, run: str, backend: str) -> float | None:
