@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bench.backends import VARIANT_COLUMNS
-from ..bench.results import read_csv
+from ..bench.results import check_pair, read_csv
 from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
 from ..mpi_agree import rides_preflight as plan_rides_preflight
 from ..schedule import default_segment_bytes
@@ -102,14 +102,21 @@ class Group:
     caches: tuple[int, int] | None = None  # its (L2, last-level) bytes, if recorded
 
 
-def _meta(csv_path: Path) -> dict:
+def run_meta(csv_path: Path) -> dict:
     path = csv_path.with_suffix(".json")
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ModelInputError(f"{path}: unreadable JSON beside the CSV ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ModelInputError(f"{path}: not a ring.bench JSON (a {type(meta).__name__})")
+    # A CSV of one run with another's JSON would be fitted with the other's machine.
+    mismatch = check_pair(csv_path, meta)
+    if mismatch:
+        raise ModelInputError(mismatch)
+    return meta
 
 
 def machine_label(meta: dict, csv_path: Path) -> str:
@@ -214,7 +221,7 @@ def _read(csv_path: Path) -> list[dict]:
 
 
 def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
-    meta = _meta(csv_path)
+    meta = run_meta(csv_path)
     machine = machine_label(meta, csv_path)
     caches = _caches(meta)
     for line, row in enumerate(_read(csv_path), start=2):
