@@ -5,7 +5,12 @@ before round 1."""
 
 from __future__ import annotations
 
+import csv
+import errno
+import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,8 +21,11 @@ from pathlib import Path
 import pytest
 from ctrl_c import let_children_see_sigint
 
+import ring.bench.ceilings
 from ring.bench.__main__ import main
+from ring.bench.backends import CpuBackend, CpuSession, register_backend, unregister_backend
 from ring.bench.parallel import usable_cores
+from ring.bench.results import check_pair, samples_path
 
 let_children_see_sigint()
 
@@ -120,3 +128,77 @@ def test_alternate_refuses_a_launcher_before_round_1(tmp_path, capsys, launcher,
     assert len(lines) == 1 and lines[0].startswith("ring.bench: error: --launcher"), lines
     assert said in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# -- a failure mid-sweep -------------------------------------------------------------------
+
+
+def _partial(out: Path, stopped_at: int, measured: list[int]) -> None:
+    document = json.loads(out.with_suffix(".json").read_text())
+    assert document["partial"]["stopped_at_bytes"] == stopped_at
+    assert "\n" not in document["partial"]["reason"]
+    with open(out, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted({int(r["bytes"]) for r in rows}) == measured
+    assert all(r["wrong"] == "0" for r in rows)
+    assert check_pair(out, document) is None and samples_path(out).is_file()
+
+
+class _FullAt256K(CpuSession):
+    """The cpu backend on a disk that fills at 256 KiB: its buffers cannot be made."""
+
+    def load(self, inputs) -> None:
+        if inputs[0].nbytes >= 256 << 10:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().load(inputs)
+
+
+def test_a_failure_mid_sweep_keeps_the_sizes_measured(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ring.bench.ceilings, "host_array_bytes", lambda: 1 << 20)
+
+    @register_backend
+    class FullDisk(CpuBackend):
+        name = "test-full-disk"
+
+        def open(self, nodes, sync, config, world):
+            return _FullAt256K(nodes, sync, config, world)
+
+    out = tmp_path / "r.csv"
+    try:
+        code = main(["--backend", "test-full-disk", "-b", "1K", "-e", "1M", "-f", "4",
+                     "-n", "3", "-w", "1", "--out", str(out)])  # fmt: skip
+    finally:
+        unregister_backend("test-full-disk")
+    assert code == 3
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ring.bench: error: the sweep stopped at"), lines
+    assert "262144 B" in lines[0] and "No space left on device" in lines[0]
+    assert f"the 4 sizes measured before it are in {out}, marked partial" in lines[0]
+    _partial(out, 262144, [1024, 4096, 16384, 65536])
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
+def test_a_full_shm_dir_mid_sweep_under_mpi_is_one_line_and_a_partial_result(tmp_path):
+    # The reproducer: the MPI shared buffers' parts cannot be made from 256 KiB on (each
+    # rank's files are limited to 256 KiB, as on a full RING_SHM_DIR): every rank printed
+    # a traceback and the sizes measured were lost.
+    pytest.importorskip("mpi4py")
+    out = tmp_path / "r.csv"
+    sweep = ["-b", "1K", "-e", "1M", "-f", "4", "-n", "3", "-w", "1", "--out", str(out)]
+    harness = [sys.executable, "-m", "ring.bench", "--backend", "mpi", "--buffers", "shared"]
+    harness += sweep
+    rank = f"ulimit -f 256; exec {shlex.join(harness)}"
+    env = {**ENV, "RING_CEILING_BYTES": "1M", "RING_SHM_DIR": str(tmp_path)}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    done = subprocess.run(
+        ["mpirun", "--oversubscribe", "-n", "2", "sh", "-c", rank],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    ours = [line for line in done.stderr.splitlines() if line.startswith("ring.bench")]
+    assert len(ours) == 1 and "the sweep stopped at 262144 B" in ours[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"the 4 sizes measured before it are in {out}, marked partial" in ours[0]
+    _partial(out, 262144, [1024, 4096, 16384, 65536])

@@ -1,4 +1,6 @@
-"""``python -m ring.bench`` / ``ring-bench``: exit 0 ok, 1 wrong results, 2 bad input.
+"""``python -m ring.bench`` / ``ring-bench``: exit 0 ok, 1 wrong results, 2 bad input, 3 a
+sweep that failed part-way (the sizes measured before it written, marked ``partial`` in
+the JSON), 130 interrupted (Ctrl-C).
 
 Subcommands: ``merge``, ``alternate``, ``kernel-bw``, ``cpu-perf``; without one, a sweep.
 """
