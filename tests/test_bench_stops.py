@@ -26,6 +26,9 @@ from ring.bench.__main__ import main
 from ring.bench.backends import CpuBackend, CpuSession, register_backend, unregister_backend
 from ring.bench.parallel import usable_cores
 from ring.bench.results import check_pair, samples_path
+from ring.report.caveats import caveats
+from ring.report.inputs import load_inputs
+from ring.report.model import ReportModel
 
 let_children_see_sigint()
 
@@ -175,6 +178,8 @@ def test_a_failure_mid_sweep_keeps_the_sizes_measured(tmp_path, capsys, monkeypa
     assert "262144 B" in lines[0] and "No space left on device" in lines[0]
     assert f"the 4 sizes measured before it are in {out}, marked partial" in lines[0]
     _partial(out, 262144, [1024, 4096, 16384, 65536])
+    notes = caveats(ReportModel(load_inputs([out])))
+    assert any(n.startswith("**Partial run.** Run r stopped at 256 KiB (OSError") for n in notes)
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
