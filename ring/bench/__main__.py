@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ring.bench: interrupted after writing {exc} and its JSON", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print("ring.bench: interrupted; no result file written", file=sys.stderr)
+        if env_is_root():  # mpirun passes a Ctrl-C to every rank: one line, not one each
+            print("ring.bench: interrupted; no result file written", file=sys.stderr)
         return 130
 
 
