@@ -134,3 +134,21 @@ def test_fit_refuses_a_placement_column_that_is_not_a_count(tmp_path, placement)
     line = _one_line(_model("fit", str(out), "--out", str(tmp_path / "fit.json")))
     assert f"{out}:3: threads_per_core is {placement!r}" in line
     assert not (tmp_path / "fit.json").exists()
+
+
+def test_the_harness_refuses_a_bad_fit_for_auto_before_measuring(tmp_path, capsys, monkeypatch):
+    path = _spoiled(tmp_path, "params.beta", -1e-9)
+    monkeypatch.setenv(auto.FIT_ENV, str(path))
+    auto.reset()
+    try:
+        out = tmp_path / "r.csv"
+        assert bench(["--algorithm", "auto", "-b", "1K", "-e", "4K", "--out", str(out)]) == 2
+    finally:
+        monkeypatch.delenv(auto.FIT_ENV)
+        auto.reset()
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing measured
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"ring.bench: error: RING_MODEL_FIT: {path}: fit 0 (backend=cpu")
+    assert line.endswith("coefficient beta is -1e-09, must be finite and >= 0")
+    assert not out.exists()

@@ -9,9 +9,11 @@ backends plug in through :mod:`ring.bench.backends`; nothing here names one.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 
+from ..schedule import AUTO
 from .backends import Backend, get_backend
 from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
@@ -164,11 +166,29 @@ def plan_run(config: BenchConfig) -> Plan:
     for stage in stages:
         stage.backend.check(config, world)
     host_array_bytes()  # a bad RING_CEILING_BYTES is refused before anything is measured
+    _check_auto_fit(config)
     _check_memory(config, stages, world)
     if config.out is not None:
         # Only rank 0 writes; every rank learns whether it can, before anything is measured.
         world.root_verdict(output_problem(config.out) if world.is_root else None)
     return Plan(config, world, stages)
+
+
+def _check_auto_fit(config: BenchConfig) -> None:
+    """A ``RING_MODEL_FIT`` that ``--algorithm auto`` would read is checked before anything
+    is measured: a bad fit file is the run's input, not a failure of its first point."""
+    if AUTO not in (config.algorithms or ()):
+        return
+    from ..model.auto import FIT_ENV
+    from ..model.costs import ModelInputError
+    from ..model.table import load_fits
+
+    path = os.environ.get(FIT_ENV)
+    if path:
+        try:
+            load_fits(path)
+        except ModelInputError as exc:
+            raise BenchInputError(f"{FIT_ENV}: {exc}") from None
 
 
 def _host_ceilings(config: BenchConfig, world, output: Output, when: str) -> dict | None:
