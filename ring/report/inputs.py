@@ -240,9 +240,7 @@ def load_sweep(csv_path: str | Path) -> Run:
 
 
 def _check_pair(csv_path: Path, meta: dict) -> None:
-    """The CSV (and the samples beside it) must be the ones the JSON's hashes name: a CSV
-    of one run with another's JSON would give its rows another run's environment and
-    ceilings, and stale samples another run's intervals."""
+    """A CSV (or samples) of one run with another's JSON would borrow its environment."""
     mismatch = check_pair(csv_path, meta)
     if mismatch:
         raise ReportInputError(mismatch)
