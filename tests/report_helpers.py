@@ -5,6 +5,7 @@ and of the report that do not use the report's own code."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from test_bench import SMALL_CEILINGS_ENV
 
+from ring.bench.results import file_sha256
 from ring.bench.seed_cpp.build import compiler_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,3 +125,12 @@ def size(cell: str) -> int:
 def close(shown: str, value: float) -> bool:
     """``shown`` is ``value`` to three significant digits (the report's rounding)."""
     return math.isclose(number(shown), value, rel_tol=5.01e-3)
+
+
+def rehash(csv_path: Path) -> None:
+    """Make the JSON beside an edited result CSV name it (``csv_sha256``), as a harness
+    that had measured those rows would: the readers refuse a CSV their JSON does not name."""
+    json_path = Path(csv_path).with_suffix(".json")
+    document = json.loads(json_path.read_text())
+    document["csv_sha256"] = file_sha256(csv_path)
+    json_path.write_text(json.dumps(document, indent=2) + "\n")

@@ -27,6 +27,7 @@ from report_helpers import (
     csv_rows,
     label,
     md_table,
+    rehash,
     run_bench,
     run_report,
     size,
@@ -301,6 +302,7 @@ def test_wrong_rows_repeated_runs_and_workflow_record(results, tmp_path):
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    rehash(data / "sweep_n2_float32.csv")
     again = run_bench(
         tmp_path / "rerun" / "numpy-direct_n2_float32.csv",
         "--backend",

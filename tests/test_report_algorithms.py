@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from report_helpers import rehash
 from test_bench import SMALL_CEILINGS_ENV
 
 from ring.report import algorithms, analysis, best_of, trust
@@ -77,6 +78,7 @@ def synthetic_times(path: Path, tmp_path: Path) -> tuple[Path, dict[int, str]]:
         writer.writeheader()
         writer.writerows(rows)
     shutil.copy(path.with_suffix(".json"), out.with_suffix(".json"))
+    rehash(out)
     return out, fastest
 
 
@@ -159,6 +161,7 @@ def with_slices(path: Path, out_dir: Path) -> tuple[Path, dict[tuple[str, str, i
         writer.writeheader()
         writer.writerows(rows + slices)
     shutil.copy(path.with_suffix(".json"), out.with_suffix(".json"))
+    rehash(out)
     times = {(r["algorithm"], r["executor"], int(r["bytes"])): float(r["time_us"]) for r in rows}
     times.update({(r["algorithm"], "slices", int(r["bytes"])): float(r["time_us"]) for r in slices})
     return out, times

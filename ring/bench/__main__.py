@@ -1,4 +1,6 @@
-"""``python -m ring.bench`` / ``ring-bench``: exit 0 ok, 1 wrong results, 2 bad input.
+"""``python -m ring.bench`` / ``ring-bench``: exit 0 ok, 1 wrong results, 2 bad input, 3 a
+sweep that failed part-way (the sizes measured before it written, marked ``partial`` in
+the JSON), 130 interrupted (Ctrl-C).
 
 Subcommands: ``merge``, ``alternate``, ``kernel-bw``, ``cpu-perf``; without one, a sweep.
 """
@@ -50,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ring.bench: interrupted after writing {exc} and its JSON", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print("ring.bench: interrupted; no result file written", file=sys.stderr)
+        if env_is_root():  # mpirun passes a Ctrl-C to every rank: one line, not one each
+            print("ring.bench: interrupted; no result file written", file=sys.stderr)
         return 130
 
 

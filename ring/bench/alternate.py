@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,11 +62,25 @@ def _parser() -> BenchParser:
     return parser
 
 
+def _launcher(text: str) -> list[str]:
+    """The launcher's words, once its program is found: checked before round 1, so a typo
+    ends the comparison at once rather than after the first launch of ours has run."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:  # an unbalanced quote
+        raise BenchInputError(f"--launcher {text!r}: {exc}") from None
+    if not words:
+        raise BenchInputError("--launcher is empty: name the MPI launcher (e.g. mpirun)")
+    if shutil.which(words[0]) is None:
+        raise BenchInputError(f"--launcher {text!r}: no program {words[0]!r} on PATH")
+    return words
+
+
 def _launches(args, nodes: int, folder: Path):
     sweep = [a for a in args.sweep if a != "--"]
     harness = [sys.executable, "-m", "ring.bench"]
     ours = [*harness, "--backend", args.ours, "--sync", args.sync, "--nodes", str(nodes), *sweep]
-    peer = [*shlex.split(args.launcher), "-n", str(nodes), *harness, "--backend", args.peer, *sweep]
+    peer = [*_launcher(args.launcher), "-n", str(nodes), *harness, "--backend", args.peer, *sweep]
 
     def command(which: str, round_: int) -> list[str]:
         base = ours if which == "ours" else peer
@@ -96,8 +111,8 @@ def alternate_main(argv: list[str], command: list[str]) -> int:
     if out.suffix != ".csv":
         raise BenchInputError(f"--out {args.out!r} must name a .csv file (the JSON goes beside it)")
     folder = out.with_suffix(".launches")
-    folder.mkdir(parents=True, exist_ok=True)
     make = _launches(args, nodes, folder)
+    folder.mkdir(parents=True, exist_ok=True)
     start = utc_now()
     launched = []
     for which, round_ in _order(rounds):

@@ -12,17 +12,24 @@ Drift faster than one size's sweep still lands on whichever series ran at that m
 ``--rounds R`` splits each size's timed calls into R rounds that visit every series in
 turn, so such drift reaches all of them alike; the price is that every series of the size
 holds its buffers at once.
+
+A point that fails (a full ``RING_SHM_DIR``, a device out of memory) ends the sweep with
+:class:`SweepFailed`, which carries the series with the rows measured before it: the
+harness writes those as a partial result rather than losing them.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
+from .._optional import MissingDependencyError
 from .backends import VARIANT_COLUMNS, Backend, Session
+from .flags import BenchInputError
 from .nccl_compat import TABLE_HEADER, table_line
 from .point import round_shares
 
-__all__ = ["Series", "measure_interleaved", "series_of"]
+__all__ = ["Series", "SweepFailed", "measure_interleaved", "series_of"]
 
 
 @dataclass
@@ -52,6 +59,15 @@ class Series:
         self.backend.variant = self.variant
         self.backend.algorithm = self.algorithm
         return self.backend
+
+
+class SweepFailed(Exception):
+    """A point of the sweep raised ``error``: ``series`` hold the rows measured before it,
+    ``nbytes`` is the size it failed at (None: before the first, opening a session)."""
+
+    def __init__(self, series: list[Series], nbytes: int | None, error: Exception):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.series, self.nbytes, self.error = series, nbytes, error
 
 
 def series_of(plan) -> list[Series]:
@@ -85,33 +101,47 @@ def measure_interleaved(plan, start_point, output) -> list[Series]:
     output.line("\n".join(header))
     sessions: list[Session] = []
     together = [list(range(len(series)))] if rounds > 1 else [[i] for i in range(len(series))]
-    shares = round_shares(config.iters, rounds)
+    nbytes, done = None, False
     try:
         for s in series:
             sessions.append(s.select().open(s.nodes, s.sync, config, plan.world))
         for count in config.counts:
+            nbytes = count * config.dtype.itemsize
             for group in together:
-                points = []
-                for i in group:
-                    series[i].select()  # what a session runs may depend on the algorithm
-                    points.append(start_point(sessions[i], series[i], count))
-                for r, calls in enumerate(shares):
-                    for i, point in zip(group, points, strict=True):
-                        series[i].select()
-                        point.time(calls, warm=r > 0)
-                for i, point in zip(group, points, strict=True):
-                    s = series[i]
-                    s.select()  # its traffic_bytes may depend on the algorithm
-                    row, times = point.finish()
-                    sessions[i].release()
-                    s.rows.append(row)
-                    s.samples.append(times)
-                    output.line(f"{table_line(row)}  {s.label}")
-                    output.step(s.label)
+                _measure_group(series, sessions, group, count, start_point, output, config)
+        done = True
+    except (BenchInputError, MissingDependencyError):
+        raise  # the input, refused in one line as before any measurement
+    except Exception as exc:
+        raise SweepFailed(series, nbytes, exc) from exc
     finally:
         for session in sessions:
-            session.close()
+            # After a failure (or a Ctrl-C) that is what to report, not a session's close.
+            with contextlib.nullcontext() if done else contextlib.suppress(Exception):
+                session.close()
     return series
+
+
+def _measure_group(series, sessions, group, count, start_point, output, config) -> None:
+    """One size of the series in ``group``: their points loaded, timed round by round,
+    finished and released."""
+    points = []
+    for i in group:
+        series[i].select()  # what a session runs may depend on the algorithm
+        points.append(start_point(sessions[i], series[i], count))
+    for r, calls in enumerate(round_shares(config.iters, config.rounds)):
+        for i, point in zip(group, points, strict=True):
+            series[i].select()
+            point.time(calls, warm=r > 0)
+    for i, point in zip(group, points, strict=True):
+        s = series[i]
+        s.select()  # its traffic_bytes may depend on the algorithm
+        row, times = point.finish()
+        sessions[i].release()
+        s.rows.append(row)
+        s.samples.append(times)
+        output.line(f"{table_line(row)}  {s.label}")
+        output.step(s.label)
 
 
 def sample_rows(series: list[Series]) -> list[dict]:

@@ -50,7 +50,7 @@ from .gpu_ceilings import (
     measure_gpu_ceilings,
 )
 from .nccl_compat import format_float
-from .results import SCHEMA, TIME_COLUMNS, columns_of, write_csv_atomic, write_json_atomic
+from .results import SCHEMA, TIME_COLUMNS, columns_of, write_result_pair
 
 __all__ = ["COLUMNS", "kernel_bw_main", "main", "measure_size"]
 
@@ -237,8 +237,7 @@ def kernel_bw_main(argv: list[str], command: list[str]) -> int:
             "config": _config_document(args, kernels, out),
             "wrong_total": wrong_total if args.check else None,
         }
-        write_json_atomic(out.with_suffix(".json"), document)
-        write_csv_atomic(out, rows, columns_of(rows, COLUMNS))
+        write_result_pair(out, rows, columns_of(rows, COLUMNS), document)
         print(f"# Wrote {out} and {out.with_suffix('.json')}", flush=True)
     if wrong_total:
         print(f"ring.bench kernel-bw: {wrong_total} wrong elements", file=sys.stderr)

@@ -5,6 +5,12 @@ single-process backends; merging puts them in one table.  The merged CSV adds a 
 column (the index into the JSON's ``runs``), so every row keeps the environment and the
 ceilings measured in its own run.  The top-level ``environment`` and ``ceilings`` are
 those of the first input.
+
+The merged files are one unit, as a run's are: each input's CSV must match the
+``csv_sha256`` (and its samples the ``samples_sha256``) of its JSON, and the inputs'
+per-call samples are merged into ``OUT.samples.csv`` when every input has them; when one
+has none the output has none either, and an ``OUT.samples.csv`` left by an earlier merge
+is removed with the pair's writing, so the report never draws intervals from another run.
 """
 
 from __future__ import annotations
@@ -19,10 +25,14 @@ from .cli import BenchInputError, BenchParser
 from .results import (
     COLUMNS,
     OPTIONAL_COLUMNS,
+    SAMPLE_COLUMNS,
     SCHEMA,
     check_pair,
+    columns_of,
+    csv_text,
     output_problem,
     read_csv,
+    samples_path,
     write_result_pair,
 )
 
@@ -55,6 +65,22 @@ def _load(path: Path) -> tuple[list[str], list[dict], dict]:
     if mismatch:
         raise BenchInputError(mismatch)
     return columns, rows, document
+
+
+def _merged_samples(inputs: list[Path], out: Path) -> list[tuple[Path, str]]:
+    """``OUT.samples.csv`` beside the pair: every input's samples, one after the other (the
+    merged rows are unique by point, so each call stays with its point), or nothing when an
+    input has none."""
+    paths = [samples_path(path) for path in inputs]
+    if not all(path.is_file() for path in paths):
+        return []
+    calls = []
+    for path in paths:
+        try:
+            calls += read_csv(path)[1]
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise BenchInputError(f"cannot read {path}: {exc}") from None
+    return [(samples_path(out), csv_text(calls, columns_of(calls, SAMPLE_COLUMNS)))]
 
 
 def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
@@ -99,7 +125,7 @@ def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
         "runs": runs,
     }
     try:
-        write_result_pair(out, rows, columns, document)
+        write_result_pair(out, rows, columns, document, _merged_samples(inputs, out))
     except OSError as exc:
         raise BenchInputError(f"cannot write {out}: {exc.strerror or exc}") from None
     return document
@@ -123,8 +149,9 @@ def merge_main(argv: list[str], command: list[str]) -> int:
     if problem:
         raise BenchInputError(problem)
     document = merge(inputs, out, command)
+    samples = " and its samples" if samples_path(out).is_file() else " (no samples)"
     print(
         f"ring.bench merge: {len(inputs)} runs -> {out} and {out.with_suffix('.json')}"
-        f" (wrong elements: {document['wrong_total']})"
+        f"{samples} (wrong elements: {document['wrong_total']})"
     )
     return 0

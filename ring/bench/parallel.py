@@ -8,6 +8,7 @@ microseconds, which would make the peer look slower than it is at small sizes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -90,7 +91,10 @@ class WorkerPool:
             return
         self._closed = True
         for part in range(1, self.threads):
-            self._start[part].release()
+            # A Ctrl-C between run()'s release of a worker and the worker taking it leaves
+            # its start released: the worker wakes either way and sees the pool closed.
+            with contextlib.suppress(RuntimeError):
+                self._start[part].release()
         for worker in self._workers:
             worker.join(timeout=5)
 

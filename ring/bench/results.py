@@ -31,6 +31,7 @@ __all__ = [
     "InterruptedAfterWriting",
     "busbw_factor",
     "check_pair",
+    "file_sha256",
     "make_row",
     "output_problem",
     "read_csv",
@@ -256,10 +257,17 @@ def write_result_pair(
     records the CSV's SHA-256 (``csv_sha256``), so a reader can tell a pair that a crash
     between the renames left mismatched (:func:`check_pair`).  On an error nothing is left
     behind and the old pair stands.  ``sides`` (path, text) are written the same way, before
-    the pair (the per-call samples: a pair on disk has its samples beside it)."""
+    the pair (the per-call samples: a pair on disk has its samples beside it); the JSON
+    records the samples' SHA-256 too (``samples_sha256``).  A pair written without samples
+    removes the ``FILE.samples.csv`` an earlier run left, before its CSV is renamed: a
+    reader must never take an earlier run's calls for this one's."""
     csv_path = Path(csv_path)
     text = csv_text(rows, columns)
     document = {**document, "csv_sha256": text_sha256(text)}
+    samples = samples_path(csv_path)
+    for path, content in sides:
+        if Path(path) == samples:
+            document["samples_sha256"] = text_sha256(content)
     json_text = json.dumps(document, indent=2, allow_nan=False) + "\n"
     with signals_deferred() as caught:
         temporaries: list[Path] = []
@@ -267,6 +275,8 @@ def write_result_pair(
         try:
             for path, content in [*sides, (csv_path, text), (targets[-1], json_text)]:
                 temporaries.append(_temporary_beside(Path(path), content))
+            if samples not in targets:
+                samples.unlink(missing_ok=True)
             for temporary, target in zip(temporaries, targets, strict=True):
                 os.replace(temporary, target)
         finally:
@@ -278,18 +288,35 @@ def write_result_pair(
         signal.raise_signal(signum)  # SIGTERM, SIGHUP: now, with their own handlers
 
 
-def check_pair(csv_path: Path, document: dict) -> str | None:
-    """Why ``csv_path`` does not belong with its JSON ``document``, or None if it does (or
-    the JSON predates ``csv_sha256``)."""
-    recorded = document.get("csv_sha256")
-    if recorded is None:
-        return None
-    actual = hashlib.sha256(Path(csv_path).read_bytes()).hexdigest()
-    if actual != recorded:
-        return (
-            f"{csv_path} does not match {Path(csv_path).with_suffix('.json')} (its csv_sha256 "
-            "differs): the pair was not written together; run the measurement again"
-        )
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes: what ``csv_sha256`` and ``samples_sha256`` record."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def check_pair(csv_path: Path, document: dict, json_path: Path | None = None) -> str | None:
+    """Why ``csv_path`` does not belong with its JSON ``document`` (read from ``json_path``,
+    by default the one beside it), or None if it does (or the JSON predates
+    ``csv_sha256``).  The samples beside the CSV are checked the same way where the JSON
+    records ``samples_sha256``: a missing samples file is no mismatch (a reader then has
+    no per-call times), one from another run is."""
+    json_path = Path(csv_path).with_suffix(".json") if json_path is None else Path(json_path)
+    recorded = {
+        Path(csv_path): document.get("csv_sha256"),
+        samples_path(csv_path): document.get("samples_sha256"),
+    }
+    for path, digest in recorded.items():
+        if digest is None or (path != Path(csv_path) and not path.is_file()):
+            continue
+        try:
+            actual = file_sha256(path)
+        except OSError as exc:
+            return f"cannot read {path}: {exc.strerror or exc}"
+        if actual != digest:
+            name = "csv_sha256" if path == Path(csv_path) else "samples_sha256"
+            return (
+                f"{path} does not match {json_path} (its {name} differs): the files were "
+                "not written together; run the measurement (or the merge) again"
+            )
     return None
 
 

@@ -9,14 +9,16 @@ backends plug in through :mod:`ring.bench.backends`; nothing here names one.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 
+from ..schedule import AUTO
 from .backends import Backend, get_backend
 from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
 from .environment import collect_environment, git_commit, launch_command, memory_bytes, utc_now
-from .interleave import Series, measure_interleaved
+from .interleave import Series, SweepFailed, measure_interleaved
 from .nccl_compat import variants
 from .point import Point
 from .results import SCHEMA, output_problem
@@ -36,6 +38,11 @@ from .world import LocalWorld, MpiWorld, launched_rank, launched_size, under_mpi
 __all__ = ["DEFAULT_NODES", "Plan", "plan_run", "run"]
 
 DEFAULT_NODES = (2,)
+# Exit status of a run whose sweep failed part-way (its measured sizes written, partial).
+PARTIAL = 3
+# How long the ranks wait for each other to stop after a failed point: a failure every rank
+# sees alike stops them within moments of each other.
+STOP_SECONDS = 30.0
 
 
 @dataclass
@@ -159,11 +166,29 @@ def plan_run(config: BenchConfig) -> Plan:
     for stage in stages:
         stage.backend.check(config, world)
     host_array_bytes()  # a bad RING_CEILING_BYTES is refused before anything is measured
+    _check_auto_fit(config)
     _check_memory(config, stages, world)
     if config.out is not None:
         # Only rank 0 writes; every rank learns whether it can, before anything is measured.
         world.root_verdict(output_problem(config.out) if world.is_root else None)
     return Plan(config, world, stages)
+
+
+def _check_auto_fit(config: BenchConfig) -> None:
+    """A ``RING_MODEL_FIT`` that ``--algorithm auto`` would read is checked before anything
+    is measured: a bad fit file is the run's input, not a failure of its first point."""
+    if AUTO not in (config.algorithms or ()):
+        return
+    from ..model.auto import FIT_ENV
+    from ..model.costs import ModelInputError
+    from ..model.table import load_fits
+
+    path = os.environ.get(FIT_ENV)
+    if path:
+        try:
+            load_fits(path)
+        except ModelInputError as exc:
+            raise BenchInputError(f"{FIT_ENV}: {exc}") from None
 
 
 def _host_ceilings(config: BenchConfig, world, output: Output, when: str) -> dict | None:
@@ -214,10 +239,10 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
         output.line(host_line(environment, commit, dirty))
         if "shared" in (config.options.get("buffers") or ""):
             output.line(pages_line(environment))
-    measured, ceilings = _measure_all(config, plans, output)
+    measured, ceilings, failure = _measure_all(config, plans, output)
     wrong_total = print_summary(output, config, measured, ceilings)
     write_error = None
-    if world.is_root and config.out is not None:
+    if world.is_root and config.out is not None and measured:
         document = {
             "schema": SCHEMA,
             "command": list(command),
@@ -234,9 +259,15 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
             "wrong_total": wrong_total if config.check else None,
             "warnings": run_warnings(ceilings),
         }
+        if failure is not None:
+            document["partial"] = _partial_document(failure)
         write_error = write_outputs(config.out, measured, document, output)
     # Instead of a barrier: every rank learns whether rank 0 could write, and exits alike.
     world.root_verdict(write_error)
+    if failure is not None:
+        if world.is_root:
+            print(_stopped_line(config, failure, measured), file=sys.stderr)
+        return PARTIAL
     if wrong_total:
         if world.is_root:
             print(
@@ -247,11 +278,33 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
     return 0
 
 
+def _reason(failure: SweepFailed) -> str:
+    return (str(failure).strip().splitlines() or [type(failure.error).__name__])[0]
+
+
+def _partial_document(failure: SweepFailed) -> dict:
+    """What the JSON of a sweep that failed part-way says: it is partial, where and why."""
+    return {"stopped_at_bytes": failure.nbytes, "reason": _reason(failure)}
+
+
+def _stopped_line(config: BenchConfig, failure: SweepFailed, measured: list[Series]) -> str:
+    where = "opening its series" if failure.nbytes is None else f"{failure.nbytes} B"
+    sizes = len({row["bytes"] for s in measured for row in s.rows})
+    if not sizes:
+        kept = "no size was measured, nothing written"
+    elif config.out is None:
+        kept = f"{sizes} sizes were measured (no --out: nothing written)"
+    else:
+        kept = f"the {sizes} sizes measured before it are in {config.out}, marked partial"
+    return f"ring.bench: error: the sweep stopped at {where} ({_reason(failure)}); {kept}"
+
+
 def _measure_all(
     config: BenchConfig, plans: list[Plan], output: Output
-) -> tuple[list[Series], dict]:
+) -> tuple[list[Series], dict, SweepFailed | None]:
     """Every series of every plan, between the host ceilings at the start and at the end;
-    the ceilings document (rank 0's; empty on the other ranks)."""
+    the ceilings document (rank 0's; empty on the other ranks); the failure that ended
+    the sweep early, if one did (the series then hold the rows measured before it)."""
     plan = plans[0]
     world = plan.world
     start_ceilings = _host_ceilings(config, world, output, "start")
@@ -259,18 +312,25 @@ def _measure_all(
     for stage in plan.stages:
         device_ceilings.update(stage.backend.ceilings(config, world))
     measured: list[Series] = []
+    failure = None
     try:
         for one in plans:
             measured += measure_interleaved(
                 one, lambda session, s, count, one=one: Point(session, s, count, one), output
             )
+    except SweepFailed as failed:
+        failure = failed
+        measured += [s for s in failed.series if s.rows]
+        if not world.all_stopped(STOP_SECONDS):
+            print(f"ring.bench: error: rank {world.rank}: {_reason(failed)}", file=sys.stderr)
+            world.abort(PARTIAL)  # the other ranks are blocked inside MPI
     finally:
         output.close()
-    end_ceilings = _host_ceilings(config, world, output, "end")
+    end_ceilings = None if failure else _host_ceilings(config, world, output, "end")
     ceilings: dict = {}
     if start_ceilings is not None:
         ceilings = {**host_ceilings_document(start_ceilings, end_ceilings), **device_ceilings}
-    return measured, ceilings
+    return measured, ceilings, failure
 
 
 def _config_document(config: BenchConfig, plan: Plan) -> dict:

@@ -78,6 +78,13 @@ class LocalWorld:
         if error is not None:
             raise BenchInputError(error)
 
+    def all_stopped(self, seconds: float) -> bool:
+        """Whether every rank stopped its sweep too: this one is all there is."""
+        return True
+
+    def abort(self, code: int) -> None:
+        raise SystemExit(code)
+
 
 class MpiWorld:
     """Every rank of ``MPI.COMM_WORLD``; rank 0 prints and writes the result files."""
@@ -101,6 +108,9 @@ class MpiWorld:
         local.Free()
         # machines the ranks run on (one local rank 0 each): the rows' "one host" label
         self.hosts = self.comm.allreduce(int(self.local_rank == 0))
+        # Its own communicator, so the ranks' agreement to stop a sweep (all_stopped) can
+        # never be matched with a collective of the measurement.
+        self._stopping = self.comm.Dup()
         _abort_on_uncaught_exception(self.MPI)
 
     def barrier(self) -> None:
@@ -122,6 +132,24 @@ class MpiWorld:
         error = self.comm.bcast(error, root=0)
         if error is not None:
             raise BenchInputError(error)
+
+    def all_stopped(self, seconds: float) -> bool:
+        """Whether every rank stopped its sweep within ``seconds`` of this one: a failure
+        every rank sees alike (the library raises the same error on every rank) ends the
+        sweep everywhere and the measured sizes can be kept; a failure of this rank alone
+        leaves the others blocked inside MPI, and only :meth:`abort` ends them."""
+        request = self._stopping.Ibarrier()
+        deadline = time.monotonic() + seconds
+        while not request.Test():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def abort(self, code: int) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.comm.Abort(code)
 
     def gather_rows(self, values: np.ndarray) -> np.ndarray:
         """Every rank's ``values`` (the same length on each), as rows in rank order."""

@@ -13,7 +13,7 @@ from ..bench.cli import BenchInputError, parse_size
 from ..report.fmt import format_bytes
 from . import calibration
 from .costs import ALGORITHMS, ModelInputError
-from .data import load_groups
+from .data import load_groups, unfittable
 from .fit import Fit, Host, fit_group
 from .regimes import INLINE, ONE, THREADED
 from .table import (
@@ -127,6 +127,10 @@ def _parameters(fit: Fit) -> list[str]:
 
 def _fit(args: argparse.Namespace) -> None:
     groups, notes = load_groups(args.csv)
+    for group in groups:
+        problem = unfittable(group)
+        if problem:
+            raise ModelInputError(problem)
     fits = [fit_group(group) for group in groups]
     out = Path(args.out) if args.out else Path(args.csv[0]).with_name("model_fit.json")
     save_fits(out, fits, notes)

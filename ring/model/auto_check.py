@@ -25,7 +25,7 @@ from ..bootstrap import DRAWS, percentile_interval, resampled_medians
 from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
 from .costs import ModelInputError
-from .data import unpriced
+from .data import run_meta, unpriced
 from .fit import Fit
 from .table import fastest
 
@@ -88,6 +88,7 @@ def ratio_interval(
 def _read_run(path: Path, cells: dict, calls: dict) -> None:
     if not path.is_file():
         raise ModelInputError(f"{path}: no such file")
+    run_meta(path)  # the CSV (and its samples) must be the ones its JSON names
     columns, rows = read_csv(path)
     if "algorithm" not in columns:
         raise ModelInputError(f"{path}: no algorithm column (a run before --algorithm)")

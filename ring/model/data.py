@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bench.backends import VARIANT_COLUMNS
-from ..bench.results import read_csv
+from ..bench.results import check_pair, read_csv
 from ..machine import host_label
 from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
 from ..mpi_agree import rides_preflight as plan_rides_preflight
@@ -31,6 +31,8 @@ __all__ = [
     "Point",
     "load_groups",
     "rides_preflight",
+    "run_meta",
+    "unfittable",
     "unpriced",
 ]
 
@@ -103,14 +105,21 @@ class Group:
     caches: tuple[int, int] | None = None  # its (L2, last-level) bytes, if recorded
 
 
-def _meta(csv_path: Path) -> dict:
+def run_meta(csv_path: Path) -> dict:
     path = csv_path.with_suffix(".json")
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ModelInputError(f"{path}: unreadable JSON beside the CSV ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ModelInputError(f"{path}: not a ring.bench JSON (a {type(meta).__name__})")
+    # A CSV of one run with another's JSON would be fitted with the other's machine.
+    mismatch = check_pair(csv_path, meta)
+    if mismatch:
+        raise ModelInputError(mismatch)
+    return meta
 
 
 def machine_label(meta: dict, csv_path: Path) -> str:
@@ -135,15 +144,23 @@ def _add_ceiling(meta: dict, run: str, backend: str) -> float | None:
     return float(value) if value else None
 
 
-def _nodes_per_core(meta: dict, row: dict, nodes: int) -> float:
+def _nodes_per_core(meta: dict, row: dict, nodes: int, where: str) -> float:
     """p of a row: its own ``threads_per_core`` (threaded backends), else for MPI the ranks
     on one host over the host's cores from the environment beside the CSV (the MPI rows do
-    not carry the column); 0 when neither says."""
-    try:
-        recorded = float(row.get("threads_per_core") or "nan")
-    except ValueError:
-        recorded = math.nan
-    if math.isfinite(recorded) and recorded > 0:
+    not carry the column); 0 when neither says.  A recorded value that is not a number > 0
+    (NaN, 0) is refused: taken as "not recorded", it would price a crowded row as if it
+    had a core per node."""
+    cell = str(row.get("threads_per_core") or "").strip()
+    if cell:
+        try:
+            recorded = float(cell)
+        except ValueError:
+            recorded = math.nan
+        if not (math.isfinite(recorded) and recorded > 0):
+            raise ModelInputError(
+                f"{where}: threads_per_core is {cell!r}, must be a number > 0 "
+                "(the workers per core the row ran with)"
+            )
         return recorded
     env = meta.get("environment") or {}
     cores, hosts = env.get("cores"), env.get("mpi_hosts") or 1
@@ -214,7 +231,7 @@ def _read(csv_path: Path) -> list[dict]:
 
 
 def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
-    meta = _meta(csv_path)
+    meta = run_meta(csv_path)
     machine = machine_label(meta, csv_path)
     caches = _caches(meta)
     for line, row in enumerate(_read(csv_path), start=2):
@@ -248,7 +265,7 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             str(row.get("shared_devices", "")).lower() == "true" or row["backend"] in SHARED_BUS
         )
         group = groups.setdefault((tuple(key.items()), shared), Group(key, shared))
-        per_core = _nodes_per_core(meta, row, nodes)
+        per_core = _nodes_per_core(meta, row, nodes, f"{csv_path}:{line}")
         # The harness records no block size: the backend took its default on that machine.
         segment = default_segment_bytes(nodes, caches) if caches else DEFAULT_SEGMENT_BYTES
         inline = row.get("inline") == "1"
@@ -271,6 +288,24 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
         ceiling = _add_ceiling(meta, str(row.get("run", "")), row["backend"])
         if ceiling is not None and ceiling not in group.add_ceilings_GBps:
             group.add_ceilings_GBps.append(ceiling)
+
+
+# The α–β–γ form's coefficients: a group measured at fewer sizes than these has no honest
+# fit (one size fits any α exactly, with a zero-width interval).
+FITTED = ("alpha", "beta", "gamma")
+
+
+def unfittable(group: Group) -> str | None:
+    """Why the rows of ``group`` cannot be fitted honestly, or None."""
+    sizes = sorted({p.nbytes for p in group.points})
+    if len(sizes) >= len(FITTED):
+        return None
+    named = ", ".join(f"{k}={v}" for k, v in group.key.items() if k != "machine")
+    return (
+        f"{', '.join(group.sources)}: {named} has {len(sizes)} size(s) with N >= 2 "
+        f"({', '.join(map(str, sizes))} B), fewer than the {len(FITTED)} coefficients "
+        f"{', '.join(FITTED)}: measure a sweep of sizes (-b, -e, -f)"
+    )
 
 
 def load_groups(paths: Sequence[str | Path]) -> tuple[list[Group], list[str]]:

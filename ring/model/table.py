@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 from ..mpi_agree import PREFLIGHT_ALGORITHMS
@@ -18,6 +19,7 @@ __all__ = [
     "crossovers",
     "decision_table",
     "fastest",
+    "fit_problem",
     "load_fits",
     "save_fits",
     "select",
@@ -46,19 +48,60 @@ def save_fits(path: str | Path, fits: list[Fit], notes: list[str]) -> None:
 
 
 def load_fits(path: str | Path) -> list[Fit]:
+    """The fits of a fit file, each checked (:func:`fit_problem`): a bad one is refused
+    here, in one line naming the file, rather than by whatever later divides or takes the
+    least of its predictions (``auto`` on every rank, ``table``, ``predict``)."""
     path = Path(path)
     if not path.is_file():
         raise ModelInputError(f"{path}: no such fit file (make one: python -m ring.model fit)")
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ModelInputError(f"{path}: not JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise ModelInputError(f"{path}: not a ring.model fit file of schema {SCHEMA}")
-    fits = [Fit.from_json(entry) for entry in document.get("fits", [])]
+    entries = document.get("fits", [])
+    if not isinstance(entries, list):
+        raise ModelInputError(f"{path}: 'fits' is not a list")
+    fits = []
+    for index, entry in enumerate(entries):
+        try:
+            fit = Fit.from_json(entry)
+        except ModelInputError as exc:
+            raise ModelInputError(f"{path}: fit {index}: {exc}") from None
+        problem = fit_problem(fit)
+        if problem:
+            raise ModelInputError(f"{path}: fit {index} ({_named(fit)}): {problem}")
+        fits.append(fit)
     if not fits:
         raise ModelInputError(f"{path}: holds no fit")
     return fits
+
+
+def _named(fit: Fit) -> str:
+    return ", ".join(f"{k}={v}" for k, v in fit.key.items() if k != "machine")
+
+
+def fit_problem(fit: Fit) -> str | None:
+    """What makes a fit unusable, or None: every coefficient must be a number >= 0, finite
+    but for the knee (inf: no knee); each algorithm's factors too; it must name the
+    algorithms, N and sizes it was fitted on.  A NaN or a negative coefficient would price
+    a call at NaN or below zero, and no algorithm could be chosen."""
+    for name, value in fit.params._asdict().items():
+        if not value >= 0 or (name != "knee" and math.isinf(value)):
+            return f"coefficient {name} is {value}, must be finite and >= 0"
+    for algorithm, factors in fit.factors.items():
+        for term, value in factors._asdict().items():
+            if not 0 <= value < math.inf:
+                return f"factor {term} of {algorithm} is {value}, must be finite and >= 0"
+    for what in ("algorithms", "nodes", "sizes"):
+        if not getattr(fit, what):
+            return f"no {what}: not a fit of any measurement"
+    if fit.cores < 0 or fit.inline_bytes < 0:
+        return "cores and inline_bytes must be >= 0"
+    inline = fit.inline
+    problem = None if inline is None else fit_problem(inline)
+    return None if problem is None else f"inline regime: {problem}"
 
 
 def select(fits: list[Fit], **wanted: str | None) -> list[Fit]:

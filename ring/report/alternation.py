@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..bench.alternate import COLUMNS
+from ..bench.results import check_pair
 from .fmt import format_bytes, format_ratio
 from .inputs import ReportInputError
 from .intervals import sides_of_one
@@ -38,6 +39,9 @@ def load_alternated(csv_path: str | Path) -> Alternated:
     missing = [c for c in COLUMNS if c not in rows.columns]
     if missing or rows.empty:
         raise ReportInputError(f"{csv_path}: not a ring.bench alternate result (missing {missing})")
+    mismatch = check_pair(csv_path, meta) if isinstance(meta, dict) else None
+    if mismatch:
+        raise ReportInputError(mismatch)
     return Alternated(csv_path.stem, csv_path, rows, meta)
 
 

@@ -52,7 +52,20 @@ def _wrong_results(model) -> list[str]:
                 f"Run {run.name} was not validated (`-c 0`): its `wrong` column is 0 "
                 "because nothing was checked."
             )
+        notes += _partial(run)
     return notes
+
+
+def _partial(run) -> list[str]:
+    """A run (or a run merged into it) whose sweep failed part-way (ring.bench, exit 3)."""
+    stopped = [run.meta, *(run.meta.get("runs") or [])]
+    return [
+        f"**Partial run.** Run {run.name} stopped at "
+        f"{format_bytes(p['stopped_at_bytes']) if p.get('stopped_at_bytes') else 'its start'}"
+        f" ({p.get('reason', 'no reason recorded')}): its sizes from there on were not measured."
+        for p in (m.get("partial") for m in stopped if isinstance(m, dict))
+        if isinstance(p, dict)
+    ]
 
 
 def _node_counts(model) -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..bench.backends import VARIANT_COLUMNS
-from ..bench.results import COLUMNS, OPTIONAL_COLUMNS
+from ..bench.results import COLUMNS, OPTIONAL_COLUMNS, check_pair
 from ..study import RECORD_KEYS, LeftOut
 
 __all__ = [
@@ -235,7 +235,15 @@ def load_sweep(csv_path: str | Path) -> Run:
         first = rows.loc[duplicated, key].iloc[0].to_dict()
         raise ReportInputError(f"{csv_path}: more than one row for {first}")
     meta = _read_json(json_path, _JSON_KEYS)
+    _check_pair(csv_path, meta)
     return Run(csv_path.stem, csv_path, json_path, rows, meta)
+
+
+def _check_pair(csv_path: Path, meta: dict) -> None:
+    """A CSV (or samples) of one run with another's JSON would borrow its environment."""
+    mismatch = check_pair(csv_path, meta)
+    if mismatch:
+        raise ReportInputError(mismatch)
 
 
 KERNEL_COLUMNS = ("bytes", "time_us", "kernel_GBps", "copy_GBps")
@@ -260,6 +268,7 @@ def load_kernel_bandwidth(csv_path: str | Path) -> KernelBandwidth:
             raise ReportInputError(f"{csv_path}: column {column!r} is not numeric")
         rows[column] = values
     meta = _read_json(csv_path.with_suffix(".json"), ("schema", "environment"))
+    _check_pair(csv_path, meta)
     return KernelBandwidth(csv_path.stem, csv_path, csv_path.with_suffix(".json"), rows, meta)
 
 
