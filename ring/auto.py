@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 
 from .machine import host_label
+from .schedule import ALGORITHMS
 
 __all__ = [
     "DECISIONS",
@@ -39,6 +40,7 @@ __all__ = [
     "AutoTableError",
     "choose",
     "generation",
+    "load_tables",
     "reset",
     "table_files",
     "table_for",
@@ -58,7 +60,7 @@ def table_files() -> list[Path]:
     return sorted(DECISIONS.glob("*.json"))
 
 
-def _load(path: Path) -> list[dict]:
+def load_tables(path: Path) -> list[dict]:
     """The tables of a decision file (one per backend), checked enough to look up in."""
     if not path.is_file():
         raise AutoTableError(f"{path}: no such decision table (python -m ring.model decisions)")
@@ -74,6 +76,18 @@ def _load(path: Path) -> list[dict]:
         isinstance(t, dict) and all(k in t for k in needed) for t in tables
     ):
         raise AutoTableError(f"{path}: a table lacks one of {', '.join(needed)}")
+    for table in tables:
+        named = {a for names in table["candidates"].values() for a in names}
+        picked = {
+            pick
+            for columns in table["picks"].values()
+            for runs in columns.values()
+            for column in runs.values()
+            for _, pick in column
+        }
+        unknown = sorted((named | picked) - set(ALGORITHMS)) or sorted(picked - named)
+        if unknown:
+            raise AutoTableError(f"{path}: the {table['backend']} table names {unknown[0]!r}")
     return tables
 
 
@@ -93,7 +107,7 @@ def table_for(backend: str) -> tuple[dict, str]:
     """The table ``auto`` reads on ``backend``, and the file it came from."""
     chosen = os.environ.get(TABLE_ENV)
     paths = [Path(chosen)] if chosen else table_files()
-    found = [(t, str(p)) for p in paths for t in _load(p) if t["backend"] == backend]
+    found = [(t, str(p)) for p in paths for t in load_tables(p) if t["backend"] == backend]
     if not found:
         where = f"{TABLE_ENV}={chosen}" if chosen else f"the committed tables in {DECISIONS}"
         raise AutoTableError(

@@ -18,13 +18,16 @@ from test_bench_algorithm import rows_of
 from test_mpi import MPIRUN, json_lines, mpirun
 
 import ring
+import ring.auto
 import ring.cpu
 import ring.gpu
-from ring.model import ALGORITHMS, ModelInputError, Params, auto
+from ring.auto import AutoTableError
+from ring.model import ALGORITHMS, Params, auto
 from ring.model.__main__ import main
 from ring.model.data import load_groups
-from ring.model.fit import SIGMA_ABSENT, Fit, fit_group
-from ring.model.table import TABLE_SIZES, decision_table, load_fits, save_fits
+from ring.model.decisions import decisions, write_decisions
+from ring.model.fit import SIGMA_ABSENT, Fit, Host, fit_group
+from ring.model.table import TABLE_SIZES, decision_table, fastest, load_fits, save_fits
 from ring.schedule import plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,17 +54,33 @@ def write_fit(
     return path
 
 
+def table_of(fit_path: Path) -> Path:
+    """The decision table the library reads for the fits in ``fit_path`` (written beside
+    it, as ``python -m ring.model decisions FIT --out TABLE`` writes it)."""
+    table = fit_path.with_suffix(".table.json")
+    if fit_path.is_file():
+        write_decisions(fit_path, table)
+    return table
+
+
 @pytest.fixture
 def use_fit(monkeypatch):
+    """The model reads the fit (``RING_MODEL_FIT``) and the library the decision table
+    written from it (``RING_AUTO_TABLE``); None: the committed defaults of both."""
+
     def use(path: Path | None) -> None:
         if path is None:
             monkeypatch.delenv(auto.FIT_ENV, raising=False)
+            monkeypatch.delenv(ring.auto.TABLE_ENV, raising=False)
         else:
             monkeypatch.setenv(auto.FIT_ENV, str(path))
+            monkeypatch.setenv(ring.auto.TABLE_ENV, str(table_of(path)))
         auto.reset()
+        ring.auto.reset()
 
     yield use
     auto.reset()
+    ring.auto.reset()
 
 
 @pytest.mark.parametrize("backend", ["cpu", "mpi", "gpu"])
@@ -173,9 +192,9 @@ def test_auto_is_looked_up_once_per_call_shape(tmp_path, use_fit):
     buffers = [np.ones(64), np.ones(64)]
     for _ in range(5):
         ring.allreduce(buffers, algorithm="auto")
-    info = auto.choose.cache_info()
+    info = ring.auto.choose.cache_info()
     assert (info.misses, info.hits) == (1, 4)
-    assert auto.fit_for.cache_info().misses == 1
+    assert ring.auto.table_for.cache_info().misses == 1
 
 
 def test_auto_input_is_checked_before_anything_moves(tmp_path, use_fit):
@@ -185,10 +204,10 @@ def test_auto_input_is_checked_before_anything_moves(tmp_path, use_fit):
     with pytest.raises(ValueError, match="resolve 'auto' first"):
         plan("allreduce", 2, 8, "auto")
     use_fit(tmp_path / "missing.json")
-    with pytest.raises(ModelInputError, match=r"missing\.json: no such fit file"):
+    with pytest.raises(AutoTableError, match=r"missing\.table\.json: no such decision table"):
         ring.allreduce(buffers, algorithm="auto")
     use_fit(write_fit(tmp_path / "mpi.json", "mpi", ["ring"]))
-    with pytest.raises(ModelInputError, match="has no fit for backend 'cpu'"):
+    with pytest.raises(AutoTableError, match="has no table for backend 'cpu'"):
         ring.allreduce(buffers, algorithm="auto")
     assert all((b == 1).all() for b in buffers)
 
@@ -290,9 +309,9 @@ def test_table_cli_shows_auto_and_its_switches(use_fit, capsys):
 @pytest.mark.parametrize("nodes", [2, 3])
 def test_auto_resolves_the_same_on_every_rank(tmp_path, nodes):
     pytest.importorskip("mpi4py", reason="mpi4py not installed (pip install '.[mpi]')")
-    fit_a = write_fit(tmp_path / "a.json", "mpi", ["ring", "recursive-doubling"])
-    fit_b = write_fit(tmp_path / "b.json", "mpi", ["ring", "direct"])
-    code, out, err, _ = mpirun(nodes, "auto_ranks.py", str(fit_a), str(fit_b))
+    table_a = table_of(write_fit(tmp_path / "a.json", "mpi", ["ring", "recursive-doubling"]))
+    table_b = table_of(write_fit(tmp_path / "b.json", "mpi", ["ring", "direct"]))
+    code, out, err, _ = mpirun(nodes, "auto_ranks.py", str(table_a), str(table_b))
     assert code == 0, err
     (report,) = json_lines(out)
     assert report["nodes"] == nodes
@@ -302,7 +321,7 @@ def test_auto_resolves_the_same_on_every_rank(tmp_path, nodes):
         assert len(per_rank) == nodes and len(set(per_rank)) == 1
     assert [r[1] for r in report["runs"]] == ["recursive-doubling", "ring"]
     assert all(all(r[2]) for r in report["runs"])
-    # Ranks that read different fits pick differently: every rank raises the same error.
+    # Ranks that read different tables pick differently: every rank raises the same error.
     for kind, message, untouched in report["differ"]:
         assert kind == "ValueError" and "algorithms differ between ranks" in message
         assert untouched
@@ -377,3 +396,36 @@ def test_check_auto_gives_each_ratio_an_interval_from_the_timed_calls(tmp_path, 
     assert out[2].endswith("> 1.1x") and float(out[2].split()[-4].split("-")[0]) > 1.9
     assert out[3].endswith("?")
     assert "within 1.1x at 1, beyond it at 1 (>), the run cannot tell at 1 (?)" in out[-2]
+
+
+@pytest.mark.parametrize("folder", _default_dirs(), ids=lambda p: p.name)
+def test_committed_decision_tables_are_written_from_the_default_fits(folder):
+    """The library's tables are derived data: written again from the committed fits they
+    are the committed files (python -m ring.model decisions --defaults writes them)."""
+    table = ring.auto.DECISIONS / f"{folder.name}.json"
+    assert json.loads(table.read_text()) == decisions(load_fits(folder / "model_fit.json"))
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["ring"]
+    assert any(fnmatch.fnmatch(f"decisions/{table.name}", p) for p in package_data)
+
+
+def test_the_librarys_pick_is_the_models_at_every_tabulated_shape(tmp_path, use_fit):
+    path = write_fit(tmp_path / "fit.json", "cpu", ["ring", "recursive-doubling", "direct"])
+    use_fit(path)
+    (fit,) = load_fits(path)
+    for collective in ("allreduce", "reduce_scatter", "all_gather"):
+        names = auto.candidates(fit, collective)
+        for nodes in (2, 3, 5, 8, 16):
+            for log2 in range(0, 31, 3):
+                size = 1 << log2
+                for inline in (0, 1 << 40):
+                    want = fastest(fit, names, nodes, size, Host(inline_bytes=inline))
+                    assert ring.auto.choose("cpu", collective, nodes, size, inline) == want
+    # Between tabulated sizes and N, the next one up decides.
+    assert ring.auto.choose("cpu", "allreduce", 7, 3000, 0) == ring.auto.choose(
+        "cpu", "allreduce", 7, 4096, 0
+    )
+    assert ring.auto.choose("cpu", "allreduce", 20, 4096, 0) == ring.auto.choose(
+        "cpu", "allreduce", 32, 4096, 0
+    )

@@ -17,11 +17,13 @@ import numpy as np
 import pytest
 
 import ring
+import ring.auto
 import ring.bench.ceilings
 from ring.bench.__main__ import main as bench
 from ring.bench.results import file_sha256
 from ring.model import auto
 from ring.model.costs import ModelInputError
+from ring.model.decisions import decisions, write_decisions
 from ring.model.table import load_fits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,16 +88,45 @@ def test_a_bad_fit_file_is_refused_in_one_line_naming_it(tmp_path, where, value,
 
 
 def test_auto_with_a_nan_fit_names_the_file(tmp_path, monkeypatch):
+    """The model's pick and the decision table written from the fit both refuse it."""
     path = _spoiled(tmp_path, "params.alpha", math.nan)
     monkeypatch.setenv(auto.FIT_ENV, str(path))
     auto.reset()
     try:
-        buffers = [np.ones(1024), np.ones(1024)]
         with pytest.raises(ModelInputError, match=f"{path}: fit 0 .*coefficient alpha is nan"):
-            ring.allreduce(buffers, algorithm="auto")
+            auto.choose("cpu", "allreduce", 2, 8192)
     finally:
         monkeypatch.delenv(auto.FIT_ENV)
         auto.reset()
+    with pytest.raises(ModelInputError, match=f"{path}: fit 0 .*coefficient alpha is nan"):
+        write_decisions(path, tmp_path / "table.json")
+    assert not (tmp_path / "table.json").exists()
+
+
+def _spoiled_table(tmp_path: Path, pick: str) -> Path:
+    """A decision table of the committed cpu fit whose first pick is ``pick``."""
+    document = decisions(load_fits(DEFAULT))
+    document["tables"][0]["picks"]["allreduce"]["2"]["threads"][0][1] = pick
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize("spoil", ["unknown algorithm", "not json"])
+def test_auto_with_a_bad_table_names_the_file(tmp_path, monkeypatch, spoil):
+    path = _spoiled_table(tmp_path, "bogo-sort")
+    if spoil == "not json":
+        path.write_text("{")
+    monkeypatch.setenv(ring.auto.TABLE_ENV, str(path))
+    ring.auto.reset()
+    try:
+        buffers = [np.ones(1024), np.ones(1024)]
+        with pytest.raises(ring.auto.AutoTableError, match=f"{path}: "):
+            ring.allreduce(buffers, algorithm="auto")
+        assert all((b == 1).all() for b in buffers)
+    finally:
+        monkeypatch.delenv(ring.auto.TABLE_ENV)
+        ring.auto.reset()
 
 
 def test_the_committed_fits_pass_the_check():
@@ -136,19 +167,20 @@ def test_fit_refuses_a_placement_column_that_is_not_a_count(tmp_path, placement)
     assert not (tmp_path / "fit.json").exists()
 
 
-def test_the_harness_refuses_a_bad_fit_for_auto_before_measuring(tmp_path, capsys, monkeypatch):
-    path = _spoiled(tmp_path, "params.beta", -1e-9)
-    monkeypatch.setenv(auto.FIT_ENV, str(path))
-    auto.reset()
+def test_the_harness_refuses_a_bad_table_for_auto_before_measuring(
+    tmp_path, capsys, monkeypatch
+):
+    path = _spoiled_table(tmp_path, "bogo-sort")
+    monkeypatch.setenv(ring.auto.TABLE_ENV, str(path))
+    ring.auto.reset()
     try:
         out = tmp_path / "r.csv"
         assert bench(["--algorithm", "auto", "-b", "1K", "-e", "4K", "--out", str(out)]) == 2
     finally:
-        monkeypatch.delenv(auto.FIT_ENV)
-        auto.reset()
+        monkeypatch.delenv(ring.auto.TABLE_ENV)
+        ring.auto.reset()
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing measured
     [line] = captured.err.splitlines()
-    assert line.startswith(f"ring.bench: error: RING_MODEL_FIT: {path}: fit 0 (backend=cpu")
-    assert line.endswith("coefficient beta is -1e-09, must be finite and >= 0")
+    assert line == f"ring.bench: error: RING_AUTO_TABLE: {path}: the cpu table names 'bogo-sort'"
     assert not out.exists()

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
+from .. import auto
 from ..schedule import AUTO
 from .backends import Backend, get_backend
 from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings
@@ -166,7 +168,7 @@ def plan_run(config: BenchConfig) -> Plan:
     for stage in stages:
         stage.backend.check(config, world)
     host_array_bytes()  # a bad RING_CEILING_BYTES is refused before anything is measured
-    _check_auto_fit(config)
+    _check_auto_table(config)
     _check_memory(config, stages, world)
     if config.out is not None:
         # Only rank 0 writes; every rank learns whether it can, before anything is measured.
@@ -174,21 +176,17 @@ def plan_run(config: BenchConfig) -> Plan:
     return Plan(config, world, stages)
 
 
-def _check_auto_fit(config: BenchConfig) -> None:
-    """A ``RING_MODEL_FIT`` that ``--algorithm auto`` would read is checked before anything
-    is measured: a bad fit file is the run's input, not a failure of its first point."""
+def _check_auto_table(config: BenchConfig) -> None:
+    """A ``RING_AUTO_TABLE`` that ``--algorithm auto`` would read is checked before anything
+    is measured: a bad table is the run's input, not a failure of its first point."""
     if AUTO not in (config.algorithms or ()):
         return
-    from ..model.auto import FIT_ENV
-    from ..model.costs import ModelInputError
-    from ..model.table import load_fits
-
-    path = os.environ.get(FIT_ENV)
+    path = os.environ.get(auto.TABLE_ENV)
     if path:
         try:
-            load_fits(path)
-        except ModelInputError as exc:
-            raise BenchInputError(f"{FIT_ENV}: {exc}") from None
+            auto.load_tables(Path(path))
+        except auto.AutoTableError as exc:
+            raise BenchInputError(f"{auto.TABLE_ENV}: {exc}") from None
 
 
 def _host_ceilings(config: BenchConfig, world, output: Output, when: str) -> dict | None:

@@ -1,4 +1,9 @@
-"""``algorithm="auto"``: per call, the algorithm the fitted model predicts fastest.
+"""The model's ``algorithm="auto"``: per call, the algorithm the fitted model predicts fastest.
+
+The library does not run this: it reads decision tables (:mod:`ring.auto`), which
+``python -m ring.model decisions`` writes from fits with this module's rule.  Here the
+rule is evaluated directly, for the model's tools (``table``, ``check-picks``, the report)
+and for writing tables for this machine.
 
 The fit is the user's own when ``RING_MODEL_FIT`` names a fit file (``python -m ring.model
 fit``), else the committed default of the closest reference machine (``defaults/<machine>/
@@ -7,15 +12,12 @@ fit, the backend's group with the most measured algorithms decides, among the al
 it measured (the ones its decision table names): an extrapolated cost never picks.
 
 The choice depends only on the fit, the backend, the collective, N, the bytes per node
-and the machine it runs on (:func:`local_host`: N over its cores is the nodes per core
-that σ prices, its caches size ring-segmented's blocks), which are the same on every MPI
-rank of one host (the pre-flight row compares the resolved algorithm too, so ranks that
-read different fits, or hosts with different cores, fail together instead of
-deadlocking).  On the cpu backend the bytes per node also say whether the call runs
-inline or on the worker threads (ring.model.regimes): a fit with both regimes prices it
-by the one it runs in, split at the call's ``inline_bytes`` (the communicator's, by
-default :data:`ring.cpu.INLINE_BYTES`).  It is cached per (backend, collective, N, bytes,
-inline_bytes): a repeated call costs one dictionary look-up.
+and the machine it is for (:func:`local_host`: N over its cores is the nodes per core
+that σ prices, its caches size ring-segmented's blocks).  On the cpu backend the bytes per
+node also say whether the call runs inline or on the worker threads (ring.model.regimes):
+a fit with both regimes prices it by the one it runs in, split at the call's
+``inline_bytes`` (by default :data:`ring.cpu.INLINE_BYTES`).  It is cached per (backend,
+collective, N, bytes, inline_bytes).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import functools
 import os
 from pathlib import Path
 
+from ..machine import host_label
 from ..schedule import ALGORITHM_COLLECTIVES
 from .costs import ModelInputError
-from .data import machine_label
 from .fit import Fit, Host
 from .table import fastest, load_fits
 
@@ -53,11 +55,7 @@ def default_fit_files() -> list[Path]:
 
 
 def _local_label() -> str:
-    from ..bench.environment import _cpu_model
-
-    return machine_label(
-        {"environment": {"cpu_model": _cpu_model(), "cores": os.cpu_count()}}, DEFAULTS
-    )
+    return host_label()
 
 
 def local_cores() -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ..auto import DECISIONS, SCHEMA
 from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS, rides_preflight
@@ -58,15 +59,15 @@ def _columns(fit: Fit, names: list[str], nodes: int, cpu: bool) -> dict:
 def _table(fit: Fit) -> dict:
     backend = fit.key.get("backend", "")
     candidates = {
-        c: [a for a in fit.algorithms if c in ALGORITHM_COLLECTIVES.get(a, ())]
-        for c in COLLECTIVES
+        c: [a for a in fit.algorithms if c in ALGORITHM_COLLECTIVES.get(a, ())] for c in COLLECTIVES
     }
     picks = {
         c: {str(n): _columns(fit, names, n, backend == "cpu") for n in TABLE_NODES}
         for c, names in candidates.items()
         if names
     }
-    table = {"machine": fit.key.get("machine", ""), "backend": backend, "fit": fit.key}
+    table: dict[str, Any] = {"machine": fit.key.get("machine", ""), "backend": backend}
+    table["fit"] = fit.key
     table |= {"nodes": list(TABLE_NODES), "candidates": candidates, "picks": picks}
     if backend == "cpu":
         table["inline_log2_max"] = INLINE_LOG2_MAX

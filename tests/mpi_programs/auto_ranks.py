@@ -1,5 +1,6 @@
-"""Run under ``mpirun -n N FIT_A FIT_B``: ``algorithm="auto"`` resolves to the same algorithm
-on every rank, runs it, and ranks that read different fits fail together.
+"""Run under ``mpirun -n N TABLE_A TABLE_B``: ``algorithm="auto"`` resolves to the same algorithm
+on every rank, runs it, and ranks that read different decision
+tables fail together.
 
 Rank 0 prints one JSON object: ``{"nodes", "picks": [[nbytes, [pick per rank]], ...],
 "runs": [[nbytes, pick, correct on every rank], ...], "differ": [[type, message,
@@ -17,7 +18,7 @@ from bad_input import run
 from mpi4py import MPI
 
 import ring
-from ring.model import auto
+from ring import auto
 from ring.mpi import MpiRing
 
 world = MPI.COMM_WORLD
@@ -25,14 +26,14 @@ rank, nodes = world.Get_rank(), world.Get_size()
 SIZES = [8 * 2**k for k in range(0, 23, 2)] + [24, 1000, 123456]
 
 
-def use_fit(path: str) -> None:
-    os.environ[auto.FIT_ENV] = path
+def use_table(path: str) -> None:
+    os.environ[auto.TABLE_ENV] = path
     auto.reset()
 
 
 def main() -> int:
-    fit_a, fit_b = sys.argv[1:3]
-    use_fit(fit_a)
+    table_a, table_b = sys.argv[1:3]
+    use_table(table_a)
     picks = [[n, world.gather(auto.choose("mpi", "allreduce", nodes, n), root=0)] for n in SIZES]
     runs = []
     for count in (8, 1 << 18):
@@ -42,7 +43,7 @@ def main() -> int:
         correct = world.gather(bool(np.array_equal(buf, expected)), root=0)
         runs.append([count * 8, auto.choose("mpi", "allreduce", nodes, count * 8), correct])
     comm = MpiRing(world, algorithm="auto")
-    use_fit(fit_b if rank == 1 else fit_a)
+    use_table(table_b if rank == 1 else table_a)
     buf = (np.arange(8) + rank).astype(np.float64)
     differ = run(comm, "differ", lambda: comm.allreduce([buf]), buf)
     comm.close()
