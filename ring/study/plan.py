@@ -11,7 +11,46 @@ from ..study_config import algorithm_settings, results_dir, sweep_settings
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 
-__all__ = ["Study"]
+__all__ = [
+    "Study",
+    "algorithms_stem",
+    "compare_stem",
+    "gpu_stem",
+    "kernel_bw_stem",
+    "sweep_stem",
+]
+
+# Where each result goes under the configuration's results folder, without the suffix:
+# FILE.csv, FILE.json and FILE.samples.csv share the stem, logs/FILE.log is the run's log.
+# The defaults are Snakemake's wildcards, so the rules (workflow/rules/*.smk) and the file
+# lists of Study spell every path here and nowhere else.
+
+
+def sweep_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """CPU and MPI: one run per N holding every backend of the kind."""
+    return f"{kind}/sweep_n{nodes}_{dtype}"
+
+
+def algorithms_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """Every algorithm of the kind's ring backend, one run per N."""
+    return f"{kind}/algorithms_n{nodes}_{dtype}"
+
+
+def gpu_stem(
+    backend: object = "{backend}", nodes: object = "{nodes}", dtype: object = "{dtype}"
+) -> str:
+    """GPU: one run per backend and N."""
+    return f"gpu/{backend}_n{nodes}_{dtype}"
+
+
+def compare_stem(nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """The threaded ring and MPI_Allreduce, alternated launches."""
+    return f"compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}"
+
+
+def kernel_bw_stem(dtype: object = "{dtype}") -> str:
+    """The single-GPU reduction-kernel bandwidth sweep."""
+    return f"gpu/kernel_bw_{dtype}"
 
 
 class Study:
@@ -122,7 +161,7 @@ class Study:
     def joint_sweep_files(self, kind: str) -> list[str]:
         """CPU and MPI: one file per node count holding every backend of the kind."""
         return [
-            self.path(f"{kind}/sweep_n{nodes}_{dtype}.csv")
+            self.path(f"{sweep_stem(kind, nodes, dtype)}.csv")
             for nodes in self.config[kind]["nodes"]
             for dtype in self._dtypes(kind)
         ]
@@ -137,7 +176,7 @@ class Study:
         if not self.machine.mpi.ok or "compare" not in self.config:
             return []
         return [
-            self.path(f"compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv")
+            self.path(f"{compare_stem(nodes, dtype)}.csv")
             for nodes in self.config["mpi"]["nodes"]
             for dtype in self._dtypes("compare")
         ]
@@ -146,7 +185,7 @@ class Study:
         """GPU sweep results this machine can produce; with shared devices, only backends
         that can place several nodes on one device."""
         return [
-            self.path(f"gpu/{backend}_n{nodes}_{dtype}.csv")
+            self.path(f"{gpu_stem(backend, nodes, dtype)}.csv")
             for nodes in self.config["gpu"]["nodes"]
             if self.gpu_shortfall(nodes) is None
             for backend in self.config["gpu"]["backends"]
@@ -160,7 +199,7 @@ class Study:
         if not section or kind not in section["kinds"]:
             return []
         return [
-            self.path(f"{kind}/algorithms_n{nodes}_{dtype}.csv")
+            self.path(f"{algorithms_stem(kind, nodes, dtype)}.csv")
             for nodes in self.config[kind]["nodes"]
             if kind != "gpu" or self.gpu_shortfall(nodes) is None
             for dtype in algorithm_settings(self.config, kind)["dtypes"]
@@ -174,7 +213,7 @@ class Study:
         return files + self.gpu_files_here() + self.algorithm_files("gpu")
 
     def kernel_bw_files(self) -> list[str]:
-        return [self.path(f"gpu/kernel_bw_{dtype}.csv") for dtype in self._dtypes("kernel_bw")]
+        return [self.path(f"{kernel_bw_stem(dtype)}.csv") for dtype in self._dtypes("kernel_bw")]
 
     def kernel_bw_here(self) -> list[str]:
         return self.kernel_bw_files() if self.gpu_shortfall(1) is None else []
