@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..study_config import algorithm_settings, results_dir, sweep_settings
+from ..study_config import algorithm_settings, profile_nodes, results_dir, sweep_settings
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 
@@ -128,9 +128,10 @@ class Study:
     def profile_args(self, name: str) -> str:
         """The harness flags of the fixed bench run that profile `name` wraps."""
         p = self.config["nsys"]["profiles"][name]
+        nodes = profile_nodes(self.config, name)
         bench = self.config["bench"]
         args = [
-            *(f"--backend {p['backend']}", f"--nodes {p['nodes']}"),
+            *(f"--backend {p['backend']}", f"--nodes {nodes}"),
             *(f"-b {p['bytes']}", f"-e {p['bytes']}", f"-n {p['iters']}", f"-w {p['warmup']}"),
             *(f"-d {p.get('dtype', bench['dtypes'][0])}", f"-o {bench['op']}"),
             f"--seed {bench['seed']}",
@@ -138,7 +139,7 @@ class Study:
         if "sync" in p:
             args.append(f"--sync {p['sync']}")
         if p["backend"] == "gpu":
-            args.append(self.shared_flag(p["nodes"]))
+            args.append(self.shared_flag(nodes))
             # The profile explains the steps through their NVTX ranges, which only an eager
             # call has: a replayed CUDA graph enqueues no step from the host.
             args.append("--graphs 0")

@@ -16,7 +16,7 @@ from ring.study import (
     probe_machine,
     sweep_stem,
 )
-from ring.study.targets import MPI_HINT
+from ring.study.targets import MPI_HINT, PROFILE_GPUS
 
 STUDY = Study(config, probe_machine(config))
 MACHINE = STUDY.machine
