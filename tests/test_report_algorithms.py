@@ -271,6 +271,8 @@ def test_shared_buffer_rows_are_series_of_their_own_in_the_mpi_panel():
     rows = pd.DataFrame.from_records(records)
     (panel,) = algorithms.panels(rows, "mpi")
     assert panel.algorithms == ["ring", "ring (shared)", "direct", "direct (shared)"]
+    # The line's style comes from the buffers column, not from its name.
+    assert [panel.ran(name) for name in panel.algorithms] == ["", "shared", "", "shared"]
     fastest = algorithms.fastest_per_size(panel.rows).set_index("bytes")
     for size in SIZES:
         at = rows[rows["bytes"] == size].sort_values("time_us").iloc[0]
