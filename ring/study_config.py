@@ -20,9 +20,11 @@ from .ops import resolve_op
 __all__ = [
     "KINDS",
     "MAX_BUFFER_BYTES",
+    "PROFILE_GPUS",
     "ConfigError",
     "algorithm_settings",
     "check_config",
+    "profile_nodes",
     "results_dir",
     "size_bytes",
     "sweep_settings",
@@ -37,6 +39,8 @@ SWEEP_KEYS = (
 # The largest per-node buffer the workflow takes: beyond what any machine here can hold per
 # node, so a typo (100G for 100M) is stopped before the DAG is built, not mid-run.
 MAX_BUFFER_BYTES = 64 << 30
+# The GPU profiles and the N each profiles: the one place it is written (the name says it;
+# the rules, the targets' descriptions and the report take it from here).
 PROFILE_GPUS = {"2gpu": 2, "4gpu": 4}
 # The folders of results/ itself: a configuration's name (its results/<name>/) cannot be one.
 RESULT_FOLDERS = frozenset(
@@ -155,6 +159,12 @@ def _check_sweep(config: Mapping, kind: str, settings: dict | None = None) -> No
             )
 
 
+def profile_nodes(config: Mapping, name: str) -> int:
+    """The N profile ``name`` runs: a GPU profile's from its name, the CPU profile's from
+    the configuration."""
+    return PROFILE_GPUS.get(name) or int(config["nsys"]["profiles"][name]["nodes"])
+
+
 def _check_profiles(config: Mapping) -> None:
     for name, profile in config["nsys"]["profiles"].items():
         wanted = "cpu" if name == "cpu" else "gpu"
@@ -163,10 +173,10 @@ def _check_profiles(config: Mapping) -> None:
                 f"config: nsys profile {name!r} must use backend {wanted!r}, "
                 f"not {profile['backend']!r}"
             )
-        if name in PROFILE_GPUS and profile["nodes"] != PROFILE_GPUS[name]:
+        if name in PROFILE_GPUS and "nodes" in profile:
             raise ConfigError(
-                f"config: nsys profile {name!r} profiles {PROFILE_GPUS[name]} nodes; "
-                f"nodes is {profile['nodes']}"
+                f"config: nsys profile {name!r} profiles {PROFILE_GPUS[name]} nodes, as its "
+                f"name says; leave out nodes (it is {profile['nodes']})"
             )
         if size_bytes(profile["bytes"]) > MAX_BUFFER_BYTES:
             raise ConfigError(

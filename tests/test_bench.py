@@ -196,7 +196,7 @@ def test_json_beside_the_csv(tmp_path):
     code, out = bench(tmp_path, "--backend", "numpy-direct", "--seed", "7")
     assert code == 0
     document = json.loads(out.with_suffix(".json").read_text())
-    assert document["schema"] == 1
+    assert document["schema"] == 2
     assert document["command"][0] == "ring-bench" and "--seed" in document["command"]
     assert document["start_time"].endswith("Z") and document["end_time"] >= document["start_time"]
     assert "git_commit" in document

@@ -94,7 +94,7 @@ def test_every_requested_algorithm_is_a_series(tmp_path, capsys):
     assert document["config"]["algorithms"] == list(names)
 
 
-def test_merge_takes_files_from_before_the_column(tmp_path, capsys):
+def test_merge_refuses_a_file_of_schema_1_naming_the_migration(tmp_path, capsys):
     assert bench(tmp_path, "--backend", "cpu", name="new.csv")[0] == 0
     assert bench(tmp_path, "--backend", "numpy-direct", name="old.csv")[0] == 0
     old = tmp_path / "old.csv"
@@ -105,12 +105,13 @@ def test_merge_takes_files_from_before_the_column(tmp_path, capsys):
         writer.writeheader()
         writer.writerows(rows)
     document = json.loads(old.with_suffix(".json").read_text())
-    del document["csv_sha256"]  # a file from before the checksum, too
-    old.with_suffix(".json").write_text(json.dumps(document))
+    old.with_suffix(".json").write_text(json.dumps({**document, "schema": 1}))
     merged = tmp_path / "merged.csv"
-    assert main(["merge", "--out", str(merged), str(tmp_path / "new.csv"), str(old)]) == 0
-    by_backend = {(r["backend"], r["algorithm"]) for r in rows_of(merged)}
-    assert by_backend == {("cpu", "ring"), ("numpy-direct", "")}
+    capsys.readouterr()
+    assert main(["merge", "--out", str(merged), str(tmp_path / "new.csv"), str(old)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "old.json: ring.bench schema 1, this reader takes 2" in err
+    assert "tidy CSV schema 2" in err and not merged.exists()
 
 
 def test_the_report_reads_several_algorithms_and_labels_them(tmp_path, capsys):

@@ -280,6 +280,9 @@ def test_the_report_names_a_series_run_with_another_inline_bytes():
             "shared_devices": [False] * n,
             "run": ["r"] * n,
             "nodes": [2] * n,
+            "algorithm": ["ring"] * n,
+            "executor": ["nodes"] * n,
+            "buffers": [""] * n,
             "inline_bytes": [INLINE_BYTES, 0, 1024],
         }
     )

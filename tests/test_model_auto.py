@@ -339,8 +339,8 @@ def test_check_auto_compares_with_the_fastest_fixed_algorithm(tmp_path, capsys):
         ("numpy-direct", 2, 2048, 1.0, ""),  # a peer is not a fixed algorithm of the library
     ]
     path.write_text(
-        "backend,algorithm,nodes,bytes,time_us,resolved\n"
-        + "".join(f"cpu,{a},{n},{b},{t},{r}\n" for a, n, b, t, r in rows)
+        "backend,algorithm,executor,buffers,nodes,bytes,time_us,resolved\n"
+        + "".join(f"cpu,{a},nodes,,{n},{b},{t},{r}\n" for a, n, b, t, r in rows)
     )
     assert main(["check-auto", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -375,9 +375,9 @@ def test_check_auto_gives_each_ratio_an_interval_from_the_timed_calls(tmp_path, 
     }
     path = tmp_path / "run.csv"
     path.write_text(
-        "backend,sync,algorithm,nodes,bytes,time_us,resolved\n"
+        "backend,sync,algorithm,executor,buffers,nodes,bytes,time_us,resolved\n"
         + "".join(
-            f"cpu,pairwise,{a},2,{b},{np.median(t)},{'direct' if a == 'auto' else ''}\n"
+            f"cpu,pairwise,{a},nodes,,2,{b},{np.median(t)},{'direct' if a == 'auto' else ''}\n"
             for (a, b), t in calls.items()
         )
     )

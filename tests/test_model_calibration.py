@@ -239,9 +239,11 @@ def test_cli_says_what_corrections_a_fit_has_and_predict_prints_both_times(
         for k in range(sweeps):
             rows = [p for p in group.points if p.source == k]
             path = tmp_path / f"sweep-{k}.csv"
-            lines = ["backend,sync,algorithm,nodes,dtype,op,bytes,count,iters,time_us"]
+            lines = [
+                "backend,sync,algorithm,executor,buffers,nodes,dtype,op,bytes,count,iters,time_us"
+            ]
             lines += [
-                f"x,none,{p.algorithm},{p.nodes},float32,sum,{p.nbytes},{p.nbytes // 4},5,"
+                f"x,none,{p.algorithm},,,{p.nodes},float32,sum,{p.nbytes},{p.nbytes // 4},5,"
                 f"{p.seconds * 1e6!r}"
                 for p in rows
             ]

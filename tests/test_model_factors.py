@@ -174,8 +174,8 @@ def test_check_picks_judges_a_fit_by_the_runs_fixed_series(tmp_path, capsys):
         ("ring", 4, 2048, 10.5),
     ]
     run.write_text(
-        "backend,algorithm,nodes,bytes,time_us\n"
-        + "".join(f"cpu,{a},{n},{b},{t}\n" for a, n, b, t in rows)
+        "backend,algorithm,executor,buffers,nodes,bytes,time_us\n"
+        + "".join(f"cpu,{a},nodes,,{n},{b},{t}\n" for a, n, b, t in rows)
     )
     assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -209,8 +209,8 @@ def test_check_picks_leaves_out_the_series_of_another_executor(tmp_path, capsys)
         ("ring", "slices", 8.0),
     ]
     run.write_text(
-        "backend,algorithm,nodes,bytes,time_us,executor\n"
-        + "".join(f"cpu,{a},4,1024,{t},{e}\n" for a, e, t in rows)
+        "backend,algorithm,nodes,bytes,time_us,executor,buffers\n"
+        + "".join(f"cpu,{a},4,1024,{t},{e},\n" for a, e, t in rows)
     )
     assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -220,7 +220,9 @@ def test_check_picks_leaves_out_the_series_of_another_executor(tmp_path, capsys)
 def test_check_picks_refuses_a_run_without_the_fits_algorithms(tmp_path, capsys):
     save_fits(tmp_path / "fit.json", [synthetic_fit({})], [])
     run = tmp_path / "run.csv"
-    run.write_text("backend,algorithm,nodes,bytes,time_us\nother,ring,4,1024,3.0\n")
+    run.write_text(
+        "backend,algorithm,executor,buffers,nodes,bytes,time_us\nother,ring,,,4,1024,3.0\n"
+    )
     assert main(["check-picks", "--fit", str(tmp_path / "fit.json"), str(run)]) == 2
     assert "no size of these runs" in capsys.readouterr().err
 
@@ -238,8 +240,8 @@ def test_mpi_calls_riding_the_preflight_are_not_fitted_and_are_picked(tmp_path):
     names = ("direct", "reduce-broadcast", "ring")
     rows = [(a, b, t) for a in names for b, t in ((1024, 5.0), (4096, 9.0))]
     run.write_text(
-        "backend,sync,algorithm,nodes,dtype,op,bytes,time_us\n"
-        + "".join(f"mpi,none,{a},4,float32,sum,{b},{t}\n" for a, b, t in rows)
+        "backend,sync,algorithm,executor,buffers,nodes,dtype,op,bytes,time_us\n"
+        + "".join(f"mpi,none,{a},,host,4,float32,sum,{b},{t}\n" for a, b, t in rows)
     )
     (group,), notes = load_groups([run])
     assert sorted((p.algorithm, p.nbytes) for p in group.points) == [

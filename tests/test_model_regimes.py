@@ -13,7 +13,7 @@ import pytest
 import ring.cpu as ring_cpu
 from ring.model import Params, predict_seconds
 from ring.model.__main__ import main
-from ring.model.costs import backend_group_size, inline_moves
+from ring.model.costs import ModelInputError, backend_group_size, inline_moves
 from ring.model.data import Group, Point, load_groups
 from ring.model.fit import Fit, Host, fit_group
 from ring.model.regimes import INLINE, ONE, THREADED, runs_inline
@@ -122,30 +122,31 @@ def _write(path, header, rows):
 
 def test_rows_of_another_executor_are_left_out(tmp_path):
     header = ["backend", "sync", "algorithm", "nodes", "dtype", "op", "bytes", "time_us"]
-    header += ["inline_bytes", "inline", "executor"]
+    header += ["inline_bytes", "inline", "executor", "buffers"]
     base = ["cpu", "pairwise", "ring", "2", "float32", "sum"]
     rows = [
-        [*base, "4096", "30", "4194304", "1", ""],  # a run before the column was filled
-        [*base, "8192", "40", "4194304", "1", "nodes"],
-        [*base, "16384", "50", "4194304", "1", "slices"],  # another way to run: not fitted
-        [*base, "8388608", "900", "4194304", "0", "slices"],
+        [*base, "4096", "30", "4194304", "1", "nodes", ""],
+        [*base, "8192", "40", "4194304", "1", "nodes", ""],
+        [*base, "16384", "50", "4194304", "1", "slices", ""],  # another way to run: not fitted
+        [*base, "8388608", "900", "4194304", "0", "slices", ""],
     ]
     groups, notes = load_groups([_write(tmp_path / "run.csv", header, rows)])
     (group,) = groups
     assert [(p.nbytes, p.inline) for p in group.points] == [(4096, True), (8192, True)]
     assert any(n.startswith("executor=slices: not fitted") for n in notes)
-    # A CSV without the column: every row is the one executor the model prices.
-    plain = [r[:-1] for r in rows]
-    groups, notes = load_groups([_write(tmp_path / "old.csv", header[:-1], plain)])
-    assert len(groups[0].points) == 4 and not notes
+    # A CSV without the columns (schema 1) is refused, naming the migration.
+    plain = [r[:-2] for r in rows]
+    with pytest.raises(ModelInputError, match=r"no column executor, buffers .*tidy CSV schema 2"):
+        load_groups([_write(tmp_path / "old.csv", header[:-2], plain)])
 
 
 def test_mpi_rows_on_shared_buffers_are_left_out(tmp_path):
     """The model prices messages between the ranks' own buffers: rows of a run with
-    --buffers host,shared fit as the host rows alone, in the same group as a run before the
-    column."""
-    header = ["backend", "sync", "algorithm", "nodes", "dtype", "op", "bytes", "time_us"]
-    base = ["mpi", "none", "ring", "2", "float32", "sum"]
+    --buffers host,shared fit as the host rows alone, in the same group as a run of host
+    buffers only."""
+    header = ["backend", "sync", "algorithm", "executor", "nodes", "dtype", "op", "bytes"]
+    header.append("time_us")
+    base = ["mpi", "none", "ring", "", "2", "float32", "sum"]
     rows = [[*base, str(4096 << k), str(30 * 2**k)] for k in range(4)]
     kinds = ["host", "shared", "host", "shared"]
     mixed = [[*r, kind] for r, kind in zip(rows, kinds, strict=True)]
@@ -154,10 +155,12 @@ def test_mpi_rows_on_shared_buffers_are_left_out(tmp_path):
     assert [p.nbytes for p in group.points] == [4096, 16384]
     assert "buffers" not in group.key
     assert any(n.startswith("buffers=shared: not fitted") for n in notes)
-    old = _write(tmp_path / "old.csv", header, rows[:2])
-    groups, _ = load_groups([old, tmp_path / "run.csv"])
-    (group,) = groups  # one group: host rows and rows from before the column
+    host = _write(tmp_path / "host.csv", [*header, "buffers"], [[*r, "host"] for r in rows[:2]])
+    groups, _ = load_groups([host, tmp_path / "run.csv"])
+    (group,) = groups  # one group: the host rows of both runs
     assert sorted(p.nbytes for p in group.points) == [4096, 4096, 8192, 16384]
+    with pytest.raises(ModelInputError, match="no column buffers"):
+        load_groups([_write(tmp_path / "old.csv", header, rows[:2])])  # schema 1
 
 
 def test_auto_on_a_communicator_prices_its_own_inline_bytes(monkeypatch):

@@ -246,7 +246,7 @@ def test_bench_under_mpirun_writes_a_valid_csv(tmp_path):
         traffic = 7 * 2 * int(row["bytes"]) / (float(row["time_us"]) * 1e-6) / 1e9
         assert float(row["traffic_GBps"]) == pytest.approx(traffic, rel=1e-3)
     meta = json.loads(out.with_suffix(".json").read_text())
-    assert meta["schema"] == 1 and "mpi" in meta["config"]["backends"]
+    assert meta["schema"] == 2 and "mpi" in meta["config"]["backends"]
     assert meta["environment"]["mpi_library"]
 
 

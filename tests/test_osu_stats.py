@@ -178,7 +178,9 @@ def test_the_report_names_series_on_shared_buffers():
             "shared_devices": [False] * 4,
             "run": ["r"] * 4,
             "nodes": [2] * 4,
-            "buffers": ["host", "shared", None, "shared"],
+            "algorithm": ["ring", "ring", "mpi-allreduce", "mpi-allreduce"],
+            "executor": [""] * 4,
+            "buffers": ["host", "shared", "host", "shared"],
         }
     )
     series = [s.replace(" (one host)", "") for s in label_series(rows)["series"]]

@@ -266,14 +266,16 @@ def test_shared_buffer_rows_are_series_of_their_own_in_the_mpi_panel():
         records.append(
             {
                 "backend": "mpi", "sync": "none", "nodes": 2, "dtype": "float32", "op": "sum",
-                "run": "algorithms_n2_float32", "algorithm": algorithm, "buffers": buffers,
-                "bytes": size, "time_us": time, "time_us_p25": time * 0.9,
+                "run": "algorithms_n2_float32", "algorithm": algorithm, "executor": "",
+                "buffers": buffers, "bytes": size, "time_us": time, "time_us_p25": time * 0.9,
                 "time_us_p75": time * 1.1,
             }
         )  # fmt: skip
     rows = pd.DataFrame.from_records(records)
     (panel,) = algorithms.panels(rows, "mpi")
     assert panel.algorithms == ["ring", "ring (shared)", "direct", "direct (shared)"]
+    # The line's style comes from the buffers column, not from its name.
+    assert [panel.ran(name) for name in panel.algorithms] == ["", "shared", "", "shared"]
     fastest = algorithms.fastest_per_size(panel.rows).set_index("bytes")
     for size in SIZES:
         at = rows[rows["bytes"] == size].sort_values("time_us").iloc[0]

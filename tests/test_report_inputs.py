@@ -42,6 +42,9 @@ def existing_report(tmp_path: Path) -> tuple[Path, Path]:
         ("empty", "sweep_n2_float32.csv: empty file"),
         ("header_only", "sweep_n2_float32.csv: has a header but no rows"),
         ("bad_bool", "column 'shared_devices' holds ['maybe']"),
+        # A result of an older schema is refused in one line naming the migration.
+        ("schema_1_json", "ring.bench schema 1, this reader takes 2; schema 2 gives every row"),
+        ("schema_1_csv", "no column executor (ring.bench schema 1); schema 2 gives every row"),
     ],
 )
 def test_bad_input_names_the_file_and_writes_nothing(results, tmp_path, damage, message):
@@ -67,6 +70,13 @@ def test_bad_input_names_the_file_and_writes_nothing(results, tmp_path, damage, 
         path.write_text("")
     elif damage == "header_only":
         path.write_text(lines[0] + "\n")
+    elif damage == "schema_1_json":
+        meta = path.with_suffix(".json")
+        meta.write_text(meta.read_text().replace('"schema": 2', '"schema": 1', 1))
+    elif damage == "schema_1_csv":
+        drop = lines[0].split(",").index("executor")
+        kept = [",".join(c for i, c in enumerate(line.split(",")) if i != drop) for line in lines]
+        path.write_text("\n".join(kept))
     elif damage == "bad_bool":
         cells = lines[2].split(",")
         cells[lines[0].split(",").index("shared_devices")] = "maybe"
@@ -75,7 +85,7 @@ def test_bad_input_names_the_file_and_writes_nothing(results, tmp_path, damage, 
     with pytest.raises(ReportInputError) as error:
         others = [p for p in sweep_csvs(path.parent) if p != path]
         build_report([*others, path], figures_dir=figures, out_dir=report)
-    assert message in str(error.value)
+    assert message in str(error.value) and "\n" not in str(error.value)
     assert str(path.parent) in str(error.value)
     assert (figures / "time_vs_size.png").read_bytes() == b"earlier"
     assert (report / "index.html").read_text() == "earlier"

@@ -87,6 +87,10 @@ def test_one_host_label_comes_from_the_mpi_host_count():
         return {
             **{"backend": backend, "sync": "none", "nodes": 2, "dtype": "float32", "op": "sum"},
             **{"run": run, "machine": "", "mpi_hosts": hosts, "shared_devices": shared},
+            # The columns every schema-2 row has, as the harness fills them.
+            "algorithm": "ring" if backend in ("cpu", "mpi") else backend,
+            "executor": "nodes" if backend == "cpu" else "",
+            "buffers": "host" if backend.startswith("mpi") else "",
         }
 
     rows = pd.DataFrame(
@@ -142,3 +146,17 @@ def test_algorithm_sweep_flags_reach_the_harness():
     assert study.algorithm_files("mpi") == [
         f"results/mpi/algorithms_n{n}_float32.csv" for n in config["mpi"]["nodes"]
     ]
+
+
+def test_the_rules_take_every_result_path_from_the_study():
+    """A sweep's path is spelled in ring.study alone: the rules build theirs from its stems
+    (with Snakemake's wildcards), so the files `all` asks for are the ones the rules write."""
+    from ring.study import algorithms_stem, sweep_stem
+
+    assert sweep_stem("cpu", 2, "float32") == "cpu/sweep_n2_float32"
+    assert sweep_stem("mpi") == "mpi/sweep_n{nodes}_{dtype}"
+    assert algorithms_stem("gpu", 4, "float16") == "gpu/algorithms_n4_float16"
+    for rules in (ROOT / "workflow/rules").glob("*.smk"):
+        text = rules.read_text()
+        for spelled in ("sweep_n", "algorithms_n", "kernel_bw_{", "_vs_mpi-allreduce"):
+            assert spelled not in text, f"{rules.name} spells {spelled!r}"

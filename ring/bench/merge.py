@@ -24,7 +24,6 @@ from .backends import VARIANT_COLUMNS
 from .cli import BenchInputError, BenchParser
 from .results import (
     COLUMNS,
-    OPTIONAL_COLUMNS,
     SAMPLE_COLUMNS,
     SCHEMA,
     check_pair,
@@ -33,6 +32,7 @@ from .results import (
     output_problem,
     read_csv,
     samples_path,
+    schema_problem,
     write_result_pair,
 )
 
@@ -52,15 +52,18 @@ def _load(path: Path) -> tuple[list[str], list[dict], dict]:
         columns, rows = read_csv(path)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise BenchInputError(f"cannot read {path}: {exc}") from None
-    missing = [name for name in COLUMNS if name not in columns and name not in OPTIONAL_COLUMNS]
-    if missing:
-        raise BenchInputError(f"{path} is not a ring.bench CSV: no column {', '.join(missing)}")
     try:
         document = json.loads(json_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise BenchInputError(f"cannot read {json_path}: {exc}") from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+    if not isinstance(document, dict) or "schema" not in document:
         raise BenchInputError(f"{json_path} is not a ring.bench JSON of schema {SCHEMA}")
+    old = schema_problem(json_path, document=document) or schema_problem(path, columns)
+    if old:
+        raise BenchInputError(old)
+    missing = [name for name in COLUMNS if name not in columns]
+    if missing:
+        raise BenchInputError(f"{path} is not a ring.bench CSV: no column {', '.join(missing)}")
     mismatch = check_pair(path, document)
     if mismatch:
         raise BenchInputError(mismatch)
@@ -91,7 +94,7 @@ def merge(inputs: list[Path], out: Path, command: list[str]) -> dict:
     for index, (path, (names, run_rows, _)) in enumerate(zip(inputs, loaded, strict=True)):
         columns.extend(name for name in names if name not in columns)
         for row in run_rows:
-            names_here = KEY + tuple(n for n in (*OPTIONAL_COLUMNS, *VARIANT_COLUMNS) if n in names)
+            names_here = KEY + tuple(n for n in ("algorithm", *VARIANT_COLUMNS) if n in names)
             key = tuple((n, row[n]) for n in names_here)
             if key in seen:
                 raise BenchInputError(

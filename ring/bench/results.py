@@ -25,7 +25,7 @@ from ..outputs import file_problem
 
 __all__ = [
     "COLUMNS",
-    "OPTIONAL_COLUMNS",
+    "MIGRATION",
     "SAMPLE_COLUMNS",
     "SCHEMA",
     "InterruptedAfterWriting",
@@ -36,13 +36,23 @@ __all__ = [
     "output_problem",
     "read_csv",
     "samples_path",
+    "schema_problem",
     "signals_deferred",
     "write_csv_atomic",
     "write_json_atomic",
     "write_result_pair",
 ]
 
-SCHEMA = 1
+# The version of the result files (the tidy CSV and the JSON beside it, which records it).
+# 2: every row names its algorithm, and the columns executor and buffers say how the ring
+# ran it (empty where the backend has no such choice); 1 had them only where a run varied
+# them.  Readers take this schema alone and name the migration for an older file.
+SCHEMA = 2
+MIGRATION = (
+    "schema 2 gives every row its algorithm and the columns executor and buffers: measure "
+    "again, or migrate the file as the commit found by "
+    "`git log --grep 'tidy CSV schema 2'` describes"
+)
 
 # The median and the spread of a point's timed calls, in every result CSV.
 TIME_COLUMNS = ("time_us", "time_us_min", "time_us_p25", "time_us_p75", "time_us_max")
@@ -52,6 +62,12 @@ COLUMNS = (
     "sync",
     # The library's algorithm a ring backend ran, or a peer's own backend name.
     "algorithm",
+    # How the cpu backend ran it: "nodes" (a thread per node) or "slices" (by position);
+    # empty for the other backends.
+    "executor",
+    # Where an MPI backend's buffers lived: "host", "device" or "shared" (one memory every
+    # rank maps); empty for the other backends.
+    "buffers",
     "nodes",
     "dtype",
     "op",
@@ -66,10 +82,8 @@ COLUMNS = (
     "shared_devices",
 )
 
-
-# Columns of COLUMNS that files written before them lack (one algorithm per backend before
-# ``--algorithm``): readers take such files and treat the value as empty.
-OPTIONAL_COLUMNS = ("algorithm",)
+# What a schema-1 file lacks (in some or all of its rows).
+SCHEMA_COLUMNS = ("algorithm", "executor", "buffers")
 
 
 # One row per timed call, beside every result CSV (``FILE.samples.csv``): what a confidence
@@ -317,6 +331,22 @@ def check_pair(csv_path: Path, document: dict, json_path: Path | None = None) ->
                 f"{path} does not match {json_path} (its {name} differs): the files were "
                 "not written together; run the measurement (or the merge) again"
             )
+    return None
+
+
+def schema_problem(
+    path: Path, columns: Sequence[str] | None = None, document: object = None
+) -> str | None:
+    """Why the result at ``path`` is not of schema :data:`SCHEMA`, in one line naming the
+    migration, or None.  ``document``: its JSON, where the reader has it; ``columns``: the
+    CSV's header, where the reader reads a tidy result CSV."""
+    if document is not None:
+        found = document.get("schema") if isinstance(document, dict) else None
+        if found != SCHEMA:
+            return f"{path}: ring.bench schema {found}, this reader takes {SCHEMA}; {MIGRATION}"
+    missing = [c for c in SCHEMA_COLUMNS if columns is not None and c not in columns]
+    if missing:
+        return f"{path}: no column {', '.join(missing)} (ring.bench schema 1); {MIGRATION}"
     return None
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bench.results import read_csv, samples_path
+from ..bench.results import read_csv, samples_path, schema_problem
 from ..bootstrap import DRAWS, percentile_interval, resampled_medians
 from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
@@ -71,7 +71,7 @@ def _calls_of(path: Path) -> dict[tuple, dict[str, list[float]]]:
     if samples.is_file():
         for row in read_csv(samples)[1]:
             if unpriced(row) is not None:
-                continue  # as in _read_run; older files have no column and one executor
+                continue  # as in _read_run
             key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
             calls.setdefault(key, {}).setdefault(row["algorithm"], []).append(float(row["time_us"]))
     return calls
@@ -90,8 +90,9 @@ def _read_run(path: Path, cells: dict, calls: dict) -> None:
         raise ModelInputError(f"{path}: no such file")
     run_meta(path)  # the CSV (and its samples) must be the ones its JSON names
     columns, rows = read_csv(path)
-    if "algorithm" not in columns:
-        raise ModelInputError(f"{path}: no algorithm column (a run before --algorithm)")
+    old = schema_problem(path, columns)
+    if old:
+        raise ModelInputError(old)
     run_calls = _calls_of(path)
     for row in rows:
         # The model prices the cpu backend's thread per node (MPI messages between the

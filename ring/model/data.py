@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bench.backends import VARIANT_COLUMNS
-from ..bench.results import check_pair, read_csv
+from ..bench.results import check_pair, read_csv, schema_problem
 from ..machine import host_label
 from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
 from ..mpi_agree import rides_preflight as plan_rides_preflight
@@ -23,7 +23,6 @@ from .costs import (
 )
 
 __all__ = [
-    "ALGORITHM_OF_BACKEND",
     "BUFFERS",
     "EXECUTORS",
     "REQUIRED_COLUMNS",
@@ -37,28 +36,24 @@ __all__ = [
 ]
 
 REQUIRED_COLUMNS = ("backend", "sync", "nodes", "dtype", "op", "bytes", "time_us")
-# Backends that run one known algorithm when the CSV has no `algorithm` column (today's
-# harness).  The peers numpy-direct, mpi-allreduce and nccl pick their own way (or, for
-# numpy-direct, reduce all N buffers on `cores` threads, not one per node), so they are not
-# fitted to any algorithm's coefficients.
-ALGORITHM_OF_BACKEND = {"cpu": "ring", "mpi": "ring", "gpu": "ring", "seed-cpp": "ring"}
 # Backends whose nodes are threads of one process: every node's bytes go through the one
 # memory bus, whether or not the harness filled ``shared_devices`` (it leaves it empty on
 # host rows since device sharing became its meaning).
 SHARED_BUS = frozenset({"cpu"})
-# The cpu backend's ways of running a call's nodes (its ``executor`` column): the model
-# prices a thread per node (or the calling thread for them all, inline); rows of another
-# executor are left out.  A CSV without the column ran this one.
+# The cpu backend's ways of running a call's nodes (its ``executor`` column, empty for the
+# other backends): the model prices a thread per node (or the calling thread for them all,
+# inline); rows of another executor are left out.
 EXECUTORS = frozenset({"", "nodes"})
-# Where an MPI row's buffers lived (its ``buffers`` column): the model prices messages
-# between the ranks' own buffers; a call on shared buffers (by position, no message) is
-# left out.  A CSV without the column ran on host buffers.
+# Where an MPI row's buffers lived (its ``buffers`` column, empty for the other backends):
+# the model prices messages between the ranks' own buffers; a call on shared buffers (by
+# position, no message) is left out.
 BUFFERS = frozenset({"", "host"})
 
 
 def unpriced(row: dict) -> str | None:
     """Why the model leaves out a row run another way than it prices (``executor=...``,
     ``buffers=...``), or None for a row it prices."""
+    # A samples file (FILE.samples.csv) carries these columns only where they have a value.
     executor, buffers = row.get("executor") or "", row.get("buffers") or ""
     if executor not in EXECUTORS:
         return f"executor={executor}"
@@ -212,8 +207,9 @@ def rides_preflight(backend: str, algorithm: str, nodes: int, nbytes: int) -> bo
 
 
 def _algorithm(row: dict) -> str | None:
-    name = row.get("algorithm") or ALGORITHM_OF_BACKEND.get(row["backend"])
-    return name if name in ALGORITHMS else None
+    """The row's algorithm where the model prices it: a library algorithm, not a peer's
+    own (numpy-direct, mpi-allreduce and nccl pick their own way)."""
+    return row["algorithm"] if row["algorithm"] in ALGORITHMS else None
 
 
 def _read(csv_path: Path) -> list[dict]:
@@ -225,6 +221,9 @@ def _read(csv_path: Path) -> list[dict]:
         raise ModelInputError(
             f"{csv_path}: not a ring.bench result, missing columns {', '.join(missing)}"
         )
+    old = schema_problem(csv_path, columns)
+    if old:
+        raise ModelInputError(old)
     if not rows:
         raise ModelInputError(f"{csv_path}: no rows")
     return rows
@@ -241,7 +240,7 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             continue
         algorithm = _algorithm(row)
         if algorithm is None:
-            skipped.add(row.get("algorithm") or row["backend"])
+            skipped.add(row["algorithm"])
             continue
         nodes = _whole(csv_path, line, row, "nodes")
         nbytes = _whole(csv_path, line, row, "bytes")
@@ -254,8 +253,7 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             skipped.add(PREFLIGHT)
             continue
         # A variant at the one executor (buffers) priced names no group of its own: every
-        # cpu row now says executor=nodes (MPI row buffers=host), and a CSV from before the
-        # column ran the same.
+        # priced cpu row says executor=nodes, every priced MPI row buffers=host.
         variant = {
             c: row[c] for c in VARIANT_COLUMNS if row.get(c) and c not in ("executor", "buffers")
         }

@@ -2,9 +2,8 @@
 which run each per-algorithm panel shows, and the fastest algorithm at each size.
 
 The workflow measures every algorithm of a backend in one run per N (``algorithms_n*.csv``,
-config key ``algorithms``) beside the ring-only sweeps; older results and the committed
-references hold the plain ring only, and the figure and table say so instead of implying
-that the other algorithms lost.
+config key ``algorithms``) beside the ring-only sweeps; runs that measured the plain ring
+only are drawn and tabled as such instead of implying that the other algorithms lost.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..schedule import ALGORITHMS
-from .analysis import RING_BACKENDS, buffers_of, executor_of
+from .analysis import PLAIN, RING_BACKENDS, buffers_of, executor_of
 from .drawing import bytes_axis, grid, legend_right, line_with_band, log_y, save, seaborn_pyplot
 from .fmt import format_bytes, format_number, format_ratio
 from .table import Table
@@ -30,35 +29,28 @@ __all__ = [
     "panels",
 ]
 
-PLAIN = "ring"
 ONLY_RING = "only the ring was measured in this run"
-# A cpu algorithm run by slices is a series of its own: the algorithm's name with this;
-# so is an MPI algorithm on shared buffers (--buffers shared, ring.mpi_shared).
-SLICES = " (slices)"
-SHARED = " (shared)"
 # The rows of one panel come from one run, one sync mode and one dtype/op.
 _CHOICE = ["machine", "run", "sync", "dtype", "op"]
+# How a line's rows ran, where it is not the default (node threads, host buffers): a cpu
+# algorithm by slices, an MPI one on shared buffers (ring.mpi_shared).  Each is a line of
+# its own, in its algorithm's colour, dashed (dotted) with its strip hatched.
+_DASHES = {"": "-", "slices": "--", "shared": ":"}
+_HATCHES = {"slices": "///", "shared": "..."}
 
 
-def _algorithm(rows: pd.DataFrame) -> pd.Series:
-    """Each row's algorithm; the plain ring for results written before the column."""
-    if "algorithm" not in rows:
-        return pd.Series(PLAIN, index=rows.index)
-    named = rows["algorithm"].fillna("").astype(str)
-    return named.where(~named.isin(["", "nan"]), PLAIN)
+def _ran(rows: pd.DataFrame) -> pd.Series:
+    """Each row's way of running that makes a line of its own (the CSV's executor and
+    buffers columns): "slices", "shared", or "" for the defaults."""
+    ran = pd.Series("", index=rows.index).where(executor_of(rows) != "slices", "slices")
+    return ran.where(buffers_of(rows) != "shared", "shared")
 
 
 def _series(rows: pd.DataFrame) -> pd.Series:
-    """Each row's line in a panel: its algorithm, and " (slices)" where the cpu backend ran
-    it by slices, " (shared)" where MPI ranks ran it on shared buffers (the node threads and
-    host buffers, the defaults, keep the algorithm's name)."""
-    named = _algorithm(rows).where(executor_of(rows) != "slices", _algorithm(rows) + SLICES)
-    return named.where(buffers_of(rows) != "shared", named + SHARED)
-
-
-def _plain(name: str) -> str:
-    """A line's algorithm, without what it ran on."""
-    return name.removesuffix(SLICES).removesuffix(SHARED)
+    """Each row's line name: its algorithm, and the way it ran in parentheses where that
+    is not the default ("ring (slices)")."""
+    ran = rows["ran"]
+    return rows["algorithm"].where(ran == "", rows["algorithm"] + " (" + ran + ")")
 
 
 def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -69,9 +61,8 @@ def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
     other algorithms too (an algorithm sweep), wherever another run measured the plain
     ring at the same backend, sync, N, dtype and op (else a second line of one series).
     """
-    algorithm = _algorithm(rows)
     ring = rows["backend"].isin(RING_BACKENDS)
-    other = ring & (algorithm != PLAIN)
+    other = ring & (rows["algorithm"] != PLAIN)
     kept = rows[~other]
     runs = [c for c in ("run", "machine") if c in rows]
     mixed_runs = pd.MultiIndex.from_frame(rows.loc[other, runs])
@@ -86,36 +77,39 @@ def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return kept[~(mixed & points.isin(elsewhere))]
 
 
-def _order(name: str) -> tuple[int, bool, str]:
+def _order(algorithm: str, ran: str = "") -> tuple[int, bool, str]:
     """The library's order of algorithms, each on the node threads (host buffers) before
     by slices (shared buffers)."""
-    algorithm = _plain(name)
     known = ALGORITHMS.index(algorithm) if algorithm in ALGORITHMS else len(ALGORITHMS)
-    return (known, name != algorithm, name)
-
-
-_DASHES = {SLICES: "--", SHARED: ":"}
-_HATCHES = {SLICES: "///", SHARED: "..."}
+    return (known, ran != "", f"{algorithm} {ran}")
 
 
 @dataclass(frozen=True)
 class Panel:
     """One backend at one N: every algorithm (on each executor) one run measured there;
-    ``rows["algorithm"]`` names the line, " (slices)" appended to a run by slices."""
+    ``rows["series"]`` names the line, from the row's ``algorithm`` and ``ran``."""
 
     backend: str
     nodes: int
     run: str
     machine: str  # "" for this machine
     sync: str
-    rows: pd.DataFrame  # algorithm, bytes, time_us, time_us_p25, time_us_p75
+    rows: pd.DataFrame  # series, algorithm, ran, bytes, time_us, time_us_p25, time_us_p75
     threads_per_core: float | None  # above 1: more workers than cores
     crowded: tuple[str, ...] = ()  # the executors whose rows ran above one per core
 
     @property
     def algorithms(self) -> list[str]:
-        """The algorithms measured, in the library's order (others, e.g. peers, after)."""
-        return sorted(set(self.rows["algorithm"]), key=_order)
+        """The lines measured (an algorithm, and how it ran where that is not the default),
+        in the library's order (others, e.g. peers, after)."""
+        lines = self.rows[["series", "algorithm", "ran"]].drop_duplicates()
+        return [
+            r.series for r in sorted(lines.itertuples(), key=lambda r: _order(r.algorithm, r.ran))
+        ]
+
+    def ran(self, series: str) -> str:
+        """How the rows of line ``series`` ran ("" for the defaults)."""
+        return str(self.rows.loc[self.rows["series"] == series, "ran"].iloc[0])
 
     @property
     def only_ring(self) -> bool:
@@ -135,25 +129,26 @@ class Panel:
     @property
     def mixed(self) -> bool:
         """Whether the panel holds lines of both executors."""
-        return len({name.endswith(SLICES) for name in self.rows["algorithm"]}) > 1
+        return len(set(self.rows["ran"] == "slices")) > 1
 
 
 def panels(rows: pd.DataFrame, backend: str) -> list[Panel]:
     """One panel per N of ``backend``: the run (and sync, dtype, op) that measured the most
     algorithms there, this machine's before a reference's, so its times compare in one run."""
     mine = rows[(rows["backend"] == backend) & (rows["bytes"] > 0)].copy()
-    mine["algorithm"] = _series(mine)
+    mine["ran"] = _ran(mine)
+    mine["series"] = _series(mine)
     if "machine" not in mine:
         mine["machine"] = ""
     mine["machine"] = mine["machine"].fillna("").astype(str)
     found = []
     for nodes, at_n in mine.groupby("nodes", sort=True):
-        counts = at_n.groupby(_CHOICE, sort=False)["algorithm"].nunique()
+        counts = at_n.groupby(_CHOICE, sort=False)["series"].nunique()
         # Most algorithms first; then this machine's, pairwise sync, and names in order.
         best = min(counts.index, key=lambda k: (-counts[k], k[0] != "", k[2] != "pairwise", k))
         chosen = at_n[(at_n[_CHOICE] == pd.Series(best, index=_CHOICE)).all(axis=1)]
         over, crowded = _crowding(chosen)
-        columns = ["algorithm", "bytes", "time_us", "time_us_p25", "time_us_p75"]
+        columns = ["series", "algorithm", "ran", "bytes", "time_us", "time_us_p25", "time_us_p75"]
         found.append(
             Panel(backend, int(nodes), best[1], best[0], best[2], chosen[columns], over, crowded)
         )
@@ -178,15 +173,15 @@ def fastest_per_size(panel_rows: pd.DataFrame) -> pd.DataFrame:
     how much slower it is (its time / the fastest's; NaN where one algorithm was measured)."""
     records = []
     for size, at_size in panel_rows.groupby("bytes", sort=True):
-        ranked = at_size.sort_values(["time_us", "algorithm"])
+        ranked = at_size.sort_values(["time_us", "series"])
         first = ranked.iloc[0]
         second = ranked.iloc[1] if len(ranked) > 1 else None
         records.append(
             {
                 "bytes": int(size),
-                "fastest": first["algorithm"],
+                "fastest": first["series"],
                 "time_us": float(first["time_us"]),
-                "next": "" if second is None else second["algorithm"],
+                "next": "" if second is None else second["series"],
                 "margin": float("nan") if second is None else second["time_us"] / first["time_us"],
             }
         )
@@ -249,22 +244,23 @@ def draw(model, out_dir, backend: str):
         return f"no {backend} ring results"
     plt, sns = seaborn_pyplot()
     # One colour per algorithm; its run by slices (on shared buffers) dashed (dotted) in it.
-    names = sorted({_plain(a) for p in found for a in p.algorithms}, key=_order)
+    lines = pd.concat([p.rows[["series", "algorithm"]] for p in found]).drop_duplicates()
+    names = sorted(set(lines["algorithm"]), key=_order)
     colours = dict(zip(names, sns.color_palette("tab10", max(len(names), 1)), strict=False))
-    palette = {name: colours[_plain(name)] for p in found for name in p.algorithms}
+    palette = {line.series: colours[line.algorithm] for line in lines.itertuples()}
     fig, axes = grid(plt, 1, len(found))
     sizes = pd.concat([p.rows["bytes"] for p in found])
     for ax, panel in zip(axes[0], found, strict=True):
         for name in panel.algorithms:
-            data = panel.rows[panel.rows["algorithm"] == name]
-            style = {"linestyle": _DASHES.get(name[len(_plain(name)) :], "-")}
+            data = panel.rows[panel.rows["series"] == name]
+            style = {"linestyle": _DASHES[panel.ran(name)]}
             line_with_band(
                 ax, data, "time_us", "time_us_p25", "time_us_p75", palette[name], name, style
             )
         if panel.only_ring:
             ax.text(0.5, 0.92, ONLY_RING, transform=ax.transAxes, ha="center", fontsize=8)
         else:
-            _mark_fastest(ax, fastest_per_size(panel.rows), palette)
+            _mark_fastest(ax, panel, palette)
         bytes_axis(ax, sizes)
         log_y(ax)
         ax.set_title(panel.title, fontsize=9)
@@ -273,8 +269,9 @@ def draw(model, out_dir, backend: str):
     return save(fig, plt, out_dir, f"algorithms_{backend}")
 
 
-def _mark_fastest(ax, fastest: pd.DataFrame, palette: dict) -> None:
+def _mark_fastest(ax, panel: Panel, palette: dict) -> None:
     """A black ring on the fastest point of each size, and a strip in its colour."""
+    fastest = fastest_per_size(panel.rows)
     ax.scatter(
         fastest["bytes"],
         fastest["time_us"],
@@ -294,5 +291,5 @@ def _mark_fastest(ax, fastest: pd.DataFrame, palette: dict) -> None:
     ]
     for (low, high), name in zip(itertools.pairwise(edges), fastest["fastest"], strict=True):
         # A run by slices (on shared buffers) hatched, as its line is dashed (dotted).
-        hatch = _HATCHES.get(name[len(_plain(name)) :])
+        hatch = _HATCHES.get(panel.ran(name))
         ax.axvspan(low, high, ymin=0, ymax=0.035, facecolor=palette[name], hatch=hatch, linewidth=0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..bench.alternate import COLUMNS
-from ..bench.results import check_pair
+from ..bench.results import check_pair, schema_problem
 from .fmt import format_bytes, format_ratio
 from .inputs import ReportInputError
 from .intervals import sides_of_one
@@ -36,6 +36,9 @@ def load_alternated(csv_path: str | Path) -> Alternated:
         meta = json.loads(json_path.read_text(encoding="utf-8"))
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise ReportInputError(f"{csv_path}: not a readable alternated comparison ({exc})") from exc
+    old = schema_problem(json_path, document=meta)
+    if old:
+        raise ReportInputError(old)
     missing = [c for c in COLUMNS if c not in rows.columns]
     if missing or rows.empty:
         raise ReportInputError(f"{csv_path}: not a ring.bench alternate result (missing {missing})")

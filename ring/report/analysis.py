@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..bench.algorithms import DEFAULT_ALGORITHM
 from ..bench.results import busbw_factor
 from ..cpu import INLINE_BYTES
 
@@ -20,6 +21,7 @@ __all__ = [
     "DEVICE_BACKENDS",
     "MPI_BACKENDS",
     "PEERS",
+    "PLAIN",
     "RING_BACKENDS",
     "Comparison",
     "buffers_of",
@@ -32,6 +34,9 @@ __all__ = [
     "without_slices_traffic",
 ]
 
+# The algorithm a ring backend runs unless told otherwise: the plain ring, whose rows keep
+# their backend's label.
+PLAIN = DEFAULT_ALGORITHM
 # Backends that execute this project's ring schedule.
 RING_BACKENDS = ("cpu", "mpi", "gpu")
 # What a user would pick instead of each ring, on the same hardware.
@@ -44,23 +49,16 @@ DEVICE_BACKENDS = ("gpu", "nccl")
 MPI_BACKENDS = ("mpi", "mpi-allreduce")
 
 
-def _kind_of(rows: pd.DataFrame, column: str, named: str, default: str) -> pd.Series:
-    """Each row's ``column``: ``named`` where the row says so, else ``default``, what every
-    other row and every result before the column ran."""
-    if column not in rows:
-        return pd.Series(default, index=rows.index)
-    given = rows[column].fillna("").astype(str)
-    return given.where(given == named, default)
-
-
 def executor_of(rows: pd.DataFrame) -> pd.Series:
-    """Each row's cpu executor (ring.CpuCommunicator's): "slices" or "nodes"."""
-    return _kind_of(rows, "executor", "slices", "nodes")
+    """Each row's ``executor`` column: the cpu backend's "nodes" or "slices"
+    (ring.CpuCommunicator's), "" for the other backends."""
+    return rows["executor"].astype(object).fillna("").astype(str)
 
 
 def buffers_of(rows: pd.DataFrame) -> pd.Series:
-    """Each row's MPI buffers (``--buffers``): "shared" or "host"."""
-    return _kind_of(rows, "buffers", "shared", "host")
+    """Each row's ``buffers`` column: an MPI backend's "host", "device" or "shared"
+    (``--buffers``), "" for the other backends."""
+    return rows["buffers"].astype(object).fillna("").astype(str)
 
 
 def without_slices_traffic(rows: pd.DataFrame) -> pd.DataFrame:
@@ -93,12 +91,10 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     base = base.where(~(rows["shared_devices"] & on_device), base + " (shared devices)")
     rows["one_host"] = on_mpi & _one_host(rows)
     base = base.where(~rows["one_host"], base + " (one host)")
-    if "algorithm" in rows:
-        # The plain ring keeps its label; another algorithm names itself (a peer's rows
-        # carry the peer's own name, which the label already says).
-        algorithm = rows["algorithm"].fillna("").astype(str)
-        other = ~algorithm.isin(["", "nan", "ring"]) & (algorithm != rows["backend"])
-        base = base.where(~other, base + " " + algorithm)
+    # The plain ring keeps its label; another algorithm names itself (a peer's rows carry
+    # the peer's own name, which the label already says).
+    other = (rows["algorithm"] != PLAIN) & (rows["algorithm"] != rows["backend"])
+    base = base.where(~other, base + " " + rows["algorithm"])
     if "graphs" in rows:
         # Replayed CUDA graphs (ring.gpu_graphs); rows without the column enqueued eagerly.
         graphs = pd.to_numeric(rows["graphs"], errors="coerce").fillna(0) == 1

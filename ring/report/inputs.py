@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..bench.backends import VARIANT_COLUMNS
-from ..bench.results import COLUMNS, OPTIONAL_COLUMNS, check_pair
+from ..bench.results import COLUMNS, check_pair, schema_problem
 from ..study import RECORD_KEYS, LeftOut
 
 __all__ = [
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # The bench CSV contract; the harness may write more columns, never fewer.
-SWEEP_COLUMNS = tuple(c for c in COLUMNS if c not in OPTIONAL_COLUMNS)
+SWEEP_COLUMNS = COLUMNS
 _INTEGER_COLUMNS = ("nodes", "bytes", "count", "iters", "wrong")
 _FLOAT_COLUMNS = (
     "time_us",
@@ -58,7 +58,7 @@ _FLOAT_COLUMNS = (
 )
 # Empty where the harness cannot know it (NCCL's traffic is hidden inside its kernels).
 _OPTIONAL_FLOAT_COLUMNS = ("traffic_GBps",)
-_TEXT_COLUMNS = ("backend", "sync", "dtype", "op")
+_TEXT_COLUMNS = ("backend", "sync", "algorithm", "dtype", "op")
 _JSON_KEYS = ("schema", "command", "environment", "ceilings")
 
 
@@ -151,8 +151,9 @@ def _read_json(path: Path, required_keys: tuple[str, ...]) -> dict:
     missing = [key for key in required_keys if key not in meta]
     if missing:
         raise ReportInputError(f"{path}: missing keys {missing}")
-    if meta.get("schema") != 1:
-        raise ReportInputError(f"{path}: unsupported schema {meta.get('schema')!r} (expected 1)")
+    old = schema_problem(path, document=meta)
+    if old:
+        raise ReportInputError(old)
     for key in ("environment", "ceilings"):
         if meta.get(key) is not None and not isinstance(meta[key], dict):
             raise ReportInputError(f"{path}: {key!r} must be an object")
@@ -209,15 +210,15 @@ def load_sweep(csv_path: str | Path) -> Run:
     csv_path = Path(csv_path)
     json_path = csv_path.with_suffix(".json")
     rows = _read_csv(csv_path)
+    old = schema_problem(csv_path, list(rows.columns))
+    if old:
+        raise ReportInputError(old)
     missing = [c for c in SWEEP_COLUMNS if c not in rows.columns]
     if missing:
         raise ReportInputError(
             f"{csv_path}: not a ring.bench result, missing columns {missing} "
             f"(found {list(rows.columns)})"
         )
-    for column in OPTIONAL_COLUMNS:
-        if column not in rows.columns:
-            rows[column] = ""  # a file from before the column
     for column in _TEXT_COLUMNS:
         if rows[column].isna().any():
             raise ReportInputError(f"{csv_path}: column {column!r} has empty cells")

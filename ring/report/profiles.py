@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..nsys.node_counts import PHASES
+from ..study_config import PROFILE_GPUS
 from .inputs import Profile
 
 __all__ = ["profile_kind", "step_and_wait_tables"]
@@ -21,7 +22,7 @@ STEP_COLUMNS = ("kind", "phase", "step", "node", "count", "total_ns", "median_ns
 def profile_kind(name: str) -> str:
     """The workflow target a profile folder belongs to (``nsys_cpu``, ``nsys_2gpu`` ...)."""
     lowered = name.lower()
-    for kind in ("4gpu", "2gpu", "cpu"):
+    for kind in (*PROFILE_GPUS, "cpu"):
         if kind in lowered:
             return f"nsys_{kind}"
     return name

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from .absent import RECORD_KEYS, LeftOut, left_out
 from .machine import Machine, Probe, job_environment, probe_machine
-from .plan import Study
+from .plan import (
+    Study,
+    algorithms_stem,
+    compare_stem,
+    gpu_stem,
+    kernel_bw_stem,
+    sweep_stem,
+)
 from .targets import EXPECTED, TARGETS, Expected, command
 
 __all__ = [
@@ -22,8 +29,13 @@ __all__ = [
     "Machine",
     "Probe",
     "Study",
+    "algorithms_stem",
     "command",
+    "compare_stem",
+    "gpu_stem",
     "job_environment",
+    "kernel_bw_stem",
     "left_out",
     "probe_machine",
+    "sweep_stem",
 ]

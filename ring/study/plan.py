@@ -7,11 +7,50 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..study_config import algorithm_settings, results_dir, sweep_settings
+from ..study_config import algorithm_settings, profile_nodes, results_dir, sweep_settings
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 
-__all__ = ["Study"]
+__all__ = [
+    "Study",
+    "algorithms_stem",
+    "compare_stem",
+    "gpu_stem",
+    "kernel_bw_stem",
+    "sweep_stem",
+]
+
+# Where each result goes under the configuration's results folder, without the suffix:
+# FILE.csv, FILE.json and FILE.samples.csv share the stem, logs/FILE.log is the run's log.
+# The defaults are Snakemake's wildcards, so the rules (workflow/rules/*.smk) and the file
+# lists of Study spell every path here and nowhere else.
+
+
+def sweep_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """CPU and MPI: one run per N holding every backend of the kind."""
+    return f"{kind}/sweep_n{nodes}_{dtype}"
+
+
+def algorithms_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """Every algorithm of the kind's ring backend, one run per N."""
+    return f"{kind}/algorithms_n{nodes}_{dtype}"
+
+
+def gpu_stem(
+    backend: object = "{backend}", nodes: object = "{nodes}", dtype: object = "{dtype}"
+) -> str:
+    """GPU: one run per backend and N."""
+    return f"gpu/{backend}_n{nodes}_{dtype}"
+
+
+def compare_stem(nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """The threaded ring and MPI_Allreduce, alternated launches."""
+    return f"compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}"
+
+
+def kernel_bw_stem(dtype: object = "{dtype}") -> str:
+    """The single-GPU reduction-kernel bandwidth sweep."""
+    return f"gpu/kernel_bw_{dtype}"
 
 
 class Study:
@@ -89,9 +128,10 @@ class Study:
     def profile_args(self, name: str) -> str:
         """The harness flags of the fixed bench run that profile `name` wraps."""
         p = self.config["nsys"]["profiles"][name]
+        nodes = profile_nodes(self.config, name)
         bench = self.config["bench"]
         args = [
-            *(f"--backend {p['backend']}", f"--nodes {p['nodes']}"),
+            *(f"--backend {p['backend']}", f"--nodes {nodes}"),
             *(f"-b {p['bytes']}", f"-e {p['bytes']}", f"-n {p['iters']}", f"-w {p['warmup']}"),
             *(f"-d {p.get('dtype', bench['dtypes'][0])}", f"-o {bench['op']}"),
             f"--seed {bench['seed']}",
@@ -99,7 +139,7 @@ class Study:
         if "sync" in p:
             args.append(f"--sync {p['sync']}")
         if p["backend"] == "gpu":
-            args.append(self.shared_flag(p["nodes"]))
+            args.append(self.shared_flag(nodes))
             # The profile explains the steps through their NVTX ranges, which only an eager
             # call has: a replayed CUDA graph enqueues no step from the host.
             args.append("--graphs 0")
@@ -122,7 +162,7 @@ class Study:
     def joint_sweep_files(self, kind: str) -> list[str]:
         """CPU and MPI: one file per node count holding every backend of the kind."""
         return [
-            self.path(f"{kind}/sweep_n{nodes}_{dtype}.csv")
+            self.path(f"{sweep_stem(kind, nodes, dtype)}.csv")
             for nodes in self.config[kind]["nodes"]
             for dtype in self._dtypes(kind)
         ]
@@ -137,7 +177,7 @@ class Study:
         if not self.machine.mpi.ok or "compare" not in self.config:
             return []
         return [
-            self.path(f"compare/cpu_vs_mpi-allreduce_n{nodes}_{dtype}.csv")
+            self.path(f"{compare_stem(nodes, dtype)}.csv")
             for nodes in self.config["mpi"]["nodes"]
             for dtype in self._dtypes("compare")
         ]
@@ -146,7 +186,7 @@ class Study:
         """GPU sweep results this machine can produce; with shared devices, only backends
         that can place several nodes on one device."""
         return [
-            self.path(f"gpu/{backend}_n{nodes}_{dtype}.csv")
+            self.path(f"{gpu_stem(backend, nodes, dtype)}.csv")
             for nodes in self.config["gpu"]["nodes"]
             if self.gpu_shortfall(nodes) is None
             for backend in self.config["gpu"]["backends"]
@@ -160,7 +200,7 @@ class Study:
         if not section or kind not in section["kinds"]:
             return []
         return [
-            self.path(f"{kind}/algorithms_n{nodes}_{dtype}.csv")
+            self.path(f"{algorithms_stem(kind, nodes, dtype)}.csv")
             for nodes in self.config[kind]["nodes"]
             if kind != "gpu" or self.gpu_shortfall(nodes) is None
             for dtype in algorithm_settings(self.config, kind)["dtypes"]
@@ -174,7 +214,7 @@ class Study:
         return files + self.gpu_files_here() + self.algorithm_files("gpu")
 
     def kernel_bw_files(self) -> list[str]:
-        return [self.path(f"gpu/kernel_bw_{dtype}.csv") for dtype in self._dtypes("kernel_bw")]
+        return [self.path(f"{kernel_bw_stem(dtype)}.csv") for dtype in self._dtypes("kernel_bw")]
 
     def kernel_bw_here(self) -> list[str]:
         return self.kernel_bw_files() if self.gpu_shortfall(1) is None else []

@@ -45,8 +45,15 @@ EXPECTED = (
     Expected("nccl", "NCCL allreduce", "gpu", "gpu"),
     Expected("kernel_bw", "single-GPU reduction-kernel bandwidth sweep", "kernel_bw", "gpu"),
     Expected("nsys_cpu", "Nsight Systems profile of the CPU ring", "nsys_cpu", "nsys"),
-    Expected("nsys_2gpu", "Nsight Systems profile of the GPU ring, N = 2", "nsys_2gpu", "nsys+gpu"),
-    Expected("nsys_4gpu", "Nsight Systems profile of the GPU ring, N = 4", "nsys_4gpu", "nsys+gpu"),
+    *(
+        Expected(
+            f"nsys_{name}",
+            f"Nsight Systems profile of the GPU ring, N = {nodes}",
+            f"nsys_{name}",
+            "nsys+gpu",
+        )
+        for name, nodes in PROFILE_GPUS.items()
+    ),
 )
 # The workflow's named targets (``snakemake --cores 8 <target>``), besides `all` and `report`.
 TARGETS = tuple(dict.fromkeys(expected.target for expected in EXPECTED))

@@ -5,14 +5,18 @@
 #
 # Every job here times something: one unit of `bench` each (see bench.smk).
 
+CPU_ALGORITHMS = algorithms_stem("cpu")
+MPI_ALGORITHMS = algorithms_stem("mpi")
+GPU_ALGORITHMS = algorithms_stem("gpu")
+
 
 rule cpu_algorithms:
     output:
-        csv=f"{RESULTS}/cpu/algorithms_n{{nodes}}_{{dtype}}.csv",
-        json=f"{RESULTS}/cpu/algorithms_n{{nodes}}_{{dtype}}.json",
-        samples=f"{RESULTS}/cpu/algorithms_n{{nodes}}_{{dtype}}.samples.csv",
+        csv=STUDY.path(f"{CPU_ALGORITHMS}.csv"),
+        json=STUDY.path(f"{CPU_ALGORITHMS}.json"),
+        samples=STUDY.path(f"{CPU_ALGORITHMS}.samples.csv"),
     log:
-        f"{RESULTS}/logs/cpu/algorithms_n{{nodes}}_{{dtype}}.log",
+        STUDY.path(f"logs/{CPU_ALGORITHMS}.log"),
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -27,11 +31,11 @@ rule cpu_algorithms:
 
 rule mpi_algorithms:
     output:
-        csv=f"{RESULTS}/mpi/algorithms_n{{nodes}}_{{dtype}}.csv",
-        json=f"{RESULTS}/mpi/algorithms_n{{nodes}}_{{dtype}}.json",
-        samples=f"{RESULTS}/mpi/algorithms_n{{nodes}}_{{dtype}}.samples.csv",
+        csv=STUDY.path(f"{MPI_ALGORITHMS}.csv"),
+        json=STUDY.path(f"{MPI_ALGORITHMS}.json"),
+        samples=STUDY.path(f"{MPI_ALGORITHMS}.samples.csv"),
     log:
-        f"{RESULTS}/logs/mpi/algorithms_n{{nodes}}_{{dtype}}.log",
+        STUDY.path(f"logs/{MPI_ALGORITHMS}.log"),
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -50,10 +54,10 @@ rule mpi_algorithms:
 
 rule gpu_algorithms:
     output:
-        csv=f"{RESULTS}/gpu/algorithms_n{{nodes}}_{{dtype}}.csv",
-        json=f"{RESULTS}/gpu/algorithms_n{{nodes}}_{{dtype}}.json",
+        csv=STUDY.path(f"{GPU_ALGORITHMS}.csv"),
+        json=STUDY.path(f"{GPU_ALGORITHMS}.json"),
     log:
-        f"{RESULTS}/logs/gpu/algorithms_n{{nodes}}_{{dtype}}.log",
+        STUDY.path(f"logs/{GPU_ALGORITHMS}.log"),
     conda:
         "../../envs/gpu.yaml"
     resources:

@@ -5,6 +5,15 @@
 # Every job here times something, so each takes one unit of the `bench` resource, which
 # profiles/default limits to 1: benchmark jobs never share the machine with each other,
 # whatever --cores says.
+#
+# Each rule's files share a stem (FILE.csv, FILE.json, FILE.samples.csv, logs/FILE.log) with
+# Snakemake's wildcards in it; ring.study spells the stems, for these rules and its file lists.
+
+CPU_SWEEP = sweep_stem("cpu")
+MPI_SWEEP = sweep_stem("mpi")
+COMPARE = compare_stem()
+GPU_SWEEP = gpu_stem()
+KERNEL_BW = kernel_bw_stem()
 
 
 # CPU and MPI: our ring and its peers in one invocation, measured size by size in turn
@@ -13,11 +22,11 @@
 
 rule cpu_bench:
     output:
-        csv=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.csv",
-        json=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.json",
-        samples=f"{RESULTS}/cpu/sweep_n{{nodes}}_{{dtype}}.samples.csv",
+        csv=STUDY.path(f"{CPU_SWEEP}.csv"),
+        json=STUDY.path(f"{CPU_SWEEP}.json"),
+        samples=STUDY.path(f"{CPU_SWEEP}.samples.csv"),
     log:
-        f"{RESULTS}/logs/cpu/sweep_n{{nodes}}_{{dtype}}.log",
+        STUDY.path(f"logs/{CPU_SWEEP}.log"),
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -33,11 +42,11 @@ rule cpu_bench:
 
 rule mpi_bench:
     output:
-        csv=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.csv",
-        json=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.json",
-        samples=f"{RESULTS}/mpi/sweep_n{{nodes}}_{{dtype}}.samples.csv",
+        csv=STUDY.path(f"{MPI_SWEEP}.csv"),
+        json=STUDY.path(f"{MPI_SWEEP}.json"),
+        samples=STUDY.path(f"{MPI_SWEEP}.samples.csv"),
     log:
-        f"{RESULTS}/logs/mpi/sweep_n{{nodes}}_{{dtype}}.log",
+        STUDY.path(f"logs/{MPI_SWEEP}.log"),
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -63,10 +72,10 @@ rule mpi_bench:
 
 rule compare_bench:
     output:
-        csv=f"{RESULTS}/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.csv",
-        json=f"{RESULTS}/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.json",
+        csv=STUDY.path(f"{COMPARE}.csv"),
+        json=STUDY.path(f"{COMPARE}.json"),
     log:
-        f"{RESULTS}/logs/compare/cpu_vs_mpi-allreduce_n{{nodes}}_{{dtype}}.log",
+        STUDY.path(f"logs/{COMPARE}.log"),
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -84,10 +93,10 @@ rule compare_bench:
 
 rule gpu_bench:
     output:
-        csv=f"{RESULTS}/gpu/{{backend}}_n{{nodes}}_{{dtype}}.csv",
-        json=f"{RESULTS}/gpu/{{backend}}_n{{nodes}}_{{dtype}}.json",
+        csv=STUDY.path(f"{GPU_SWEEP}.csv"),
+        json=STUDY.path(f"{GPU_SWEEP}.json"),
     log:
-        f"{RESULTS}/logs/gpu/{{backend}}_n{{nodes}}_{{dtype}}.log",
+        STUDY.path(f"logs/{GPU_SWEEP}.log"),
     wildcard_constraints:
         backend="|".join(config["gpu"]["backends"]),
     conda:
@@ -105,10 +114,10 @@ rule gpu_bench:
 
 rule kernel_bw_sweep:
     output:
-        csv=f"{RESULTS}/gpu/kernel_bw_{{dtype}}.csv",
-        json=f"{RESULTS}/gpu/kernel_bw_{{dtype}}.json",
+        csv=STUDY.path(f"{KERNEL_BW}.csv"),
+        json=STUDY.path(f"{KERNEL_BW}.json"),
     log:
-        f"{RESULTS}/logs/gpu/kernel_bw_{{dtype}}.log",
+        STUDY.path(f"logs/{KERNEL_BW}.log"),
     conda:
         "../../envs/gpu.yaml"
     resources:

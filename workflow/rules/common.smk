@@ -5,8 +5,18 @@
 import os
 import sys
 
-from ring.study import Study, job_environment, left_out, probe_machine
-from ring.study.targets import MPI_HINT
+from ring.study import (
+    Study,
+    algorithms_stem,
+    compare_stem,
+    gpu_stem,
+    job_environment,
+    kernel_bw_stem,
+    left_out,
+    probe_machine,
+    sweep_stem,
+)
+from ring.study.targets import MPI_HINT, PROFILE_GPUS
 
 STUDY = Study(config, probe_machine(config))
 MACHINE = STUDY.machine

@@ -116,7 +116,7 @@ class CpuBackend(Backend):
     traffic = "3(N-1)·S + 3(N-1)·S (2(N-1)·S for chunks at or above the memcpy NT threshold)"
     sync_modes = SYNC_MODES
     algorithms = library_algorithms()
-    extra_columns = ("inline_bytes", "inline", "executor")
+    extra_columns = ("inline_bytes", "inline")
 
     @classmethod
     def add_arguments(cls, parser) -> None:

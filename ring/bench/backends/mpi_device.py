@@ -139,7 +139,7 @@ class MpiBackend(Backend):
     ``--buffers host|device``; a subclass names its host session class."""
 
     needs_mpirun = True
-    extra_columns = (*RANK_MEAN_COLUMNS, "buffers")
+    extra_columns = RANK_MEAN_COLUMNS
     session_class: ClassVar[type[MpiSession]]
 
     @classmethod
