@@ -1,7 +1,8 @@
 """``algorithm="auto"``: the algorithm a decision table names for a call.
 
 A decision table is data: per backend, collective, N and power-of-two size (and on the cpu
-backend, whether the call runs inline or on the worker threads), the algorithm to run.
+backend, whether the call runs inline or on the worker threads), the algorithms worth
+running, the one the model predicts fastest first.
 The study's cost model writes them (``python -m ring.model decisions``, from a fit of
 sweeps measured on a machine); the library only reads them, so it never imports the model.
 
@@ -41,6 +42,7 @@ __all__ = [
     "choose",
     "generation",
     "load_tables",
+    "ranked",
     "reset",
     "table_files",
     "table_for",
@@ -83,7 +85,8 @@ def load_tables(path: Path) -> list[dict]:
             for columns in table["picks"].values()
             for runs in columns.values()
             for column in runs.values()
-            for _, pick in column
+            for _, order in column
+            for pick in order
         }
         unknown = sorted((named | picked) - set(ALGORITHMS)) or sorted(picked - named)
         if unknown:
@@ -128,8 +131,17 @@ def _next_up(values: list[int], value: int) -> int:
 def choose(
     backend: str, collective: str, nodes: int, nbytes: int, inline_bytes: int | None = None
 ) -> str:
-    """The algorithm ``auto`` runs for this call (cached); ``inline_bytes``: the cpu
-    communicator's, which says whether the call runs inline (None: on threads)."""
+    """The algorithm ``auto`` runs for this call without measuring (cached); ``inline_bytes``:
+    the cpu communicator's, which says whether the call runs inline (None: on threads)."""
+    return ranked(backend, collective, nodes, nbytes, inline_bytes)[0]
+
+
+@functools.lru_cache(maxsize=4096)
+def ranked(
+    backend: str, collective: str, nodes: int, nbytes: int, inline_bytes: int | None = None
+) -> tuple[str, ...]:
+    """The candidates the table leaves in for this call, the model's pick first (a planner
+    that measures, ring.wisdom, tries them)."""
     table, path = table_for(backend)
     names = table["candidates"].get(collective)
     if not names:
@@ -138,7 +150,7 @@ def choose(
     if preflight and nodes > 1 and 0 < nbytes <= preflight[0]:
         for name in preflight[1]:  # the fewest local operations first
             if name in names:
-                return name
+                return (name,)
     per_nodes = table["picks"][collective]
     counts = sorted(int(n) for n in per_nodes)
     columns = per_nodes[str(_next_up(counts, nodes))]
@@ -147,7 +159,7 @@ def choose(
     inline = inline and log2 <= table.get("inline_log2_max", 30)
     runs = columns["inline" if inline else "threads"]
     starts = [start for start, _ in runs]
-    return runs[max(0, bisect.bisect_right(starts, log2) - 1)][1]
+    return tuple(runs[max(0, bisect.bisect_right(starts, log2) - 1)][1])
 
 
 _generation = 0
@@ -164,4 +176,5 @@ def reset() -> None:
     global _generation
     table_for.cache_clear()
     choose.cache_clear()
+    ranked.cache_clear()
     _generation += 1

@@ -106,7 +106,7 @@ def test_auto_with_a_nan_fit_names_the_file(tmp_path, monkeypatch):
 def _spoiled_table(tmp_path: Path, pick: str) -> Path:
     """A decision table of the committed cpu fit whose first pick is ``pick``."""
     document = decisions(load_fits(DEFAULT))
-    document["tables"][0]["picks"]["allreduce"]["2"]["threads"][0][1] = pick
+    document["tables"][0]["picks"]["allreduce"]["2"]["threads"][0][1] = [pick]
     path = tmp_path / "table.json"
     path.write_text(json.dumps(document))
     return path
@@ -167,9 +167,7 @@ def test_fit_refuses_a_placement_column_that_is_not_a_count(tmp_path, placement)
     assert not (tmp_path / "fit.json").exists()
 
 
-def test_the_harness_refuses_a_bad_table_for_auto_before_measuring(
-    tmp_path, capsys, monkeypatch
-):
+def test_the_harness_refuses_a_bad_table_for_auto_before_measuring(tmp_path, capsys, monkeypatch):
     path = _spoiled_table(tmp_path, "bogo-sort")
     monkeypatch.setenv(ring.auto.TABLE_ENV, str(path))
     ring.auto.reset()

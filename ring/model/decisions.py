@@ -3,9 +3,10 @@
 The library's :mod:`ring.auto` reads a table and never imports the model: this module is
 where the model's picks become that data.  Per fit (one per backend, the richest where a
 file holds several): the algorithms it measured that have each collective, and for every
-tabulated N and power-of-two size the pick of :func:`ring.model.table.fastest` (the model,
-corrected by what the fit's sweeps measured), inline and on the worker threads on the cpu
-backend.  Each run of sizes with one pick is one ``[log2 of its first size, algorithm]``.
+tabulated N and power-of-two size the candidates of :func:`ring.model.table.ranked` (the
+pick of :func:`~ring.model.table.fastest`, the model corrected by what the fit's sweeps
+measured, first), inline and on the worker threads on the cpu backend.  Each run of sizes
+with the same candidates is one ``[log2 of its first size, [algorithm, ...]]``.
 
 The committed tables (``ring/decisions/<machine>.json``) are written from the committed
 default fits (``ring/model/defaults/<machine>/model_fit.json``) by
@@ -23,7 +24,7 @@ from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS, rides_preflight
 from ..schedule import ALGORITHM_COLLECTIVES, COLLECTIVES
 from .costs import ModelInputError
 from .fit import Fit, Host
-from .table import fastest, load_fits
+from .table import load_fits, ranked
 
 __all__ = ["TABLE_LOG2_SIZES", "TABLE_NODES", "decisions", "write_decisions", "write_defaults"]
 
@@ -39,9 +40,9 @@ _INLINE, _THREADS = Host(inline_bytes=1 << 62), Host(inline_bytes=0)
 def _runs(fit: Fit, names: list[str], nodes: int, host: Host, top: int = 30) -> list[list]:
     runs: list[list] = []
     for log2 in (k for k in TABLE_LOG2_SIZES if k <= top):
-        pick = fastest(fit, names, nodes, 1 << log2, host)
-        if not runs or runs[-1][1] != pick:
-            runs.append([log2, pick])
+        order = ranked(fit, names, nodes, 1 << log2, host)
+        if not runs or runs[-1][1] != order:
+            runs.append([log2, order])
     return runs
 
 
@@ -94,7 +95,7 @@ def write_decisions(fit_path: str | Path, out: str | Path) -> Path:
     fits = load_fits(fit_path)
     out = Path(out)
     try:
-        out.write_text(json.dumps(decisions(fits), indent=1) + "\n", encoding="utf-8")
+        out.write_text(json.dumps(decisions(fits), separators=(",", ":")) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ModelInputError(f"{out}: cannot write the decision table ({exc})") from None
     return out

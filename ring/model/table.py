@@ -34,6 +34,10 @@ TABLE_SIZES = tuple(1 << k for k in range(10, 31))  # 1 KiB .. 1 GiB
 # order of ones the sweep cannot tell apart (at N = 2 the ring, direct, Rabenseifner and
 # hierarchical run one plan).
 MARGIN = 1.05
+# The model prunes, the measurement decides: a planner that measures tries the algorithms
+# predicted within this factor of the fastest (a wide net: the model's error on a machine
+# it was not fitted on can be this large).
+PRUNE = 3.0
 
 
 def save_fits(path: str | Path, fits: list[Fit], notes: list[str]) -> None:
@@ -138,6 +142,22 @@ def fastest(
     }
     near = [a for a in algorithms if times[a] <= MARGIN * min(times.values())]
     return min(near, key=model.__getitem__)
+
+
+def ranked(
+    fit: Fit, algorithms: list[str], nodes: int, nbytes: int, host: Host | None = None
+) -> list[str]:
+    """:func:`fastest`'s pick, then the other algorithms whose corrected predicted time is
+    within :data:`PRUNE` of the least, the least first: the candidates a planner that
+    measures (ring.wisdom) tries, the model's pick first."""
+    pick = fastest(fit, algorithms, nodes, nbytes, host)
+    times = {
+        a: fit.predict(a, nodes, nbytes, host) * fit.correction(a, nodes, nbytes, host)
+        for a in algorithms
+    }
+    least = min(times.values())
+    others = sorted((a for a in algorithms if a != pick), key=times.__getitem__)
+    return [pick, *(a for a in others if times[a] <= PRUNE * least)]
 
 
 def decision_table(

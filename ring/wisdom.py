@@ -1,0 +1,250 @@
+"""Planning by measuring: the first calls of a call shape try the candidates, the fastest
+stays, and a wisdom file keeps it for the next process.
+
+What FFTW's planner (``FFTW_MEASURE`` and its wisdom files) and cuDNN's benchmark mode do,
+for collectives: ``algorithm="auto"`` on a new *call shape* (backend, collective, N,
+dtype, op, the next power of two of the bytes per node, and the options the caller fixed)
+runs its first calls by the candidates the decision table ranks (:mod:`ring.auto`: the
+model prunes, the measurement decides), each timed on the caller's own call, so trying
+costs no extra work and every call's result is right whichever candidate ran it.  The
+candidates take turns, up to ``REPEATS`` calls each (the median counts); one whose median
+is more than ``DROP`` times the best so far is not tried again; once every candidate is
+timed, or the shape's budget (``RING_PLAN_BUDGET`` seconds, default 1) is spent, the
+fastest timed candidate is the shape's plan.
+
+The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
+``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``
+keeps plans in memory only.  A file is written whole and renamed into place, so an
+interrupted write leaves the old one.  It names the host (:func:`ring.machine.host_label`)
+and the library's version: a file from another host or version, or one that cannot be
+read, is ignored with one warning and replaced on the next write.
+``python -m ring.wisdom show|export FILE|import FILE|forget`` manages it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .machine import host_label
+
+__all__ = [
+    "BUDGET_ENV",
+    "DROP",
+    "REPEATS",
+    "WISDOM_ENV",
+    "Trial",
+    "Wisdom",
+    "WisdomWarning",
+    "budget_seconds",
+    "shape_key",
+    "wisdom",
+    "wisdom_path",
+]
+
+WISDOM_ENV = "RING_WISDOM"
+BUDGET_ENV = "RING_PLAN_BUDGET"
+SCHEMA = 1
+REPEATS = 3
+DROP = 2.0
+
+
+class WisdomWarning(UserWarning):
+    """A wisdom file that could not be used: the plans are measured again."""
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def wisdom_path() -> Path | None:
+    """Where plans are kept (None: ``RING_WISDOM=off``, in memory only)."""
+    chosen = os.environ.get(WISDOM_ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "0", "none") else Path(chosen)
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "ring" / "wisdom.json"
+
+
+def budget_seconds() -> float:
+    """The planning budget per call shape (``RING_PLAN_BUDGET``, default 1 s)."""
+    text = os.environ.get(BUDGET_ENV, "1")
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"{BUDGET_ENV}={text!r}: give the seconds a new call shape may plan")
+    return value
+
+
+def shape_key(backend: str, collective: str, nodes: int, dtype, op, nbytes: int, fixed) -> str:
+    """The wisdom key of a call shape: sizes up to the next power of two plan together."""
+    log2 = max(0, (max(nbytes, 1) - 1).bit_length())
+    return f"{backend}|{collective}|{nodes}|{dtype}|{op}|{log2}|{fixed}"
+
+
+@dataclass
+class Trial:
+    """The candidates of one call shape as its first calls try them."""
+
+    candidates: list[tuple]
+    budget: float
+    times: dict[tuple, list[float]] = field(default_factory=dict)
+    spent: float = 0.0
+
+    def next(self) -> tuple | None:
+        """The candidate the next call runs (round robin in the prior's order, so drift
+        during the trial falls on every candidate alike), or None when planning is over."""
+        if self.spent >= self.budget and self.times:
+            return None
+        best = min((statistics.median(t) for t in self.times.values()), default=0.0)
+        left = [
+            c
+            for c in self.candidates
+            if len(self.times.get(c, ())) < REPEATS
+            and not (c in self.times and statistics.median(self.times[c]) > DROP * best)
+        ]
+        return min(left, key=lambda c: len(self.times.get(c, ())), default=None)
+
+    def record(self, candidate: tuple, seconds: float) -> None:
+        self.spent += seconds
+        self.times.setdefault(candidate, []).append(seconds)
+
+    def winner(self) -> tuple:
+        """The timed candidate of least median time (the first candidate if none was)."""
+        if not self.times:
+            return self.candidates[0]
+        return min(self.times, key=lambda c: statistics.median(self.times[c]))
+
+    def medians(self) -> dict[tuple, float]:
+        return {c: statistics.median(t) for c, t in self.times.items()}
+
+
+class Wisdom:
+    """The plans of this process, read from and written to :func:`wisdom_path`."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.plans: dict[str, dict] = {}
+        self.calls = 0  # calls that ran to plan, and their seconds (the cost of planning)
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+        if path is not None:
+            self.plans = self._read(path)
+
+    @staticmethod
+    def _header() -> dict:
+        return {"schema": SCHEMA, "library": _version(), "host": host_label()}
+
+    def _read(self, path: Path) -> dict[str, dict]:
+        if not path.exists():
+            return {}
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+            header = {k: document[k] for k in ("schema", "library", "host")}
+            plans = document["plans"]
+            if not isinstance(plans, dict) or not all(
+                isinstance(p, dict) and isinstance(p.get("choice"), list) for p in plans.values()
+            ):
+                raise ValueError("its plans are not plans")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(f"{path}: wisdom ignored ({exc})", WisdomWarning, stacklevel=4)
+            return {}
+        if header != self._header():
+            said = ", ".join(f"{k} {v!r}" for k, v in header.items())
+            warnings.warn(
+                f"{path}: wisdom of {said} ignored: plans are measured again on this one",
+                WisdomWarning,
+                stacklevel=4,
+            )
+            return {}
+        return plans
+
+    def get(self, key: str) -> tuple | None:
+        plan = self.plans.get(key)
+        return None if plan is None else tuple(plan["choice"])
+
+    def put(self, key: str, trial: Trial) -> None:
+        """Keep the trial's winner, and write the file."""
+        medians = {"/".join(map(str, c)): t for c, t in trial.medians().items()}
+        with self._lock:
+            self.plans[key] = {"choice": list(trial.winner()), "seconds": medians}
+            self.calls += sum(len(t) for t in trial.times.values())
+            self.seconds += trial.spent
+            if self.path is not None:
+                self._write(self.path)
+
+    def _write(self, path: Path) -> None:
+        """Written whole and renamed into place: an interrupted write leaves the old file."""
+        document = {**self._header(), "plans": self.plans}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(
+                "w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8"
+            ) as out:
+                json.dump(document, out, indent=1, sort_keys=True)
+            os.replace(out.name, path)
+        except OSError as exc:
+            warnings.warn(f"{path}: wisdom not written ({exc})", WisdomWarning, stacklevel=4)
+        except BaseException:
+            Path(out.name).unlink(missing_ok=True)
+            raise
+
+
+_wisdom: Wisdom | None = None
+_wisdom_lock = threading.Lock()
+
+
+def wisdom() -> Wisdom:
+    """This process's wisdom, read on first use (:func:`forget_process` reads it again)."""
+    global _wisdom
+    with _wisdom_lock:
+        if _wisdom is None:
+            _wisdom = Wisdom(wisdom_path())
+        return _wisdom
+
+
+def forget_process() -> None:
+    """Drop the plans this process holds (the next call reads the file again)."""
+    global _wisdom
+    with _wisdom_lock:
+        _wisdom = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ring.wisdom show | export FILE | import FILE | forget``."""
+    args = sys.argv[1:] if argv is None else argv
+    path = wisdom_path()
+    if not args or args[0] not in ("show", "export", "import", "forget") or path is None:
+        print(__doc__ if path else f"{WISDOM_ENV}=off: no wisdom file", file=sys.stderr)
+        return 2
+    command, rest = args[0], args[1:]
+    if command in ("export", "import") and len(rest) != 1:
+        print(f"ring.wisdom: {command} needs one FILE", file=sys.stderr)
+        return 2
+    if command == "show":
+        for key, plan in sorted(Wisdom(path).plans.items()):
+            print(f"{key}: {'/'.join(map(str, plan['choice']))}")
+    elif command == "export":
+        Wisdom(path)._write(Path(rest[0]))
+    elif command == "import":
+        mine = Wisdom(path)
+        mine.plans.update(Wisdom(Path(rest[0])).plans)
+        mine._write(path)
+    else:
+        path.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

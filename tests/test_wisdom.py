@@ -1,0 +1,153 @@
+"""Planning by measuring (ring/wisdom.py): a trial keeps the fastest of candidates with known
+costs within its budget, and the wisdom file survives a restart, is ignored with one
+warning when corrupt, unreadable or from another version or host, and is never left half
+written."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import pytest
+
+from ring import wisdom
+from ring.wisdom import Trial, Wisdom, WisdomWarning
+
+
+def _run_trial(costs: dict, budget: float = 10.0) -> Trial:
+    """A trial over ``costs`` (candidate -> seconds per call) driven to its end."""
+    trial = Trial(list(costs), budget)
+    calls = 0
+    while (candidate := trial.next()) is not None:
+        trial.record(candidate, costs[candidate])
+        calls += 1
+        assert calls < 100
+    return trial
+
+
+def test_a_trial_keeps_the_fastest_candidate():
+    costs = {("ring", "nodes"): 3.0, ("direct", "slices"): 1.0, ("ring", "slices"): 1.5}
+    trial = _run_trial(costs)
+    assert trial.winner() == ("direct", "slices")
+    # Each is timed REPEATS times unless dropped (ring by nodes, 3x the best, after one).
+    assert len(trial.times[("direct", "slices")]) == wisdom.REPEATS
+    assert len(trial.times[("ring", "nodes")]) == 1
+
+
+def test_a_candidate_far_slower_than_the_best_is_tried_once():
+    costs = {"fast": 1.0, "slow": 10.0, "close": 1.2}
+    trial = _run_trial(costs)
+    assert len(trial.times["slow"]) == 1
+    assert trial.winner() == "fast"
+
+
+def test_a_trial_stops_at_its_budget_with_the_best_timed():
+    costs = {"first": 0.6, "second": 0.5, "third": 0.1}
+    trial = _run_trial(costs, budget=1.0)
+    assert trial.spent >= 1.0
+    assert "third" not in trial.times  # never reached within the budget
+    assert trial.winner() == "second"
+
+
+def test_wisdom_survives_a_restart(tmp_path):
+    path = tmp_path / "wisdom.json"
+    first = Wisdom(path)
+    first.put("cpu|allreduce|2|float64|sum|10|()", _run_trial({("ring",): 3.0, ("direct",): 1.0}))
+    assert first.calls == 1 + wisdom.REPEATS  # direct three times, ring once (dropped)
+    again = Wisdom(path)
+    assert again.get("cpu|allreduce|2|float64|sum|10|()") == ("direct",)
+    assert again.get("cpu|allreduce|4|float64|sum|10|()") is None
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    ["not json", "no plans", "other version", "other host", "plan without choice"],
+)
+def test_unusable_wisdom_is_ignored_with_one_warning(tmp_path, spoil):
+    path = tmp_path / "wisdom.json"
+    Wisdom(path).put("k", _run_trial({("ring",): 1.0}))
+    document = json.loads(path.read_text())
+    if spoil == "not json":
+        path.write_text("{")
+    else:
+        if spoil == "no plans":
+            del document["plans"]
+        elif spoil == "other version":
+            document["library"] = "0.0.1"
+        elif spoil == "other host":
+            document["host"] = "another machine, 96 cores"
+        else:
+            document["plans"]["k"] = {"seconds": {}}
+        path.write_text(json.dumps(document))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ignored = Wisdom(path)
+    assert [w.category for w in caught] == [WisdomWarning]
+    assert str(path) in str(caught[0].message)
+    assert ignored.plans == {}
+    ignored.put("k", _run_trial({("direct",): 1.0}))  # replaced on the next write
+    assert Wisdom(path).get("k") == ("direct",)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_wisdom_is_ignored_with_one_warning(tmp_path):
+    path = tmp_path / "wisdom.json"
+    Wisdom(path).put("k", _run_trial({("ring",): 1.0}))
+    path.chmod(0)
+    with pytest.warns(WisdomWarning, match="wisdom ignored"):
+        assert Wisdom(path).plans == {}
+
+
+def test_an_unwritable_wisdom_file_warns_and_planning_goes_on(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    mine = Wisdom(blocked / "wisdom.json")  # its folder is a file: nothing can be written
+    with pytest.warns(WisdomWarning, match="wisdom not written"):
+        mine.put("k", _run_trial({("ring",): 1.0}))
+    assert mine.get("k") == ("ring",)
+
+
+def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "wisdom.json"
+    Wisdom(path).put("old", _run_trial({("ring",): 1.0}))
+    before = path.read_text()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wisdom.json, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Wisdom(path).put("new", _run_trial({("direct",): 1.0}))
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["wisdom.json"]
+
+
+def test_the_wisdom_path_and_budget_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("RING_WISDOM", str(tmp_path / "w.json"))
+    assert wisdom.wisdom_path() == tmp_path / "w.json"
+    monkeypatch.setenv("RING_WISDOM", "off")
+    assert wisdom.wisdom_path() is None
+    monkeypatch.delenv("RING_WISDOM")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert wisdom.wisdom_path() == tmp_path / "ring" / "wisdom.json"
+    monkeypatch.setenv("RING_PLAN_BUDGET", "0.25")
+    assert wisdom.budget_seconds() == 0.25
+    monkeypatch.setenv("RING_PLAN_BUDGET", "soon")
+    with pytest.raises(ValueError, match="RING_PLAN_BUDGET='soon'"):
+        wisdom.budget_seconds()
+
+
+def test_the_command_line_shows_exports_imports_and_forgets(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "wisdom.json"
+    monkeypatch.setenv("RING_WISDOM", str(path))
+    Wisdom(path).put("cpu|allreduce|2|float64|sum|10|()", _run_trial({("direct", "nodes"): 1.0}))
+    assert wisdom.main(["show"]) == 0
+    assert capsys.readouterr().out == "cpu|allreduce|2|float64|sum|10|(): direct/nodes\n"
+    exported = tmp_path / "exported.json"
+    assert wisdom.main(["export", str(exported)]) == 0
+    assert wisdom.main(["forget"]) == 0
+    assert not path.exists()
+    assert wisdom.main(["import", str(exported)]) == 0
+    assert Wisdom(path).get("cpu|allreduce|2|float64|sum|10|()") == ("direct", "nodes")
+    assert wisdom.main(["export"]) == 2
