@@ -1,11 +1,16 @@
 """Fixtures shared by test modules: the report tests' one harness run and one report (per
-session), and the workflow tests' copy of the workflow and stub executables (per module)."""
+session), and the workflow tests' copy of the workflow and stub executables (per module).
+
+Two tiers: ``pytest -m "not slow"`` runs the unit tests in a couple of minutes; ``pytest``
+(.ci/run) runs everything. A test that starts Snakemake, mypy, pre-commit or a wheel build
+fails unless marked slow (tests/tiers.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import tiers
 from report_helpers import THREAD_BACKENDS, run_bench, run_tables
 from workflow_helpers import copy_workflow
 
@@ -65,3 +70,15 @@ def stubs(tmp_path_factory) -> dict[str, str]:
         path.chmod(0o755)
         paths[name] = str(path)
     return paths
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with tiers.guard(item):  # the quick tier starts no end-to-end tool (tests/tiers.py)
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with tiers.guard(item):
+        return (yield)

@@ -165,6 +165,7 @@ def _rows(path):
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("small_ceilings")
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int8"])
 def test_harness_validates_avg_on_the_host_backends(tmp_path, dtype, monkeypatch):
@@ -193,6 +194,7 @@ def test_the_harness_reference_catches_a_missing_division(tmp_path, monkeypatch)
     assert all(int(row["wrong"]) > 0 for row in _rows(out))
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
 @pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed")

@@ -24,6 +24,7 @@ TINY = ["-b", "4", "-e", "64K", "-f", "16", "-n", "3", "-w", "1"]
 
 pytestmark = [
     pytest.mark.mpi,
+    pytest.mark.slow,  # tests/tiers.py: every test runs the harness under mpirun
     pytest.mark.skipif(MPIRUN is None, reason="mpirun not found (apt-get install openmpi-bin)"),
     pytest.mark.skipif(
         importlib.util.find_spec("mpi4py") is None,

@@ -71,6 +71,7 @@ def test_every_dtype_and_op(dtype, sync):
                 check(buf, inputs, op)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sync", SYNCS)
 @pytest.mark.parametrize("nodes", [2, 3, 4])
 def test_a_few_million_elements(nodes, sync):

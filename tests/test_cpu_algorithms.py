@@ -33,7 +33,10 @@ def _options(algorithm, nodes):
     return {}
 
 
-@pytest.mark.parametrize("nodes", range(1, 17))
+# Up to 8 nodes in the quick tier; 9 to 16 in the full suite (tests/tiers.py).
+@pytest.mark.parametrize(
+    "nodes", [*range(1, 9), *(pytest.param(n, marks=pytest.mark.slow) for n in range(9, 17))]
+)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_every_collective_matches_the_reference(algorithm, nodes):
     rng = np.random.default_rng(nodes * 101 + len(algorithm))
@@ -77,6 +80,7 @@ DTYPES = (np.float32, np.float64, np.int32, np.int64)
 # Every op on every algorithm; the four dtypes in two pairs (a float and an integer of
 # different widths), alternating between algorithms, so each dtype meets every op on at
 # least three algorithms and the file stays within a minute here.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("algorithm", "dtypes"),
     [(a, DTYPES[0::3] if k % 2 else DTYPES[1:3]) for k, a in enumerate(ALGORITHMS)],

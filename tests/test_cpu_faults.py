@@ -123,6 +123,7 @@ def _interrupt_rounds(
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sync", SYNCS)
 @pytest.mark.parametrize("mode", ["api", "comm"])
 def test_ctrl_c_mid_call_never_leaves_a_wrong_or_early_result(sync, mode):
@@ -144,6 +145,7 @@ def _check_round(r, mode, nodes=4):
     assert r["ring_threads"] == nodes, r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["api", "comm"])
 def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
     """A buffer just under INLINE_BYTES runs on the calling thread; on 8 nodes a call takes
@@ -160,6 +162,7 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
         assert any(r["closed_after_interrupt"] for r in rounds), rounds
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_bound_inline_call_ends_it_as_on_the_threads():
     """executor="slices" just under INLINE_BYTES on 8 nodes: every call after the first
     repeats on the same buffers and runs bound by position (ring.cpu_bound; bound by nodes:
@@ -176,6 +179,7 @@ def test_ctrl_c_mid_bound_inline_call_ends_it_as_on_the_threads():
     assert any(r["closed_after_interrupt"] for r in rounds), rounds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["api", "comm"])
 def test_ctrl_c_mid_sliced_call_ends_it_as_on_the_node_threads(mode):
     """executor="slices" on 8 MiB per node: the caller runs one slice while a worker runs
@@ -190,6 +194,7 @@ def test_ctrl_c_mid_sliced_call_ends_it_as_on_the_node_threads(mode):
             assert all(r["threaded_calls"] > 0 for r in rounds), rounds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a != "ring"])
 def test_ctrl_c_mid_call_holds_for_every_algorithm(algorithm):
     """The same guarantees on every other algorithm, alternating syncs and entry points
@@ -295,6 +300,7 @@ def test_communicator_state_grows_linearly_with_nodes():
     assert large < 6 * small, (small, large)
 
 
+@pytest.mark.slow
 def test_a_thousand_nodes_are_still_right():
     nodes = 1024
     rng = np.random.default_rng(5)

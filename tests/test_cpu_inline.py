@@ -39,7 +39,10 @@ def _record_threads(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("nodes", range(1, 9))
+# 7 and 8 nodes in the full suite only (tests/tiers.py).
+@pytest.mark.parametrize(
+    "nodes", [*range(1, 7), *(pytest.param(n, marks=pytest.mark.slow) for n in (7, 8))]
+)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_inline_calls_match_the_reference(algorithm, nodes):
     """Every collective, op and a float, integer and complex dtype of each width class."""

@@ -30,7 +30,10 @@ def small_tiles(monkeypatch):
 
 
 @pytest.mark.parametrize("threads", ["caller", "parts"])
-@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5, 7, 8])
+# 7 and 8 nodes in the full suite only (tests/tiers.py).
+@pytest.mark.parametrize(
+    "nodes", [1, 2, 3, 4, 5, *(pytest.param(n, marks=pytest.mark.slow) for n in (7, 8))]
+)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_slices_match_the_reference(algorithm, nodes, threads, small_tiles):
     """Every collective, op and a dtype of each kind, lengths 0, 1, < N, primes; on the

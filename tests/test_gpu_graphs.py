@@ -203,6 +203,7 @@ def small_ceilings(monkeypatch):
     ring.bench.gpu_ceilings._ceiling_cache.clear()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("small_ceilings")
 def test_harness_measures_graphs_on_and_off_and_the_report_tells_them_apart(tmp_path, capsys):
     import csv

@@ -32,6 +32,7 @@ def test_hooks_cover_the_checks_the_suite_makes():
     assert all(hook["language"] == "system" for hook in _hooks().values())
 
 
+@pytest.mark.slow
 def test_every_hook_passes_on_the_tree(tmp_path):
     pre_commit = BIN / "pre-commit"
     if not pre_commit.exists():

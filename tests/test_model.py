@@ -105,6 +105,7 @@ def test_fit_recovers_parameters_from_several_algorithms(shared):
         assert low <= got <= high
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shared", [False, True])
 def test_fit_recovers_sigma_from_oversubscribed_nodes(shared):
     # 4 cores: N = 2, 4 have a core each, N = 8 runs 2 per core and takes 1 + σ as long.
@@ -126,6 +127,7 @@ def test_fit_recovers_sigma_from_oversubscribed_nodes(shared):
     )
 
 
+@pytest.mark.slow
 def test_sigma_is_fixed_at_zero_without_both_kinds_of_rows():
     algorithms = ["ring", "recursive-doubling", "rabenseifner"]
     roomy = fit_group(synthetic(algorithms, noise=0.0, cores=8))
@@ -137,6 +139,7 @@ def test_sigma_is_fixed_at_zero_without_both_kinds_of_rows():
     assert unknown.params.sigma == 0 and "not recorded" in unknown.sigma_source
 
 
+@pytest.mark.slow
 def test_fit_file_without_sigma_loads_as_sigma_zero():
     fit = fit_group(synthetic(["ring", "recursive-doubling"], noise=0.0, cores=2))
     old = json.loads(json.dumps(fit.to_json()))
@@ -274,6 +277,7 @@ def test_bad_csv_is_refused_in_one_line(tmp_path, capsys):
     assert error.count("\n") == 1 and "no such file" in error
 
 
+@pytest.mark.slow
 def test_reference_sweeps_fit_and_report_held_out(tmp_path, capsys):
     out = tmp_path / "fit.json"
     csvs = [str(REFERENCE / "cpu_sweep.csv"), str(REFERENCE / "mpi_sweep.csv")]

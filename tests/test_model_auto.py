@@ -246,6 +246,7 @@ def test_defaults_cover_every_backend_and_ship_in_the_wheel():
             assert any(fnmatch.fnmatch(name, pattern) for pattern in package_data), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", _default_dirs(), ids=lambda p: p.name)
 def test_default_fit_refits_from_its_csvs(folder, monkeypatch):
     monkeypatch.chdir(ROOT)
@@ -304,6 +305,7 @@ def test_table_cli_shows_auto_and_its_switches(use_fit, capsys):
         assert f"  N={nodes}:" in out
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.skipif(MPIRUN is None, reason="mpirun not found (apt-get install openmpi-bin)")
 @pytest.mark.parametrize("nodes", [2, 3])

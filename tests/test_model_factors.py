@@ -39,6 +39,7 @@ def departing_group(noise: float = 0.01, seed: int = 3, nodes=(2, 3, 4, 8)) -> G
     return group
 
 
+@pytest.mark.slow
 def test_fit_recovers_each_algorithms_factors():
     fit = fit_group(departing_group())
     assert set(fit.factors) == set(DEPARTS) and fit.factor_source.startswith("fitted")
@@ -55,6 +56,7 @@ def test_fit_recovers_each_algorithms_factors():
     assert max(abs(h.error) for h in fit.held_out) < 0.1
 
 
+@pytest.mark.slow
 def test_crowded_rows_get_factors_of_their_own():
     """Past one node per core an algorithm's rows get their own factors (ring.model.
     efficiency.factor_rows), the ring's held at 1 there too so σ stays its slow-down: an
@@ -93,6 +95,7 @@ def test_crowded_rows_get_factors_of_their_own():
         assert got == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_gamma_is_held_where_the_factors_would_absorb_it():
     fit = fit_group(departing_group(nodes=(2, 4, 8)))
     assert "held while the per-algorithm factors" in fit.gamma_source
@@ -101,6 +104,7 @@ def test_gamma_is_held_where_the_factors_would_absorb_it():
     assert max(abs(h.error) for h in fit.held_out) < 0.1
 
 
+@pytest.mark.slow
 def test_factors_round_trip_and_an_older_file_loads_as_one(tmp_path):
     fit = fit_group(departing_group())
     save_fits(tmp_path / "new.json", [fit], [])
@@ -120,6 +124,7 @@ def test_factors_round_trip_and_an_older_file_loads_as_one(tmp_path):
         assert all(f == gpu.factors_of(a) for a, f in gpu.factors.items())
 
 
+@pytest.mark.slow
 def test_unmeasured_algorithm_is_priced_by_the_theory_and_said_so(tmp_path, capsys):
     fit = fit_group(departing_group())
     assert "hierarchical" not in fit.factors

@@ -51,6 +51,7 @@ def test_the_rule_is_the_communicators():
     assert not runs_inline(2, 0, LIMIT) and not runs_inline(2, 100, 0)
 
 
+@pytest.mark.slow
 def test_fit_recovers_both_regimes():
     fit = fit_group(two_regimes())
     assert [r.regime for r in fit.regimes()] == [THREADED, INLINE]
@@ -105,6 +106,7 @@ def test_a_fit_file_from_before_the_regimes_is_one_fit_at_every_size(tmp_path):
     assert old.predict("ring", 4, 1024) == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_a_group_of_one_regime_is_one_fit():
     group = two_regimes()
     group.points = [p for p in group.points if p.inline]

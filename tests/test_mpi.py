@@ -31,6 +31,9 @@ LAUNCH_TIMEOUT = 120
 
 pytestmark = [
     pytest.mark.mpi,
+    # tests/tiers.py: every test runs under mpirun (test_mpi_algorithms and test_mpi_shared
+    # import these marks).
+    pytest.mark.slow,
     pytest.mark.skipif(MPIRUN is None, reason="mpirun not found (apt-get install openmpi-bin)"),
     pytest.mark.skipif(
         importlib.util.find_spec("mpi4py") is None,

@@ -16,6 +16,7 @@ from ring.nsys import calls_by_nodes, detect_nsys, read_tables
 
 NSYS = detect_nsys()
 pytestmark = [
+    pytest.mark.slow,  # tests/tiers.py: profiles under Nsight Systems
     pytest.mark.skipif(NSYS is None, reason="nsys not installed (sudo sh scripts/install_nsys.sh)"),
     # Profiles under nsys, each launch allowed 300 s.
     pytest.mark.timeout(1200),

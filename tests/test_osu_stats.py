@@ -110,6 +110,7 @@ def test_device_buffers_restore_reduce_and_copy_back(monkeypatch):
     assert device_session(CpuSession, config_of()) is CpuSession
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @needs_mpi
 def test_mpi_rows_carry_the_osu_statistics(tmp_path):
@@ -135,6 +136,7 @@ def _refused_with_one_line(tmp_path, args: list[str], env: dict, message: str) -
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @needs_mpi
 @pytest.mark.parametrize(
@@ -148,6 +150,7 @@ def test_device_buffers_refused_with_one_line(tmp_path, aware, message):
     _refused_with_one_line(tmp_path, args, {"RING_MPI_CUDA_AWARE": aware}, message)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @needs_mpi
 def test_shared_buffers_in_no_directory_refused_with_one_line(tmp_path):

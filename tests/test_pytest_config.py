@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 DEADLOCK = textwrap.dedent(
@@ -50,6 +52,7 @@ def test_every_test_has_a_default_time_limit(pytestconfig):
     assert float(pytestconfig.getini("timeout")) > 0
 
 
+@pytest.mark.slow
 def test_a_deadlocked_test_fails_and_the_run_goes_on(tmp_path):
     # The project's default limit, shortened so the probe ends quickly.
     done = _pytest(tmp_path, DEADLOCK, "-o", "timeout=2")

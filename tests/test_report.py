@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from report_helpers import (
     ROOT,
     THREAD_BACKENDS,
@@ -37,6 +38,9 @@ from report_helpers import (
 
 from ring.report import FIGURES, build_report
 from ring.report.fmt import format_bytes
+
+# Slow (tests/tiers.py): the harness and the report run as a whole, in subprocesses.
+pytestmark = pytest.mark.slow
 
 # --- the report from real results -------------------------------------------------------
 

@@ -82,6 +82,7 @@ def synthetic_times(path: Path, tmp_path: Path) -> tuple[Path, dict[int, str]]:
     return out, fastest
 
 
+@pytest.mark.slow
 def test_fastest_per_size_is_the_lowest_median_of_one_run(measured, tmp_path):
     path, expected = synthetic_times(measured["algorithms"], tmp_path)
     model = ReportModel(load_inputs([path]))
@@ -167,6 +168,7 @@ def with_slices(path: Path, out_dir: Path) -> tuple[Path, dict[tuple[str, str, i
     return out, times
 
 
+@pytest.mark.slow
 def test_slices_rows_are_series_of_their_own_in_the_panel_and_its_fastest(measured, tmp_path):
     path, times = with_slices(measured["algorithms"], tmp_path)
     model = ReportModel(load_inputs([path]))
@@ -237,6 +239,7 @@ def test_best_of_ours_takes_either_executor_against_the_fastest_peer(measured, t
     assert set(table["fast"]) == {"cpu pairwise"} and set(table["slow"]) == {"cpu barrier"}
 
 
+@pytest.mark.slow
 def test_cost_model_section_fits_the_node_threads_beside_slices_rows(measured, tmp_path):
     path, _ = with_slices(measured["algorithms"], tmp_path)
     fit = tmp_path / "cpu" / "model_fit.json"

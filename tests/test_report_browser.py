@@ -17,6 +17,9 @@ from report_helpers import ARTIFACTS, BENCH, close, csv_rows, label, md_table, r
 from ring.report import build_report, collect_inputs
 from ring.report.fmt import format_number
 
+# Slow (tests/tiers.py): headless Chromium and the CUDA simulator.
+pytestmark = pytest.mark.slow
+
 # --- the page in a browser ----------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from test_model import TRUE, synthetic
 
 from ring.model import auto
@@ -22,6 +23,7 @@ def _table(section, start: str):
     return next(t for t in section.tables if t.title.startswith(start))
 
 
+@pytest.mark.slow
 def test_section_builds_from_the_committed_fits(tmp_path):
     section = cost_model([tmp_path / "sweep.csv"])  # a run with no fit of its own
     assert "committed default fits" in section.source
@@ -63,6 +65,7 @@ def test_missing_links_file_is_said_not_raised(tmp_path):
     assert not any(t.title.startswith("On paper") for t in section.tables)
 
 
+@pytest.mark.slow
 def test_parameters_table_shows_sigma_and_when_it_applies(tmp_path):
     truth = TRUE._replace(sigma=1.5)
     oversubscribed = fit_group(synthetic(["ring", "rabenseifner"], 0.01, cores=4, truth=truth))

@@ -31,6 +31,7 @@ def existing_report(tmp_path: Path) -> tuple[Path, Path]:
     return figures, report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -92,6 +93,7 @@ def test_bad_input_names_the_file_and_writes_nothing(results, tmp_path, damage, 
     assert sorted(p.name for p in report.iterdir()) == ["index.html"]
 
 
+@pytest.mark.slow
 def test_cli_bad_input_exit_2_without_traceback(results, tmp_path):
     missing = tmp_path / "nowhere" / "cpu_n2_float32.csv"
     sweeps = ["--sweep", str(results / "cpu" / "sweep_n4_float32.csv"), "--sweep", str(missing)]
@@ -109,6 +111,7 @@ def test_no_sweep_at_all_is_an_error(tmp_path):
         build_report(chosen["sweeps"], figures_dir=tmp_path / "f", out_dir=tmp_path / "r")
 
 
+@pytest.mark.slow
 def test_profile_without_tables_is_an_error(results, tmp_path):
     (tmp_path / "cpu").mkdir()
     with pytest.raises(ReportInputError, match=r"cpu/tables: missing"):
@@ -120,6 +123,7 @@ def test_profile_without_tables_is_an_error(results, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_malformed_profile_table_names_it(results, tmp_path):
     profile = tmp_path / "cpu"
     shutil.copytree(results / "profiles" / "cpu", profile)

@@ -44,6 +44,7 @@ def report(tmp_path_factory):
     return built, built.markdown.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_gpu_vs_cpu_headline_across_two_machines(report):
     _, markdown = report
     gpu = [r for r in read(H200 / "gpu_sweep.csv") if r["backend"] == "gpu"]
@@ -62,6 +63,7 @@ def test_gpu_vs_cpu_headline_across_two_machines(report):
     assert "Two runs on two machines (nvidia-h200; " in headline
 
 
+@pytest.mark.slow
 def test_every_reference_series_names_its_machine(report):
     _, markdown = report
     table = md_table(markdown, "Bandwidth at the largest size, per backend and N")
@@ -74,6 +76,7 @@ def test_every_reference_series_names_its_machine(report):
     assert "The runs come from different machines (amd-epyc-2core, nvidia-h200" in markdown
 
 
+@pytest.mark.slow
 def test_reference_kernel_sweep_and_profile_are_drawn(report):
     built, markdown = report
     assert {"kernel_bandwidth", "profile_steps", "gpu_vs_cpu_speedup"} <= set(built.drawn)
@@ -98,6 +101,7 @@ def test_reference_kernel_sweep_and_profile_are_drawn(report):
     assert kinds["cpu_sweep"] == "sweep"
 
 
+@pytest.mark.slow
 def test_a_reference_does_not_count_as_measured_here(report):
     _, markdown = report
     section = markdown.split("## Not measured")[1].split("\n## ")[0]
@@ -106,6 +110,7 @@ def test_a_reference_does_not_count_as_measured_here(report):
         assert what in section, what
 
 
+@pytest.mark.slow
 def test_cli_takes_references(tmp_path):
     done = run_report(
         "--reference", str(EPYC), "--figures", str(tmp_path / "f"), "--out", str(tmp_path / "r")
@@ -139,6 +144,7 @@ def test_collect_inputs_keeps_references_apart(tmp_path):
     assert chosen["sweeps"] == []
 
 
+@pytest.mark.slow
 def test_workflow_report_draws_the_configured_references(tmp_path):
     from workflow_helpers import copy_workflow, dry_run
 

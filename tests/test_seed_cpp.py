@@ -52,6 +52,7 @@ def read_rows(path: Path) -> list[dict]:
 # -- the build ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_compiler
 def test_build_lands_in_the_cache_once(seed_cache):
     path = build.build_library()
@@ -106,6 +107,7 @@ def _check_large(result: np.ndarray, inputs, op: str) -> None:
     np.testing.assert_array_equal(result, expected.astype(result.dtype))
 
 
+@pytest.mark.slow
 @needs_compiler
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", OPS)
@@ -133,6 +135,7 @@ def test_library_refuses_bad_buffers(seed_cache):
 # -- in the harness ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_compiler
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", OPS)

@@ -191,6 +191,7 @@ def test_bootstrap_interval_brackets_the_ratio_of_medians():
     assert low <= 1 <= high
 
 
+@pytest.mark.slow
 def test_report_findings_and_intervals_come_from_the_run(run_files, tmp_path):
     result = build_report([run_files], figures_dir=tmp_path / "f", out_dir=tmp_path / "r")
     text = result.markdown.read_text()
@@ -235,6 +236,7 @@ def test_mpi_version_is_normalised():
 # --- comparisons that need separate launches ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_alternated_launches_give_the_ratio_with_its_spread(tmp_path, monkeypatch):
     """The threaded ring against a peer launched apart: rounds alternate A B B A, the ratio is
     the median of the per-round ratios with their min and max, and the report labels it."""

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow (tests/tiers.py): mypy over ring/.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -30,6 +30,9 @@ from workflow_helpers import (
     snakemake,
 )
 
+# Slow (tests/tiers.py): Snakemake dry runs of the workflow.
+pytestmark = pytest.mark.slow
+
 # -- plans -------------------------------------------------------------------------------
 
 

@@ -4,7 +4,11 @@ gpus=1 shared_devices=true``."""
 
 from __future__ import annotations
 
+import pytest
 from workflow_helpers import copy_workflow, counts, dry_run, pinned_config
+
+# Slow (tests/tiers.py): Snakemake dry runs of the workflow.
+pytestmark = pytest.mark.slow
 
 
 def test_gpu_targets_with_shared_devices_spelled_as_on_the_command_line(tmp_path):

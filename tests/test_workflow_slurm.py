@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 from workflow_helpers import job_env, parse_plan, pinned_config, snakemake
 
+# Slow (tests/tiers.py): Snakemake dry runs of the workflow.
+pytestmark = pytest.mark.slow
+
 SLURM_ENV = {"RING_SLURM_PARTITION": "test-partition", "RING_SLURM_ACCOUNT": "test-account"}
 # The plan fixtures workdir and stubs (a copy of the workflow, stub mpirun and nsys): conftest.py.
 TIMED = {"cpu_bench", "mpi_bench", "gpu_bench", "kernel_bw_sweep", "nsys_profile_cpu"}

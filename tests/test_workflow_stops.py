@@ -19,6 +19,9 @@ from workflow_helpers import (
     tool,
 )
 
+# Slow (tests/tiers.py): Snakemake runs of the workflow.
+pytestmark = pytest.mark.slow
+
 # -- stops before anything runs ------------------------------------------------------------
 
 
