@@ -54,6 +54,7 @@ def _interrupted(process: subprocess.Popen) -> tuple[int, str]:
 # -- Ctrl-C ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(usable_cores() < 2, reason="the ceilings' pool needs two threads")
 def test_ctrl_c_between_releasing_a_ceiling_worker_and_its_waking_exits_130(tmp_path):
     # The reproducer: a SIGINT right after the pool released a worker, before the worker
@@ -91,6 +92,7 @@ def test_ctrl_c_between_releasing_a_ceiling_worker_and_its_waking_exits_130(tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_a_run_exits_130_in_one_line(tmp_path):
     # SIGINTs at moments spread over a run: its ceilings, its sweep, its writing.
     code = f"""
@@ -182,6 +184,7 @@ def test_a_failure_mid_sweep_keeps_the_sizes_measured(tmp_path, capsys, monkeypa
     assert any(n.startswith("**Partial run.** Run r stopped at 256 KiB (OSError") for n in notes)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
 def test_a_full_shm_dir_mid_sweep_under_mpi_is_one_line_and_a_partial_result(tmp_path):
     # The reproducer: the MPI shared buffers' parts cannot be made from 256 KiB on (each
