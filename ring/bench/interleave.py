@@ -145,7 +145,8 @@ def table_header_lines(config, series: list[Series]) -> list[str]:
     lines = out_of_place_lines(config, series)
     if config.osu is not None:
         place = "out of place" if getattr(config, "out_of_place", True) else "in place"
-        return [*lines, *osu_header(config, place)]
+        local = [s.label for s in series if not s.backend.needs_mpirun]
+        return [*lines, *osu_header(config, place, local)]
     cputime = (config.nccl_flags or {}).get("report_cputime")
     return [*lines, *table_header("cputime" if cputime else "time").split("\n")]
 

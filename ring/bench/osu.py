@@ -96,8 +96,9 @@ def _message_sizes(text: str | None) -> tuple[str, str]:
     return low or OSU_DEFAULTS["min"], high or OSU_DEFAULTS["max"]
 
 
-def osu_header(config, place: str) -> list[str]:
-    """OSU's title and column lines (osu_util.c: FIELD_WIDTH 18, sizes in 10)."""
+def osu_header(config, place: str, local: list[str]) -> list[str]:
+    """OSU's title and column lines (osu_util.c: FIELD_WIDTH 18, sizes in 10); ``local``:
+    the series whose nodes one process times at once."""
     flags = config.osu
     title = (
         f"# OSU MPI Allreduce Latency Test (ring.bench --osu: {place}, "
@@ -107,7 +108,13 @@ def osu_header(config, place: str) -> list[str]:
     columns = f"{'# Size':<10}{'Avg Latency(us)':>18}"
     if flags.full:
         columns += f"{'Min Latency(us)':>18}{'Max Latency(us)':>18}{'Iterations':>12}"
-    return [title, f"{columns}  series"]
+    lines = [title]
+    if local:
+        lines.append(
+            f"# {', '.join(local)}: one process times every node's call at once, one rank "
+            "in OSU's terms: Min = Avg = Max, the mean call"
+        )
+    return [*lines, f"{columns}  series"]
 
 
 def osu_line(config, nbytes: int, stats: dict, series: str) -> str:

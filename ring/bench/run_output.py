@@ -127,6 +127,8 @@ def run_header(config: BenchConfig) -> list[str]:
         f" (x{config.step_factor:g}), warmup {config.warmup}, iters {config.iters}, "
         f"check {int(config.check)}, seed {config.seed}, -a {config.average}"
     )
+    if config.osu is not None:  # OSU's title comes with its table
+        return [ours, *nccl_flag_lines(config)]
     header = nccl_header_line(config, flags.get("nthreads", 1), flags.get("ngpus", 1))
     return [header, ours, *nccl_flag_lines(config)]
 
