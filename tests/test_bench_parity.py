@@ -184,6 +184,7 @@ def test_osu_full_over_mpi_ranks(tmp_path):
     args = ["--backend", "mpi-allreduce", "--osu", "-m", "64:1K", "-i", "6", "-x", "1", "-f"]
     done = mpirun(2, *args, "--out", str(out))
     assert done.returncode == 0, done.stderr
+    assert "separate send and receive buffers: MPI's own MPI_Allreduce(send, recv)" in done.stdout
     rows = read_csv(out)
     matches = osu_rows(done.stdout)
     assert (
