@@ -380,13 +380,14 @@ class FakeCuda:
                 self.streams = [call[0] for call in calls]
 
             def run(self):
-                views = [view for _, view, _, _ in self.calls]
-                total = views[0].copy()
+                # Out of place (send != recv) as in place: the sends reduced, into the recvs.
+                sends = [send for _, send, _, _, _ in self.calls]
+                total = sends[0].copy()
                 ufunc = ufuncs[self.calls[0][2]]
-                for view in views[1:]:
-                    ufunc(total, view, out=total)
-                for view in views:
-                    view[:] = total
+                for send in sends[1:]:
+                    ufunc(total, send, out=total)
+                for _, _, _, _, recv in self.calls:
+                    recv[:] = total
 
         class NcclCommunicator:
             def __init__(self, device, rank, size):
@@ -401,16 +402,16 @@ class FakeCuda:
             def allReduce(self, sendbuf, recvbuf, count, datatype, op, stream):
                 if nccl.group_depth == 0:
                     raise RuntimeError("the simulator only runs allReduce inside a group")
-                if sendbuf != recvbuf:
-                    raise RuntimeError("the simulator only runs allReduce in place")
                 itemsize = np.dtype(datatype).itemsize
                 raw, device = sim.resolve(recvbuf, count * itemsize)
-                if device != self.device:
+                sent, send_device = sim.resolve(sendbuf, count * itemsize)
+                if device != self.device or send_device != self.device:
                     raise CUDARuntimeError(1, "buffer on another device than the rank's")
                 target = sim.stream_by_ptr(stream)
                 if target.device_id != self.device:
                     raise CUDARuntimeError(1, "stream on another device than the rank's")
-                group.append((target, raw.view(datatype), op, self.rank))
+                send, recv = sent.view(datatype), raw.view(datatype)
+                group.append((target, send, op, self.rank, recv))
 
             def destroy(self):
                 pass

@@ -180,10 +180,14 @@ def test_cpu_and_numpy_direct_sweep(tmp_path, capsys):
     table = [line for line in captured.out.splitlines() if not line.startswith("#")]
     assert len(table) == len(rows)
     first = table[0].split()
-    # nccl-tests' columns: size count type redop root, out-of-place (not measured), in-place.
-    assert first[:5] == ["8", "1", "float64", "sum", "-1"] and first[5:9] == ["N/A"] * 4
-    assert first[12] == "0"
-    assert "# Avg bus bandwidth" in captured.out
+    # nccl-tests' columns: size count type redop root, out-of-place, in-place.
+    assert first[:5] == ["8", "1", "double", "sum", "-1"]
+    assert first[8] == "0" and first[12] == "0"
+    assert all(float(first[i]) >= 0 for i in (5, 6, 7, 9, 10, 11))
+    for column, key in ((5, "oop_time_us"), (9, "time_us")):  # the table is interleaved
+        shown = sorted(float(line.split()[column]) for line in table)
+        assert shown == pytest.approx(sorted(float(row[key]) for row in rows), abs=0.006)
+    assert captured.out.count("# Avg bus bandwidth") == 1
     ceiling_lines = [line for line in captured.out.splitlines() if line.startswith("# Ceilings")]
     assert [line.split()[4] for line in ceiling_lines] == ["start", "end"]
     assert all("add" in line and "triad" in line for line in ceiling_lines)
@@ -324,8 +328,11 @@ def test_wrong_element_is_counted_and_fails_the_run(tmp_path, capsys, broken_bac
     wrong = {(r["backend"], r["nodes"], r["bytes"]): int(r["wrong"]) for r in rows}
     assert all(v == 0 for (backend, _, _), v in wrong.items() if backend == "cpu")
     assert all(v == 1 for (backend, _, _), v in wrong.items() if backend != "cpu")
+    # Out of place the same collective is as wrong, and counts in the total alike.
+    oop_wrong = {(r["backend"], r["nodes"], r["bytes"]): int(r["oop_wrong"]) for r in rows}
+    assert oop_wrong == wrong
     document = json.loads(out.with_suffix(".json").read_text())
-    assert document["wrong_total"] == sum(wrong.values()) > 0
+    assert document["wrong_total"] == 2 * sum(wrong.values()) > 0
 
 
 def test_missing_contribution_is_caught_in_every_buffer(tmp_path, broken_backends):

@@ -45,6 +45,11 @@ BROKEN_PLUGIN = textwrap.dedent(
             if self.world.rank == 1:
                 self.buffers[0][:2] += 1
 
+        def collective_out_of_place(self):  # MPI's own out of place, as wrong
+            super().collective_out_of_place()
+            if self.world.rank == 1:
+                self.buffers[0][:2] += 1
+
 
     @register_backend
     class Broken(MpiAllreduceBackend):
@@ -114,7 +119,9 @@ def test_wrong_elements_are_summed_over_ranks(tmp_path):
     rows = read_rows(out)  # rank 0 wrote the files before the failing exit
     wrong = [int(row["wrong"]) for row in rows]
     assert wrong == [min(2, int(row["count"])) for row in rows] and wrong[-1] == 2
-    assert json.loads(out.with_suffix(".json").read_text())["wrong_total"] == sum(wrong)
+    # Out of place the same collective is as wrong, and counts in the total alike.
+    assert [int(row["oop_wrong"]) for row in rows] == wrong
+    assert json.loads(out.with_suffix(".json").read_text())["wrong_total"] == 2 * sum(wrong)
 
 
 def test_nodes_must_match_the_world(tmp_path):

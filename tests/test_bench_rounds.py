@@ -69,10 +69,11 @@ def test_each_series_warms_up_just_before_its_first_timed_calls(tmp_path, monkey
     runs = [(key, len(list(group))) for key, group in itertools.groupby(calls)]
     first, second = runs[0][0][0], runs[2][0][0]
     assert first != second
-    round_one = [(first, "untimed", 2), (first, "timed", 2), (second, "untimed", 2)]
-    round_one.append((second, "timed", 2))
-    later = [(first, "untimed", 1), (first, "timed", 2), (second, "untimed", 1)]
-    later.append((second, "timed", 2))
+    # Each round's 2 calls out of place, then 2 in place: 4 timed calls back to back.
+    round_one = [(first, "untimed", 2), (first, "timed", 4), (second, "untimed", 2)]
+    round_one.append((second, "timed", 4))
+    later = [(first, "untimed", 1), (first, "timed", 4), (second, "untimed", 1)]
+    later.append((second, "timed", 4))
     assert [(*key, n) for key, n in runs] == round_one + later + later
 
 

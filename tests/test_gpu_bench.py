@@ -69,6 +69,8 @@ def test_gpu_backend_sweep_on_separate_devices(tmp_path):
     assert all(r["wrong"] == "0" and r["shared_devices"] == "false" for r in rows)
     assert {r["devices"] for r in rows} == {"0 1", "0 1 2"}
     assert all(float(r["time_us"]) > 0 and r["traffic_GBps"] for r in rows)
+    # The communicator times its calls itself: no copy can join them, out of place is N/A.
+    assert all(r["oop_time_us"] == r["oop_wrong"] == "" for r in rows)
     ceilings = document["ceilings"]
     assert set(ceilings["gpu_copy_GBps"]) == {"0", "1", "2"}
     assert set(ceilings["gpu_reduce_GBps"]) == {"0", "1", "2"}
@@ -163,6 +165,8 @@ def test_nccl_backend(tmp_path, monkeypatch):
     assert {r["nodes"] for r in rows} == {"1", "2", "4"}
     assert all(r["backend"] == "nccl" and r["sync"] == "none" for r in rows)
     assert all(r["wrong"] == "0" and float(r["time_us"]) > 0 for r in rows)
+    # Out of place: NCCL's own allReduce(send, recv), validated alike.
+    assert all(r["oop_wrong"] == "0" and float(r["oop_time_us"]) > 0 for r in rows)
     assert document["backends"]["nccl"]["environment"]["NCCL_ALGO"] == "Ring"
 
 

@@ -1,12 +1,15 @@
 """The harness as a drop-in for nccl-tests' all_reduce_perf: its option names, and stdout
 that a parser written from nccl-tests' output format reads (src/util.cu: one line per size
 ``size count type redop root``, then ``time algbw busbw #wrong`` out of place and in place;
-``# Out of bounds values : N OK|FAILED`` and ``# Avg bus bandwidth : %g`` at the end)."""
+``# Out of bounds values : N OK|FAILED`` and one ``# Avg bus bandwidth : %g`` at the end),
+read the ways its users read it: a regex, column positions, split fields."""
 
 from __future__ import annotations
 
 import csv
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from ring.bench.nccl_compat import (
     ALL_DTYPES,
     aggregate_ranks,
     linear_sizes,
+    nccl_type_name,
     rank_mean_stats,
     should_check,
 )
@@ -80,26 +84,93 @@ NCCL_STYLE = [
 ]
 
 
+# What nccl-tests' users match a result line with (the shape of the parsers in cluster
+# acceptance suites): 13 fields, a number in every time, algbw and busbw, out of place and
+# in place, an integer #wrong.
+NCCL_ROW = re.compile(
+    r"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)"
+    r"\s+(?P<oop_time>[\d.]+)\s+(?P<oop_algbw>[\d.]+)\s+(?P<oop_busbw>[\d.]+)\s+(?P<oop_wrong>\d+)"
+    r"\s+(?P<ip_time>[\d.]+)\s+(?P<ip_algbw>[\d.]+)\s+(?P<ip_busbw>[\d.]+)\s+(?P<ip_wrong>\d+)"
+)
+# all_reduce_perf's first line (src/util.cu), as scripts grep it for the run's settings.
+NCCL_HEADER = re.compile(
+    r"^# nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+) step: (\d+)\((factor|bytes)\) "
+    r"warmup iters: (\d+) iters: (\d+) agg iters: (\d+) validation: (\d+) graph: (\d+)$"
+)
+
+
+def table_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.strip() and not line.startswith("#")]
+
+
 def test_nccl_tests_options_and_stdout(tmp_path, capsys):
     out = tmp_path / "run.csv"
     assert main([*NCCL_STYLE, "--out", str(out)]) == 0
-    parsed = parse_nccl_tests(capsys.readouterr().out)
+    stdout = capsys.readouterr().out
+    parsed = parse_nccl_tests(stdout)
     csv_rows = read_csv(out)
     assert [r["size"] for r in parsed["rows"]] == [8, 32, 128, 512]
     assert [r["size"] for r in parsed["rows"]] == [int(r["bytes"]) for r in csv_rows]
     for row, written in zip(parsed["rows"], csv_rows, strict=True):
-        assert row["count"] == row["size"] // 8 and row["type"] == "float64"
+        assert row["count"] == row["size"] // 8 and row["type"] == "double"
         assert row["redop"] == "sum" and row["root"] == -1
-        # Out of place is not measured (the ring works in place): every field N/A.
-        assert [row[f"oop_{k}"] for k in ("time", "algbw", "busbw", "wrong")] == [None] * 4
-        assert row["ip_time"] == pytest.approx(float(written["time_us"]), abs=0.006)
-        assert row["ip_algbw"] == pytest.approx(row["size"] / row["ip_time"] / 1e3, abs=0.01)
-        assert row["ip_busbw"] == pytest.approx(row["ip_algbw"] * 2 * 2 / 3, abs=0.01)
-        assert row["ip_wrong"] == 0
+        for place, prefix in (("ip", ""), ("oop", "oop_")):
+            assert row[f"{place}_time"] == pytest.approx(
+                float(written[f"{prefix}time_us"]), abs=0.006
+            )
+            algbw = row["size"] / row[f"{place}_time"] / 1e3
+            assert row[f"{place}_algbw"] == pytest.approx(algbw, abs=0.01)
+            assert row[f"{place}_busbw"] == pytest.approx(row[f"{place}_algbw"] * 4 / 3, abs=0.01)
+            assert row[f"{place}_wrong"] == 0
     assert parsed["footer"]["Out of bounds values"] == ["0"]
-    (average,) = parsed["footer"]["Avg bus bandwidth"]
-    expected = np.mean([float(r["busbw_GBps"]) for r in csv_rows])
-    assert float(average) == pytest.approx(expected, rel=1e-5)
+    (average,) = parsed["footer"]["Avg bus bandwidth"]  # one line, as nccl-tests prints
+    both = [float(r[k]) for r in csv_rows for k in ("busbw_GBps", "oop_busbw_GBps")]
+    assert float(average) == pytest.approx(np.mean(both), rel=1e-5)
+    (header,) = [m for m in map(NCCL_HEADER.match, stdout.splitlines()) if m]
+    assert header.groups() == (*("1", "1", "8", "512", "4", "factor", "1", "3", "1", "1", "0"),)
+
+
+def test_a_parsers_regex_and_column_positions_read_every_row(tmp_path, capsys):
+    out = tmp_path / "run.csv"
+    args = ["-b", "8", "-e", "128K", "-f", "8", "-n", "3", "-w", "1", "-g", "1", "-t", "1"]
+    assert main([*args, "--backend", "cpu,numpy-direct", "--out", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    lines = table_lines(stdout)
+    rows = read_csv(out)
+    assert len(lines) == len(rows) == 2 * 5  # 8 B .. 32 KiB
+    matches = [NCCL_ROW.match(line) for line in lines]
+    assert all(matches), [line for line, m in zip(lines, matches, strict=True) if not m]
+    for match in matches:
+        assert match["type"] == "float" and int(match["size"]) == 4 * int(match["count"])
+        assert float(match["oop_time"]) > 0 and float(match["ip_time"]) > 0
+        assert match["oop_wrong"] == match["ip_wrong"] == "0"
+    # awk '{print $8}' (out-of-place busbw) and $12 (in-place busbw): numbers, the CSV's.
+    for column, key in ((8, "oop_busbw_GBps"), (12, "busbw_GBps")):
+        if shutil.which("awk"):
+            done = subprocess.run(
+                ["awk", f"!/^#/ && NF {{print ${column}}}"],
+                input=stdout,  # the whole of it: awk skips the '#' lines
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            values = done.stdout.split()
+        else:
+            values = [line.split()[column - 1] for line in lines]
+        shown = sorted(map(float, values))
+        assert shown == pytest.approx(sorted(float(r[key]) for r in rows), abs=0.006)
+
+
+def test_in_place_only_leaves_the_out_of_place_group_n_a(tmp_path, capsys):
+    out = tmp_path / "run.csv"
+    args = ["-b", "64", "-e", "256", "-n", "2", "-w", "0", "--out-of-place", "0"]
+    assert main([*args, "--out", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    assert "# out-of-place: not measured (--out-of-place 0): N/A" in stdout
+    for row in parse_nccl_tests(stdout)["rows"]:
+        assert [row[f"oop_{k}"] for k in ("time", "algbw", "busbw", "wrong")] == [None] * 4
+        assert row["ip_time"] > 0
+    assert all(r["oop_time_us"] == "" for r in read_csv(out))
 
 
 def test_linear_steps(tmp_path, capsys):
@@ -133,8 +204,11 @@ def test_every_dtype_and_op(tmp_path, capsys):
     pairs = {(r["dtype"], r["op"]) for r in read_csv(out)}
     assert pairs == {(d, o) for d in ALL_DTYPES for o in OPS}
     rows = parse_nccl_tests(capsys.readouterr().out)["rows"]
-    assert {(r["type"], r["redop"]) for r in rows} == pairs
-    assert all(r["ip_wrong"] == 0 for r in rows)
+    assert {(r["type"], r["redop"]) for r in rows} == {(nccl_type_name(d), o) for d, o in pairs}
+    assert {nccl_type_name(d) for d in ALL_DTYPES} == {
+        *("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double")
+    }
+    assert all(r["ip_wrong"] == 0 and r["oop_wrong"] == 0 for r in rows)
 
 
 class _WrongOnCall(CpuSession):
@@ -166,12 +240,20 @@ def wrong_on_first_call():
     unregister_backend(WrongOnFirst.name)
 
 
-@pytest.mark.parametrize(("every", "code", "wrong"), [("1", 1, "1"), ("2", 0, "0"), ("0", 0, "")])
-def test_check_every_nth_call(tmp_path, wrong_on_first_call, every, code, wrong):
+@pytest.mark.parametrize(
+    ("every", "place", "code", "wrong"),
+    [("1", "1", 1, "1"), ("2", "1", 0, "0"), ("0", "1", 0, ""), ("1", "0", 1, "1")],
+)
+def test_check_every_nth_call(tmp_path, wrong_on_first_call, every, place, code, wrong):
+    # The first call is wrong: out of place when measured (it comes first), else in place.
     out = tmp_path / "r.csv"
-    args = ["-b", "64", "-e", "64", "-n", "4", "-w", "0", "-c", every]
+    args = ["-b", "64", "-e", "64", "-n", "4", "-w", "0", "-c", every, "--out-of-place", place]
     assert main([*args, "--backend", wrong_on_first_call, "--out", str(out)]) == code
-    assert [r["wrong"] for r in read_csv(out)] == [wrong]
+    (row,) = read_csv(out)
+    if place == "1":
+        assert (row["oop_wrong"], row["wrong"]) == (wrong, wrong and "0")
+    else:
+        assert (row["oop_wrong"], row["wrong"]) == ("", wrong)
 
 
 def test_should_check():

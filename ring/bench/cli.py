@@ -18,13 +18,15 @@ from ..communicator import MAX_NODES
 from ..ops import OPS, resolve_op
 from .algorithms import library_algorithms
 from .flags import BenchInputError, BenchParser, int_flag, parse_size, split_list
-from .nccl_compat import ALL_DTYPES, AVERAGE_MODES
+from .nccl_compat import ALL_DTYPES, AVERAGE_MODES, DEFAULT_AVERAGE
+from .osu import OsuFlags, osu_argv
 from .sweep import (
     DTYPE_ALIASES,
     MAX_SIZES,
     Sweep,
     add_sweep_arguments,
     parse_dtype,
+    parse_out,
     parse_sweep,
     sizes_of,
     sweep_sizes,
@@ -63,12 +65,21 @@ class BenchConfig(Sweep):
     # -d all / -o all: every (dtype, op) pair is measured; else just (dtype, op).
     dtypes: tuple[np.dtype, ...] = ()
     ops: tuple[str, ...] = ()
-    # -a: one call's time across MPI ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum.
-    average: int = 3
+    # -a: one call's time across MPI ranks: 0 rank 0, 1 average (nccl-tests' default),
+    # 2 minimum, 3 maximum.
+    average: int = DEFAULT_AVERAGE
     # --algorithm: what the ring backends run (None: each backend's default).
     algorithms: tuple[str, ...] | None = None
     # --rounds: each size's timed calls split into this many rounds over every series.
     rounds: int = 1
+    # --out-of-place 1 (default): each size is also timed out of place (the table's first
+    # group), before in place, as nccl-tests does.
+    out_of_place: bool = True
+    # nccl-tests' flags that the harness records (-t -g -m -p -r -z -y -G -C), by their
+    # long names; what each does here is in NCCL_FLAGS.
+    nccl_flags: dict = field(default_factory=dict)
+    # --osu: OSU's flags (-m -i -x -f) and OSU's table on stdout.
+    osu: OsuFlags | None = None
 
     def __getattr__(self, name: str):
         # A backend reads its own flag as config.<dest>; unknown names still fail.
@@ -100,6 +111,9 @@ class BenchConfig(Sweep):
             "sync": None if self.sync is None else list(self.sync),
             "algorithms": None if self.algorithms is None else list(self.algorithms),
             "rounds": self.rounds,
+            "out_of_place": int(self.out_of_place),
+            "nccl_flags": dict(self.nccl_flags),
+            "osu": None if self.osu is None else self.osu.to_json(),
             "out": None if self.out is None else str(self.out),
             "seed": self.seed,
             "sizes": list(self.sizes),
@@ -158,11 +172,48 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
     add(
         "-a",
         "--average",
-        default="3",
+        default=str(DEFAULT_AVERAGE),
         help="one call's time across MPI ranks: 0 rank 0, 1 average, 2 minimum, "
-        "3 maximum (default 3, the slowest rank)",
+        f"3 maximum (default {DEFAULT_AVERAGE}, the average, as nccl-tests)",
+    )
+    add(
+        "--out-of-place",
+        default="1",
+        help="1 (default): time every size out of place too (separate send and receive "
+        "buffers: the table's first group, as nccl-tests), before in place; 0: in place only",
+    )
+    add(
+        "-F",
+        "--results_file",
+        default=None,
+        help="the CSV to write, as --out (the --results_file of nccl-tests' CSV fork)",
+    )
+    for short, long, default, meaning in NCCL_FLAGS:
+        add(short, f"--{long}", default=None, help=f"nccl-tests' {meaning} (default {default})")
+    add(
+        "--osu",
+        action="store_true",
+        help="OSU's flags and table instead of nccl-tests': -m [MIN:]MAX sizes, -i timed "
+        "iterations, -x warm-up iterations, -f min/avg/max over ranks and iterations",
     )
     return parser
+
+
+# nccl-tests' flags with no counterpart of their own here: (short, long, nccl-tests' default,
+# what it means there).  Each is accepted, recorded in the JSON's config.nccl_flags, and a
+# value other than nccl-tests' default gets a header line saying what it does here
+# (run_output.nccl_flag_lines).
+NCCL_FLAGS = (
+    ("-t", "nthreads", "1", "threads per process"),
+    ("-g", "ngpus", "1", "GPUs per thread"),
+    ("-m", "agg_iters", "1", "operations aggregated in one iteration (a group call)"),
+    ("-p", "parallel_init", "0", "1: initialise the communicators from threads in parallel"),
+    ("-r", "root", "0", "root of a rooted collective (allreduce has none: root -1)"),
+    ("-z", "blocking", "0", "0 non-blocking, 1-3: wait (and barrier) after calls"),
+    ("-y", "stream_null", "0", "1: run on the default CUDA stream"),
+    ("-G", "cudagraph", "0", "capture the iterations as a CUDA graph, replay it N times"),
+    ("-C", "report_cputime", "0", "1: report CPU time instead of latency"),
+)
 
 
 def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
@@ -171,6 +222,7 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
     ``known_backends`` maps names to backend classes (or is a list of names); each class
     may add its own flags with ``add_arguments(parser)``, parsed into ``config.options``.
     """
+    argv, osu = osu_argv(list(argv))
     parser = build_parser(list(known_backends), known_syncs)
     core = {action.dest for action in parser._actions}
     if isinstance(known_backends, dict):
@@ -202,8 +254,16 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
             f"--rounds {rounds} is more than the {sweep.iters} timed calls per size (-n)"
         )
     sync = None if args.sync is None else _known_items(args.sync, "--sync", "sync", known_syncs)
+    if args.out_of_place not in ("0", "1"):
+        raise BenchInputError(f"--out-of-place must be 0 or 1, got {args.out_of_place!r}")
+    nccl_flags = _nccl_flags(args)
+    fields = vars(sweep)
+    if args.results_file is not None:
+        if args.out is not None:
+            raise BenchInputError("give -F/--results_file or --out, not both (they are one)")
+        fields["out"] = parse_out(args.results_file)
     return BenchConfig(
-        **vars(sweep),
+        **fields,
         backends=backends,
         nodes=None if args.nodes is None else _parse_nodes(args.nodes),
         sync=sync,
@@ -214,7 +274,25 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         average=average,
         algorithms=None if args.algorithm is None else _parse_algorithms(args.algorithm),
         rounds=rounds,
+        out_of_place=args.out_of_place == "1",
+        nccl_flags=nccl_flags,
+        osu=osu,
     )
+
+
+def _nccl_flags(args: argparse.Namespace) -> dict[str, int]:
+    """nccl-tests' recorded flags as whole numbers (its own defaults where not given)."""
+    values = {}
+    for short, long, default, _ in NCCL_FLAGS:
+        text = getattr(args, long)
+        minimum = 1 if long in ("nthreads", "ngpus", "agg_iters") else 0
+        values[long] = int_flag(default if text is None else text, f"{short}/--{long}", minimum)
+    for long in ("parallel_init", "stream_null", "report_cputime"):
+        if values[long] > 1:
+            raise BenchInputError(f"--{long} must be 0 or 1, got {values[long]}")
+    if values["blocking"] > 3:
+        raise BenchInputError(f"-z/--blocking must be 0, 1, 2 or 3, got {values['blocking']}")
+    return values
 
 
 def _flag_owners(known_backends: dict, known_syncs) -> dict[str, set[str]]:

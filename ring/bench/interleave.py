@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from .._optional import MissingDependencyError
 from .backends import VARIANT_COLUMNS, Backend, Session
 from .flags import BenchInputError
-from .nccl_compat import TABLE_HEADER, table_line
+from .nccl_compat import table_header, table_line
+from .osu import osu_header, osu_line
 from .point import round_shares
 
 __all__ = ["Series", "SweepFailed", "measure_interleaved", "series_of"]
@@ -96,9 +97,8 @@ def measure_interleaved(plan, start_point, output) -> list[Series]:
     width = max(len(s.label) for s in series)
     for s in series:
         output.line(f"# series {s.label:<{width}}  traffic {s.backend.traffic or 'N/A'}")
-    header = TABLE_HEADER.split("\n")
-    header[1] += "  series"
-    output.line("\n".join(header))
+    for line in table_header_lines(config, series):
+        output.line(line)
     sessions: list[Session] = []
     together = [list(range(len(series)))] if rounds > 1 else [[i] for i in range(len(series))]
     nbytes, done = None, False
@@ -122,6 +122,35 @@ def measure_interleaved(plan, start_point, output) -> list[Series]:
     return series
 
 
+def out_of_place_lines(config, series: list[Series]) -> list[str]:
+    """What the out-of-place group holds, per kind of session, and which series lack it."""
+    if not getattr(config, "out_of_place", True):
+        return ["# out-of-place: not measured (--out-of-place 0): N/A"]
+    how: dict[str, list[str]] = {}
+    for s in series:
+        kind = s.backend.session_out_of_place()
+        how.setdefault(kind or "", []).append(s.label)
+    lines = []
+    for kind, labels in how.items():
+        names = ", ".join(labels)
+        if kind:
+            lines.append(f"# out-of-place ({names}): separate send and receive buffers: {kind}")
+        else:
+            lines.append(f"# out-of-place ({names}): N/A, the backend cannot (in place only)")
+    return lines
+
+
+def table_header_lines(config, series: list[Series]) -> list[str]:
+    """The table's header: nccl-tests' (or OSU's with --osu), after what out of place means."""
+    lines = out_of_place_lines(config, series)
+    if config.osu is not None:
+        place = "out of place" if getattr(config, "out_of_place", True) else "in place"
+        local = [s.label for s in series if not s.backend.needs_mpirun]
+        return [*lines, *osu_header(config, place, local)]
+    cputime = (config.nccl_flags or {}).get("report_cputime")
+    return [*lines, *table_header("cputime" if cputime else "time").split("\n")]
+
+
 def _measure_group(series, sessions, group, count, start_point, output, config) -> None:
     """One size of the series in ``group``: their points loaded, timed round by round,
     finished and released."""
@@ -140,7 +169,10 @@ def _measure_group(series, sessions, group, count, start_point, output, config) 
         sessions[i].release()
         s.rows.append(row)
         s.samples.append(times)
-        output.line(f"{table_line(row)}  {s.label}")
+        if config.osu is not None:
+            output.line(osu_line(config, row["bytes"], point.osu_stats, s.label))
+        else:
+            output.line(table_line(row, s.label))
         output.step(s.label)
 
 

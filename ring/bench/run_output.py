@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .ceilings import DRIFT_LIMIT
 from .interleave import Series, sample_rows
-from .nccl_compat import avg_busbw_line, out_of_bounds_line
+from .nccl_compat import avg_busbw_line, nccl_header_line, out_of_bounds_line
 from .results import SAMPLE_COLUMNS, columns_of, csv_text, samples_path, write_result_pair
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ __all__ = [
     "block_footer",
     "ceiling_line",
     "host_line",
+    "nccl_flag_lines",
     "pages_line",
     "print_summary",
     "run_header",
@@ -67,7 +68,11 @@ def _fmt(value: float | None, unit: str = "GB/s") -> str:
 
 
 def block_footer(rows: list[dict], ceilings: dict, backend: Backend) -> list[str]:
-    lines = [avg_busbw_line(rows)]
+    """A series' own summary: its mean busbw (not nccl-tests' line, which the run has once)
+    and its traffic at the largest size against the ceiling."""
+    busbw = [row["busbw_GBps"] for row in rows if row["busbw_GBps"] is not None]
+    mean = f"{sum(busbw) / len(busbw):.2f}" if busbw else "N/A"
+    lines = [f"# in-place busbw, mean over sizes : {mean} GB/s"]
     last = rows[-1]
     name, ceiling = backend.traffic_ceiling(ceilings)
     if last["traffic_GBps"] is not None and ceiling:
@@ -112,13 +117,75 @@ def pages_line(environment: dict) -> str:
     )
 
 
-def run_header(config: BenchConfig) -> str:
+def run_header(config: BenchConfig) -> list[str]:
+    """nccl-tests' first line, then ours, then a line per nccl-tests flag given a value it
+    cannot have here."""
     sizes = config.sizes
-    return (
+    flags = config.nccl_flags or {}
+    ours = (
         f"# ring.bench allreduce: {config.dtype.name} {config.op}, sizes {sizes[0]}..{sizes[-1]} B"
         f" (x{config.step_factor:g}), warmup {config.warmup}, iters {config.iters}, "
-        f"check {int(config.check)}, seed {config.seed}"
+        f"check {int(config.check)}, seed {config.seed}, -a {config.average}"
     )
+    if config.osu is not None:  # OSU's title comes with its table
+        return [ours, *nccl_flag_lines(config)]
+    header = nccl_header_line(config, flags.get("nthreads", 1), flags.get("ngpus", 1))
+    return [header, ours, *nccl_flag_lines(config)]
+
+
+def nccl_flag_lines(config: BenchConfig) -> list[str]:
+    """What each nccl-tests flag given a value other than its default does here: honoured,
+    or recorded (config.nccl_flags in the JSON) and why it cannot apply."""
+    flags = config.nccl_flags or {}
+    backends = ", ".join(config.backends)
+    lines = []
+    if flags.get("nthreads", 1) > 1:
+        lines.append(
+            f"# -t {flags['nthreads']}: cannot apply: there is one process (or one per mpirun "
+            "rank) and each backend runs its nodes itself (cpu: a thread per node); "
+            "--nodes sets how many: recorded, not applied"
+        )
+    if flags.get("ngpus", 1) > 1:
+        lines.append(
+            f"# -g {flags['ngpus']}: cannot apply to backend {backends}: the gpu and nccl "
+            "backends put one node on each device (--nodes N: N devices), mpi ones one "
+            "device per rank, and the others use none: recorded, not applied"
+        )
+    if flags.get("agg_iters", 1) > 1:
+        lines.append(
+            f"# -m {flags['agg_iters']}: cannot apply: the library has no group call "
+            "(ncclGroupStart/End) to aggregate calls into; each call is timed alone: "
+            "recorded, not applied (agg iters above says what was asked)"
+        )
+    if flags.get("parallel_init"):
+        lines.append(
+            "# -p 1: recorded; every communicator is built before anything is timed, so "
+            "how it is initialised does not reach the times"
+        )
+    if flags.get("root"):
+        lines.append(f"# -r {flags['root']}: allreduce has no root (root -1, as all_reduce_perf)")
+    if flags.get("blocking"):
+        lines.append(
+            f"# -z {flags['blocking']}: recorded; calls here are never left in flight: host "
+            "backends return when the collective is done and MPI ranks meet at a barrier "
+            "before each timed call (-z 1's waits), whatever -z says"
+        )
+    if flags.get("stream_null"):
+        lines.append(
+            "# -y 1: cannot apply: the gpu and nccl backends run on streams of their own "
+            "and host backends on none: recorded, not applied"
+        )
+    if flags.get("cudagraph"):
+        lines.append(
+            f"# -G {flags['cudagraph']}: recorded, not applied; the gpu backend's own "
+            "--graphs 0|1 says whether its calls replay a captured CUDA graph"
+        )
+    if flags.get("report_cputime"):
+        lines.append(
+            "# -C 1: the time columns read cputime: host backends are timed on the host "
+            "clock (perf_counter) anyway; gpu and nccl rows stay CUDA-event times"
+        )
+    return lines
 
 
 def host_line(environment: dict, commit: str | None, dirty: bool | None) -> str:
@@ -143,7 +210,7 @@ def print_summary(
         flag = " > the 15 % limit: the run's conditions changed" if drift > DRIFT_LIMIT else ""
         output.line(f"# Ceiling drift start/end : {100 * drift:.0f} %{flag}")
     rows = [row for s in measured for row in s.rows]
-    wrong_total = sum(row["wrong"] for row in rows if row["wrong"] is not None)
+    wrong_total = sum(row[key] or 0 for row in rows for key in ("wrong", "oop_wrong") if key in row)
     output.line("#")
     checked = (
         "not checked (-c 0)"
@@ -152,6 +219,8 @@ def print_summary(
     )
     output.line(f"# Wrong elements       : {checked}")
     output.line(out_of_bounds_line(wrong_total if config.check else None))
+    output.line(avg_busbw_line(rows))
+    output.line("#")
     return wrong_total
 
 

@@ -232,7 +232,8 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
     output = Output(world.is_root, sum(one.points for one in plans))
     environment = collect_environment(world) if world.is_root else {}
     commit, dirty = git_commit() if world.is_root else (None, None)
-    output.line(run_header(config))
+    for line in run_header(config):
+        output.line(line)
     if world.is_root:
         output.line(host_line(environment, commit, dirty))
         if "shared" in (config.options.get("buffers") or ""):

@@ -21,6 +21,7 @@ __all__ = [
     "Sweep",
     "add_sweep_arguments",
     "parse_dtype",
+    "parse_out",
     "parse_sweep",
     "sizes_of",
     "sweep_sizes",
@@ -35,6 +36,7 @@ DTYPE_ALIASES = {
     "double": "float64",
     "int": "int32",
     "uint": "uint32",
+    "char": "int8",
     "int8": "int8",
     "uint8": "uint8",
 }
@@ -161,7 +163,7 @@ def parse_sweep(args: argparse.Namespace) -> Sweep:
         raise BenchInputError(
             f"-b/--min-bytes ({args.min_bytes}) is larger than -e/--max-bytes ({args.max_bytes})"
         )
-    out = None if args.out is None else _parse_out(args.out)
+    out = None if args.out is None else parse_out(args.out)
     return Sweep(
         min_bytes=min_bytes,
         max_bytes=max_bytes,
@@ -196,7 +198,7 @@ def _parse_step(args: argparse.Namespace) -> tuple[float, int | None]:
     return step_factor, step_bytes
 
 
-def _parse_out(text: str) -> Path:
+def parse_out(text: str) -> Path:
     out = Path(text)
     if out.suffix != ".csv" or not out.stem:
         raise BenchInputError(f"--out {text!r} must name a .csv file (the JSON goes beside it)")

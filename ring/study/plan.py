@@ -123,6 +123,10 @@ class Study:
         ]
         if kind != "kernel_bw":  # one process on one GPU: no peer to leave waiting
             args.append(f"--timeout {s['timeout']}")
+            # The study's figures, whatever the harness's nccl-tests defaults (-a 1, out of
+            # place too): a call lasts as long as its slowest rank, in place as the library
+            # reduces.
+            args.append("-a 3 --out-of-place 0")
         return args
 
     def profile_args(self, name: str) -> str:
@@ -135,6 +139,7 @@ class Study:
             *(f"-b {p['bytes']}", f"-e {p['bytes']}", f"-n {p['iters']}", f"-w {p['warmup']}"),
             *(f"-d {p.get('dtype', bench['dtypes'][0])}", f"-o {bench['op']}"),
             f"--seed {bench['seed']}",
+            "--out-of-place 0",  # the profile explains the in-place call alone
         ]
         if "sync" in p:
             args.append(f"--sync {p['sync']}")

@@ -89,16 +89,23 @@ The session protocol, for each size (one "point")
     2. ``restore()`` before every call, warm-up and timed, outside the timed region: the
        working buffers get the inputs back, so every call reduces the same data and
        in-place ops cannot compound (a product would overflow).
-    3. ``call()`` ``-w`` times (warm-up, untimed), then ``timed_call()`` ``-n`` times.
+    3. ``call()`` ``-w`` times (warm-up, untimed), then (unless ``--out-of-place 0``)
+       ``timed_out_of_place()`` ``-n`` times without restores, then ``timed_call()``
+       ``-n`` times; ``--rounds`` splits both alike.  Out of place the results land in
+       the working buffers (receive) while the pristine inputs (send) stay as they were:
+       :class:`HostSession` copies send into receive inside the timed region and reduces
+       in place (its class attribute ``out_of_place`` says how, for the table's header);
+       ``nccl`` passes both to NCCL; a session that cannot leaves ``out_of_place`` None
+       and its out-of-place group reads N/A.
        ``timed_call`` times one collective with the backend's own clock and keeps the
        result: host ``time.perf_counter`` around a synchronous call on the CPU; CUDA
        events recorded on the stream around the call for a GPU backend (no host
        synchronisation inside the loop); MPI: ``MPI_Barrier`` before the call (untimed),
        ``perf_counter`` around it on every rank.
-    4. ``times()``: the seconds of each ``timed_call`` since ``load``, in order.  A GPU
-       backend synchronises once here and reads its events; an MPI backend returns the
-       maximum over ranks of each call (an MPI-wide collective, so every rank gets the
-       same list).
+    4. ``times()``: the seconds of each timed call (out of place and in place) since
+       ``load``, in order.  A GPU backend synchronises once here and reads its events; an
+       MPI backend returns each call's time over ranks as ``-a`` says (an MPI-wide
+       collective, so every rank gets the same list) and ``rank_times()`` every rank's.
     5. ``results()``: host NumPy arrays of this process's nodes after the last timed
        call (all N, or the rank's own), copied back from a device if needed.  The harness
        validates each against the float64 reference it computed with plain NumPy
@@ -112,7 +119,7 @@ The session protocol, for each size (one "point")
     ``extra_columns``.  ``close()`` frees threads, devices and buffers.
 
 :class:`HostSession` implements all of this for host NumPy buffers,
-:class:`MpiSession` adds the barrier and the max over ranks, and :class:`DeviceSession`
+:class:`MpiSession` adds the barrier and the ``-a`` aggregate over ranks, and :class:`DeviceSession`
 copies only the checked windows back from a device; a new host or MPI backend only writes
 ``collective()``.  Tests inject a wrong reduction by registering a backend
 whose ``collective()`` is broken (see ``tests/test_bench.py``).

@@ -134,6 +134,9 @@ class Session:
     """One backend at one (nodes, sync), reused for every size of the sweep."""
 
     shared_devices: bool | None = False
+    # How this session times an out-of-place call (the table's out-of-place group), or None
+    # when it cannot: then that group reads N/A.
+    out_of_place: ClassVar[str | None] = None
 
     def load(self, inputs: Sequence[np.ndarray]) -> None:
         raise NotImplementedError
@@ -147,8 +150,18 @@ class Session:
     def timed_call(self) -> None:
         raise NotImplementedError
 
+    def timed_out_of_place(self) -> None:
+        """One timed call out of place: the results land in buffers other than the inputs
+        (the receive buffers), which stay as they were (the send buffers)."""
+        raise NotImplementedError
+
     def times(self) -> list[float]:
         raise NotImplementedError
+
+    def rank_times(self) -> np.ndarray | None:
+        """Every rank's time of every timed call, (ranks, calls) seconds, after
+        :meth:`times`; None where one process times every node's call as one."""
+        return None
 
     def results(self) -> list[np.ndarray]:
         raise NotImplementedError
@@ -182,9 +195,17 @@ class Session:
 
 
 class HostSession(Session):
-    """Working buffers are host NumPy copies of the inputs; time is ``perf_counter``."""
+    """Working buffers are host NumPy copies of the inputs; time is ``perf_counter``.
+
+    Out of place, the pristine inputs are the send buffers and the working buffers the
+    receive buffers: the library reduces in place, so a timed out-of-place call copies the
+    inputs into the working buffers and reduces those, the copy inside the timed region.
+    """
 
     shared_devices = None  # no device: the rows leave the column empty
+    out_of_place = "copy send->recv, then the in-place allreduce of recv, both timed"
+    # Set while timed_call times an out-of-place call (the copy inside the clock).
+    _copy_in = False
 
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world):
         self.nodes = nodes
@@ -225,10 +246,27 @@ class HostSession(Session):
     def call(self) -> None:
         self.collective()
 
+    def collective_out_of_place(self) -> None:
+        """The inputs (send) reduced into the working buffers (receive): copied, then
+        reduced in place; a backend whose library reduces out of place itself overrides it."""
+        self.restore()
+        self.collective()
+
     def timed_call(self) -> None:
         start = time.perf_counter()
-        self.collective()
+        if self._copy_in:
+            self.collective_out_of_place()
+        else:
+            self.collective()
         self._times.append(time.perf_counter() - start)
+
+    def timed_out_of_place(self) -> None:
+        # Through timed_call, so a session that wraps it (a test's fault) wraps both.
+        self._copy_in = True
+        try:
+            self.timed_call()
+        finally:
+            self._copy_in = False
 
     def times(self) -> list[float]:
         return list(self._times)
@@ -266,12 +304,18 @@ class MpiSession(HostSession):
     def timed_call(self) -> None:
         self.world.barrier()
         start = time.perf_counter()
-        self.collective()
+        if self._copy_in:
+            self.collective_out_of_place()
+        else:
+            self.collective()
         self._times.append(time.perf_counter() - start)
 
     def times(self) -> list[float]:
         self._rank_times = self.world.gather_rows(np.asarray(self._times))
         return [float(t) for t in aggregate_ranks(self._rank_times, self.average)]
+
+    def rank_times(self) -> np.ndarray | None:
+        return self._rank_times if self._rank_times.size else None
 
     def row_extras(self) -> dict[str, Any]:
         stats = rank_mean_stats(self._rank_times) if self._rank_times.size else {}
@@ -338,6 +382,11 @@ class Backend:
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         raise NotImplementedError
+
+    def session_out_of_place(self) -> str | None:
+        """How this backend's sessions time a call out of place (their ``out_of_place``),
+        or None when they cannot; read before any session is opened."""
+        return getattr(self, "session_class", HostSession).out_of_place
 
     def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
         return ({},)

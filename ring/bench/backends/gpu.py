@@ -257,6 +257,9 @@ class GpuRingBackend(Backend):
         copies = [v for v in (ceilings.get("gpu_copy_GBps") or {}).values() if v]
         return "device copy", min(copies) if copies else None
 
+    def session_out_of_place(self) -> str | None:
+        return GpuRingSession.out_of_place
+
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         graphs = self.variant.get("graphs", graphs_requested(config)[0])
         shared = shared_devices_requested(config)

@@ -1,4 +1,5 @@
-"""Backend ``mpi-allreduce``: what an MPI user calls, ``MPI_Allreduce`` in place."""
+"""Backend ``mpi-allreduce``: what an MPI user calls, ``MPI_Allreduce`` in place (and, for
+the table's out-of-place group, out of place: from the inputs into the working buffers)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ class MpiAllreduceSession(MpiSession):
     def collective(self) -> None:
         for buffer in self.buffers:
             self.world.comm.Allreduce(self._in_place, [buffer, self._datatype], op=self._op)
+            if self._average:
+                divide_by_nodes(buffer, self.world.comm.Get_size())
+
+    # MPI reduces out of place itself: no copy, the send buffers are the pristine inputs.
+    out_of_place = "MPI's own MPI_Allreduce(send, recv)"
+
+    def collective_out_of_place(self) -> None:
+        datatype = self._datatype
+        for send, buffer in zip(self._inputs, self.buffers, strict=True):
+            self.world.comm.Allreduce([send, datatype], [buffer, datatype], op=self._op)
             if self._average:
                 divide_by_nodes(buffer, self.world.comm.Get_size())
 

@@ -78,6 +78,9 @@ def nccl_module():
 
 
 class NcclSession(DeviceSession):
+    # NCCL reduces out of place itself: no copy, the send buffers are the pristine inputs.
+    out_of_place = "NCCL's own allReduce(send, recv)"
+
     def __init__(self, nodes: int, config: BenchConfig):
         self.nccl = nccl_module()
         self.cupy = ring_gpu.import_cupy()
@@ -122,8 +125,10 @@ class NcclSession(DeviceSession):
             )
             self.restored[i].record(self.streams[i])
 
-    def _allreduce(self, start, end) -> None:
-        """Fork every stream off device 0's (after every restore), allreduce, join back."""
+    def _allreduce(self, start, end, out_of_place: bool = False) -> None:
+        """Fork every stream off device 0's (after every restore), allreduce, join back;
+        ``out_of_place``: NCCL's own, from the pristine inputs (send) into the working
+        buffers (receive)."""
         runtime = self.cupy.cuda.runtime
         first = self.streams[0]
         runtime.setDevice(self.devices[0])
@@ -135,11 +140,14 @@ class NcclSession(DeviceSession):
         count = self.buffers[0].size
         self.nccl.groupStart()
         try:
-            for communicator, buffer, stream in zip(
-                self.communicators, self.buffers, self.streams, strict=True
+            sends = self._inputs if out_of_place else self.buffers
+            for communicator, send, buffer, stream in zip(
+                self.communicators, sends, self.buffers, self.streams, strict=True
             ):
                 ptr = buffer.data.ptr
-                communicator.allReduce(ptr, ptr, count, self.datatype, self.op, stream.ptr)
+                communicator.allReduce(
+                    send.data.ptr, ptr, count, self.datatype, self.op, stream.ptr
+                )
         finally:
             self.nccl.groupEnd()
         for i in range(1, len(self.devices)):
@@ -151,12 +159,15 @@ class NcclSession(DeviceSession):
         # Untimed: one event serves as fork and join (a wait captures the record before it).
         self._allreduce(self.gate, self.gate)
 
-    def timed_call(self) -> None:
+    def timed_call(self, out_of_place: bool = False) -> None:
         cuda = self.cupy.cuda
         with cuda.Device(self.devices[0]):
             start, end = cuda.Event(), cuda.Event()
-        self._allreduce(start, end)
+        self._allreduce(start, end, out_of_place)
         self._pending.append((start, end))
+
+    def timed_out_of_place(self) -> None:
+        self.timed_call(out_of_place=True)
 
     def times(self) -> list[float]:
         if self._pending:
@@ -222,6 +233,9 @@ class NcclBackend(Backend):
 
     def ceilings(self, config: BenchConfig, world) -> dict[str, Any]:
         return gpu_ceilings_for(config, self.name)
+
+    def session_out_of_place(self) -> str | None:
+        return NcclSession.out_of_place
 
     def open(self, nodes: int, sync: str, config: BenchConfig, world) -> Session:
         return NcclSession(nodes, config)
