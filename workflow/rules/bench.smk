@@ -81,13 +81,16 @@ rule compare_bench:
     threads: lambda wildcards: int(wildcards.nodes)
     resources:
         bench=1,
+        # Its MPI launches start one rank per node: the job asks for them as mpi_bench does.
+        tasks=lambda wildcards: int(wildcards.nodes),
+        mpi=config["mpi"]["launcher"],
+        nodes=lambda wildcards: STUDY.mpi_machines(nodes_of(wildcards)),
     params:
         rounds=lambda wildcards: config["compare"]["rounds"],
-        launcher=config["mpi"]["launcher"],
         sweep=STUDY.sweep_args("compare"),
     shell:
         "python -m ring.bench alternate --nodes {wildcards.nodes} --rounds {params.rounds}"
-        " --launcher {params.launcher:q} --out {output.csv}"
+        " --launcher {resources.mpi:q} --out {output.csv}"
         " -- -d {wildcards.dtype} {params.sweep} > {log} 2>&1"
 
 
