@@ -198,3 +198,26 @@ def test_a_tool_without_its_extra_names_it_in_one_line(core_venv, tmp_path):
         "ring-report needs the report extra (pandas is not installed): "
         "pip install 'ring-allreduce-study[report]'"
     ], done.stderr
+
+
+def test_the_study_extra_brings_what_snakemake_report_needs():
+    """`snakemake --report` needs pygments: the study extra (what scripts/setup.sh installs)
+    brings it through snakemake[reports], not the test extra alone."""
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    study = {Requirement(line).name: Requirement(line) for line in extras["study"]}
+    assert "reports" in study["snakemake"].extras
+    assert not any(Requirement(line).name == "pygments" for line in extras["test"])
+    # ... and snakemake's [reports] extra is the one that carries pygments.
+    carried = [r for r in metadata.requires("snakemake") or [] if r.startswith("pygments")]
+    assert carried and 'extra == "reports"' in carried[0]
+    # The report extra draws the report without the workflow.
+    assert not any(Requirement(line).name == "snakemake" for line in extras["report"])
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert 'run) extras="mpi,study,slurm"' in setup
