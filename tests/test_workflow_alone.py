@@ -63,6 +63,7 @@ def test_the_stand_in_has_no_numpy(snakemake_alone):
     assert done.stdout.startswith("None ModuleSpec"), done.stdout
 
 
+@pytest.mark.slow  # Snakemake plans, three times
 def test_snakemake_alone_plans_the_study(workdir, stubs, tmp_path, snakemake_alone):
     config = pinned_config(tmp_path, stubs)
     venv = workdir / ".venv"
