@@ -54,7 +54,13 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
-        raise AttributeError(f"module 'ring' has no attribute {name!r}")
+        # A submodule (ring.nvtx_ranges, ring.ops...), as after an eager import of the names.
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'ring' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(f".{home}", __name__), name)
     globals()[name] = value
     return value

@@ -44,7 +44,10 @@ def wheel(tmp_path_factory) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
-    shutil.copytree(ROOT / "ring", src / "ring", ignore=shutil.ignore_patterns("__pycache__"))
+    # As in a checkout: ring/model/links.yaml is a link into config/, which the build copies in.
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "ring", src / "ring", symlinks=True, ignore=ignore)
+    shutil.copytree(ROOT / "config", src / "config", symlinks=True)
     # The test extra pins setuptools>=77, so the build needs no index.
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp, src], tmp)

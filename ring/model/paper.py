@@ -183,7 +183,7 @@ def _published_lines(links: dict[str, Link], published: list[dict]) -> list[str]
 
 def default_links() -> Path:
     """config/links.yaml of the working directory (a checkout, or a user's own), else the
-    copy the package carries (config/links.yaml of the checkout links to it)."""
+    copy the package carries (in a checkout, a link to config/links.yaml)."""
     here = Path("config/links.yaml")
     return here if here.is_file() else Path(__file__).with_name("links.yaml")
 
