@@ -33,6 +33,16 @@ include: "workflow/rules/profile.smk"
 include: "workflow/rules/report.smk"
 
 
+# Where the run's report is, on the last line of a successful run (it is also in the log).
+onsuccess:
+    report_page = f"{RESULTS}/report/index.html"
+    if os.path.exists(report_page):
+        print(
+            f"report: {report_page} (Markdown: {RESULTS}/report/report.md); "
+            "Snakemake's own, with the figures and provenance: snakemake --report report.zip"
+        )
+
+
 rule all:
     default_target: True
     input:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-EXTRAS = {"cupy": "gpu", "mpi4py": "mpi", "nvtx": "test"}
+EXTRAS = {"cupy": "gpu", "mpi4py": "mpi", "nvtx": "nvtx"}
 
 
 class MissingDependencyError(ImportError):

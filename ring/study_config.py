@@ -6,16 +6,19 @@ this module applies it and then the bounds that relate values to each other or t
 no buffer beyond :data:`MAX_BUFFER_BYTES`, node counts the backends take).  Every problem is
 reported in one or two lines that name the key and what is allowed, instead of the whole
 schema; :class:`ConfigError` carries the message.
+
+Snakemake runs this when it plans, possibly from an environment with Snakemake alone (its
+own jsonschema and PyYAML, no NumPy): there the checks that need the library (an op for a
+dtype, the compiled peer's dtypes) are left to the harness, which refuses the same input
+with exit status 2 when the job starts.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from collections.abc import Mapping
 from pathlib import Path
-
-import numpy as np
-
-from .ops import resolve_op
 
 __all__ = [
     "KINDS",
@@ -54,7 +57,7 @@ class ConfigError(ValueError):
 
 def size_bytes(value: object) -> int:
     """Bytes of a size written as 4096 or 4K/64M/1G, read as the harness reads ``-b``/``-e``."""
-    from .bench.cli import BenchInputError, parse_size
+    from .bench.flags import BenchInputError, parse_size
 
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -138,12 +141,33 @@ def _check_sweep(config: Mapping, kind: str, settings: dict | None = None) -> No
             f"maximum of {MAX_BUFFER_BYTES >> 30}G per node buffer"
         )
     for dtype in settings["dtypes"]:
-        itemsize = np.dtype(dtype).itemsize
+        itemsize = _itemsize(dtype)
         if low < itemsize:
             raise ConfigError(
                 f"config: {kind}.min_bytes {settings['min_bytes']} holds no {dtype} element; "
                 f"use at least {itemsize}"
             )
+    if importlib.util.find_spec("numpy") is not None:
+        _check_library_dtypes(config, kind, settings)
+
+
+def _itemsize(dtype: str) -> int:
+    """Bytes of one element of ``dtype``: from NumPy where it is installed, else from the
+    name's bits (every dtype the workflow's schema allows says them: float32, int8, ...)."""
+    if importlib.util.find_spec("numpy") is not None:
+        import numpy as np
+
+        return np.dtype(dtype).itemsize
+    bits = re.fullmatch(r"[a-z]+(\d+)", dtype)
+    return int(bits.group(1)) // 8 if bits else 1
+
+
+def _check_library_dtypes(config: Mapping, kind: str, settings: dict) -> None:
+    import numpy as np
+
+    from .ops import resolve_op
+
+    for dtype in settings["dtypes"]:
         try:
             resolve_op(settings["op"], np.dtype(dtype))
         except (TypeError, ValueError) as exc:

@@ -2,7 +2,8 @@
 # Sets up this checkout on a fresh Debian 12 machine: system packages (Open MPI, g++, Nsight
 # Systems, Chromium for the report test) and a virtual environment in .venv with the project.
 #
-#   bash scripts/setup.sh          # what `snakemake --cores 8 all` needs
+#   bash scripts/setup.sh          # what `snakemake --cores 8 all` (and --report, and
+#                                  # --profile profiles/slurm) needs
 #   bash scripts/setup.sh test     # the above plus the test tools
 #
 # System packages need root (or sudo); set RING_SKIP_APT=1 to skip them.
@@ -11,8 +12,9 @@ cd "$(dirname "$0")/.."
 
 mode=${1:-run}
 case "$mode" in
-  run) extras="mpi,study" ;;
-  test) extras="mpi,study,test" ;;
+  # slurm: the executor plugin `--profile profiles/slurm` names.
+  run) extras="mpi,study,slurm" ;;
+  test) extras="mpi,study,slurm,test" ;;
   *) echo "usage: bash scripts/setup.sh [run|test]" >&2; exit 2 ;;
 esac
 

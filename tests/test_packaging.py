@@ -44,7 +44,10 @@ def wheel(tmp_path_factory) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
-    shutil.copytree(ROOT / "ring", src / "ring", ignore=shutil.ignore_patterns("__pycache__"))
+    # As in a checkout: ring/model/links.yaml is a link into config/, which the build copies in.
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "ring", src / "ring", symlinks=True, ignore=ignore)
+    shutil.copytree(ROOT / "config", src / "config", symlinks=True)
     # The test extra pins setuptools>=77, so the build needs no index.
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp, src], tmp)
@@ -122,3 +125,102 @@ def test_installed_wheel_builds_the_reference_report(venv, tmp_path):
     assert "<html" in html.lower()
     assert "mpi-allreduce" in markdown
     assert list((tmp_path / "figures").iterdir())
+
+
+def test_wheel_carries_what_is_read_and_not_what_is_not(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "ring/model/links.yaml" in names  # python -m ring.model paper
+    assert any(n.startswith("ring/model/defaults/") and n.endswith("model_fit.json") for n in names)
+    # The per-call samples beside the default sweeps: nothing installed reads them.
+    assert not [n for n in names if n.endswith(".samples.csv")]
+
+
+def test_the_model_reads_its_links_from_the_wheel(venv, tmp_path):
+    done = _run([venv / "bin" / "python", "-I", "-m", "ring.model", "paper"], tmp_path)
+    assert "busbw" in done.stdout
+
+
+def test_core_requirements_are_numpy_alone(wheel):
+    (meta,) = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA")]
+    text = zipfile.ZipFile(wheel).read(meta).decode()
+    core = [
+        line
+        for line in text.splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    ]
+    assert core == ["Requires-Dist: numpy>=1.26"], core
+
+
+@pytest.fixture(scope="module")
+def core_venv(wheel, tmp_path_factory) -> Path:
+    """The wheel over NumPy alone (`pip install .` with no extra), offline: a venv whose .pth
+    line adds a folder holding a link to this environment's NumPy and nothing else."""
+    import numpy
+
+    tmp = tmp_path_factory.mktemp("core")
+    env_dir = tmp / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", env_dir], tmp)
+    python = env_dir / "bin" / "python"
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], tmp)
+    only_numpy = tmp / "numpy_only"
+    only_numpy.mkdir()
+    (only_numpy / "numpy").symlink_to(Path(numpy.__file__).parent)
+    libs = Path(numpy.__file__).parent.parent / "numpy.libs"
+    if libs.is_dir():
+        (only_numpy / "numpy.libs").symlink_to(libs)
+    (Path(purelib.stdout.strip()) / "zz_numpy.pth").write_text(f"{only_numpy}\n")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", python]
+    _run([*pip, "install", "--no-deps", "--no-index", wheel], tmp)
+    return env_dir
+
+
+def test_a_core_install_runs_the_collectives(core_venv, tmp_path):
+    code = (
+        "import numpy as np, ring\n"
+        "buffers = [np.ones(8, np.float32) * (i + 1) for i in range(3)]\n"
+        "ring.allreduce(buffers, 'sum')\n"
+        "print(float(buffers[0][0]))\n"
+    )
+    done = _run([core_venv / "bin" / "python", "-I", "-c", code], tmp_path)
+    assert done.stdout.strip() == "6.0"
+
+
+def test_a_tool_without_its_extra_names_it_in_one_line(core_venv, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
+    done = subprocess.run(
+        [core_venv / "bin" / "ring-report", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "ring-report needs the report extra (pandas is not installed): "
+        "pip install 'ring-allreduce-study[report]'"
+    ], done.stderr
+
+
+def test_the_study_extra_brings_what_snakemake_report_needs():
+    """`snakemake --report` needs pygments: the study extra (what scripts/setup.sh installs)
+    brings it through snakemake[reports], not the test extra alone."""
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    study = {Requirement(line).name: Requirement(line) for line in extras["study"]}
+    assert "reports" in study["snakemake"].extras
+    assert not any(Requirement(line).name == "pygments" for line in extras["test"])
+    # ... and snakemake's [reports] extra is the one that carries pygments.
+    carried = [r for r in metadata.requires("snakemake") or [] if r.startswith("pygments")]
+    assert carried and 'extra == "reports"' in carried[0]
+    # The report extra draws the report without the workflow.
+    assert not any(Requirement(line).name == "snakemake" for line in extras["report"])
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert 'run) extras="mpi,study,slurm"' in setup

@@ -57,6 +57,11 @@ def test_all_writes_every_promised_file(e2e):
     assert not empty
     figures = sorted(p.name for p in (workdir / "results/figures").glob("*.png"))
     assert figures, "the report rule drew no figure"
+    # The run ends by saying where the report is (onsuccess), not only in the log.
+    said = [line for line in e2e["output"].splitlines() if line.startswith("report: ")]
+    assert said and said[-1].startswith("report: results/report/index.html"), said
+    # Snakemake's own record of each timed job, beside its log.
+    assert list((workdir / "results/logs").rglob("*.benchmark.tsv"))
 
 
 def test_all_runs_no_gpu_job_and_the_report_says_why(e2e):

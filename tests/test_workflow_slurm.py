@@ -4,8 +4,13 @@ the plan with one message; MPI sweeps ask SLURM for what its plugin accepts."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+
 import pytest
-from workflow_helpers import job_env, parse_plan, pinned_config, snakemake
+from workflow_helpers import job_env, parse_plan, pinned_config, snakemake, tool
 
 # Slow (tests/tiers.py): Snakemake dry runs of the workflow.
 pytestmark = pytest.mark.slow
@@ -88,3 +93,88 @@ def test_a_single_rank_mpi_sweep_is_refused_by_the_schema(workdir, tmp_path):
     done = snakemake(workdir, "-n", "cpu", "--configfile", "config/ci.yaml", str(single))
     assert done.returncode != 0
     assert "1 is less than the minimum of 2" in done.stdout + done.stderr
+
+
+# -- what would be submitted: the real profile against stand-in SLURM commands -----------------
+
+STAND_IN = """#!/bin/sh
+# Stand-in {name}: records its arguments (and sbatch's script) and answers as SLURM would.
+log={log}
+n=$(ls "$log" | wc -l)
+printf '%s\\n' "$@" > "$log/{name}.$n.args"
+case {name} in
+  sbatch) cat > "$log/{name}.$n.stdin"; echo $((1000 + n)) ;;
+  sacctmgr) echo test-account ;;
+esac
+exit 0
+"""
+CPU_RULES = {"cpu_bench", "cpu_algorithms", "mpi_bench", "mpi_algorithms", "compare_bench"}
+GPU_RULES = {"gpu_bench", "gpu_algorithms", "kernel_bw_sweep", "nsys_profile_gpu"}
+MPI_RULES = {"mpi_bench", "mpi_algorithms", "compare_bench"}
+
+
+def _submitted(log) -> dict[str, list[list[str]]]:
+    """sbatch's arguments by rule (from --comment rule_<name>_wildcards_...)."""
+    calls: dict[str, list[list[str]]] = {}
+    for path in sorted(log.glob("sbatch.*.args")):
+        args = path.read_text().splitlines()
+        comment = args[args.index("--comment") + 1]
+        rule = comment.removeprefix("rule_").split("_wildcards_")[0]
+        calls.setdefault(rule, []).append(args)
+    return calls
+
+
+def _option(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_profile_submits_each_rule_where_and_as_it_should(workdir, stubs, tmp_path):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    log = tmp_path / "log"
+    log.mkdir()
+    bin_dir = tmp_path / "slurm_bin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "sacct", "squeue", "sacctmgr", "sinfo", "scontrol", "scancel"):
+        path = bin_dir / name
+        path.write_text(STAND_IN.format(name=name, log=log))
+        path.chmod(0o755)
+    environ = {k: v for k, v in job_env().items() if not k.startswith("RING_SLURM_")}
+    environ.update(SLURM_ENV, RING_SLURM_GPU_PARTITION="test-gpu-partition")
+    environ["PATH"] = f"{bin_dir}:{environ['PATH']}"
+    command = [tool("snakemake"), "--profile", "profiles/slurm", "all"]
+    command += ["--configfile", "config/ci.yaml", pinned_config(tmp_path, stubs)]
+    # Every job at once (the stand-in never finishes one): more than the profile's 20.
+    command += ["--config", "gpus=4", "--jobs", "100"]
+    run = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and run.poll() is None:
+            if set(_submitted(log)) >= CPU_RULES | GPU_RULES:
+                break
+            time.sleep(1)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=60)
+    calls = _submitted(log)
+    assert set(calls) >= CPU_RULES | GPU_RULES, sorted((CPU_RULES | GPU_RULES) - set(calls))
+    for rule, submissions in calls.items():
+        for args in submissions:
+            assert _option(args, "-A") == "test-account", (rule, args)
+            partition = "test-gpu-partition" if rule in GPU_RULES else "test-partition"
+            assert _option(args, "-p") == partition, (rule, args)
+            if rule in TIMED | {"compare_bench", "nsys_profile_gpu"}:
+                assert "--exclusive" in args, (rule, args)
+            # MPI comparisons get the ranks they launch (srun inside the job), one task each.
+            if rule in MPI_RULES:
+                nodes = _option(args, "--comment").split("_wildcards_")[1].split("_")[0]
+                assert f"--ntasks={nodes}" in args, (rule, args)

@@ -13,6 +13,23 @@ writes a tidy CSV with the environment in a JSON beside it.
 * :mod:`ring.bench.merge`: several runs into one file.
 """
 
-from .backends import Backend, HostSession, MpiSession, Session, register_backend
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backends import Backend, HostSession, MpiSession, Session, register_backend
 
 __all__ = ["Backend", "HostSession", "MpiSession", "Session", "register_backend"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use, so that ring.bench.flags (the size syntax the workflow's config
+    # shares) imports without NumPy when Snakemake plans from an environment of its own.
+    if name not in __all__:
+        raise AttributeError(f"module 'ring.bench' has no attribute {name!r}")
+    from . import backends
+
+    value = getattr(backends, name)
+    globals()[name] = value
+    return value

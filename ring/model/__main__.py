@@ -207,9 +207,9 @@ def _table(args: argparse.Namespace) -> None:
 
 
 def _paper(args: argparse.Namespace) -> None:
-    from .paper import paper_lines
+    from .paper import default_links, paper_lines
 
-    print("\n".join(paper_lines(args.links, _size(args.bytes))))
+    print("\n".join(paper_lines(args.links or default_links(), _size(args.bytes))))
 
 
 def _check_auto(args: argparse.Namespace) -> None:
@@ -273,7 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="rank every algorithm, measured or not"
     )
     paper = commands.add_parser("paper", help="busbw past one machine from config/links.yaml")
-    paper.add_argument("--links", default="config/links.yaml")
+    paper.add_argument(
+        "--links",
+        help="default: config/links.yaml of the working directory, else the package's own",
+    )
     paper.add_argument("--bytes", default="1G", help="message size (default 1G)")
     check = commands.add_parser(
         "check-auto", help="auto against the fastest fixed algorithm of the same run"

@@ -24,6 +24,7 @@ __all__ = [
     "Link",
     "Published",
     "busbw_GBps",
+    "default_links",
     "load_links",
     "paper_lines",
     "published_points",
@@ -178,6 +179,13 @@ def _published_lines(links: dict[str, Link], published: list[dict]) -> list[str]
             f"    why: {p.why}",
         ]
     return lines
+
+
+def default_links() -> Path:
+    """config/links.yaml of the working directory (a checkout, or a user's own), else the
+    copy the package carries (in a checkout, a link to config/links.yaml)."""
+    here = Path("config/links.yaml")
+    return here if here.is_file() else Path(__file__).with_name("links.yaml")
 
 
 def paper_lines(path: str | Path, nbytes: int) -> list[str]:

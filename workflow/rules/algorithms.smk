@@ -3,7 +3,8 @@
 # The ring-only sweeps of bench.smk stay as they are: the report's tables compare the plain
 # ring with its peers from those; the per-algorithm figure reads these files.
 #
-# Every job here times something: one unit of `bench` each (see bench.smk).
+# Every job here times something: one unit of `bench` each, and a `benchmark:` file of the
+# job's own wall time and peak memory (see bench.smk).
 
 CPU_ALGORITHMS = algorithms_stem("cpu")
 MPI_ALGORITHMS = algorithms_stem("mpi")
@@ -17,6 +18,8 @@ rule cpu_algorithms:
         samples=STUDY.path(f"{CPU_ALGORITHMS}.samples.csv"),
     log:
         STUDY.path(f"logs/{CPU_ALGORITHMS}.log"),
+    benchmark:
+        STUDY.path(f"logs/{CPU_ALGORITHMS}.benchmark.tsv")
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -36,6 +39,8 @@ rule mpi_algorithms:
         samples=STUDY.path(f"{MPI_ALGORITHMS}.samples.csv"),
     log:
         STUDY.path(f"logs/{MPI_ALGORITHMS}.log"),
+    benchmark:
+        STUDY.path(f"logs/{MPI_ALGORITHMS}.benchmark.tsv")
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -58,6 +63,8 @@ rule gpu_algorithms:
         json=STUDY.path(f"{GPU_ALGORITHMS}.json"),
     log:
         STUDY.path(f"logs/{GPU_ALGORITHMS}.log"),
+    benchmark:
+        STUDY.path(f"logs/{GPU_ALGORITHMS}.benchmark.tsv")
     conda:
         "../../envs/gpu.yaml"
     resources:

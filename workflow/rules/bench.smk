@@ -6,6 +6,10 @@
 # profiles/default limits to 1: benchmark jobs never share the machine with each other,
 # whatever --cores says.
 #
+# Snakemake's `benchmark:` file of each job (logs/FILE.benchmark.tsv) records what the harness
+# does not: the job's wall time including start-up, its peak memory (max_rss, what a cluster's
+# mem_mb must cover) and CPU time. The measurements themselves are in FILE.csv.
+#
 # Each rule's files share a stem (FILE.csv, FILE.json, FILE.samples.csv, logs/FILE.log) with
 # Snakemake's wildcards in it; ring.study spells the stems, for these rules and its file lists.
 
@@ -27,6 +31,8 @@ rule cpu_bench:
         samples=STUDY.path(f"{CPU_SWEEP}.samples.csv"),
     log:
         STUDY.path(f"logs/{CPU_SWEEP}.log"),
+    benchmark:
+        STUDY.path(f"logs/{CPU_SWEEP}.benchmark.tsv")
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -47,6 +53,8 @@ rule mpi_bench:
         samples=STUDY.path(f"{MPI_SWEEP}.samples.csv"),
     log:
         STUDY.path(f"logs/{MPI_SWEEP}.log"),
+    benchmark:
+        STUDY.path(f"logs/{MPI_SWEEP}.benchmark.tsv")
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -76,18 +84,23 @@ rule compare_bench:
         json=STUDY.path(f"{COMPARE}.json"),
     log:
         STUDY.path(f"logs/{COMPARE}.log"),
+    benchmark:
+        STUDY.path(f"logs/{COMPARE}.benchmark.tsv")
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
     resources:
         bench=1,
+        # Its MPI launches start one rank per node: the job asks for them as mpi_bench does.
+        tasks=lambda wildcards: int(wildcards.nodes),
+        mpi=config["mpi"]["launcher"],
+        nodes=lambda wildcards: STUDY.mpi_machines(nodes_of(wildcards)),
     params:
         rounds=lambda wildcards: config["compare"]["rounds"],
-        launcher=config["mpi"]["launcher"],
         sweep=STUDY.sweep_args("compare"),
     shell:
         "python -m ring.bench alternate --nodes {wildcards.nodes} --rounds {params.rounds}"
-        " --launcher {params.launcher:q} --out {output.csv}"
+        " --launcher {resources.mpi:q} --out {output.csv}"
         " -- -d {wildcards.dtype} {params.sweep} > {log} 2>&1"
 
 
@@ -97,6 +110,8 @@ rule gpu_bench:
         json=STUDY.path(f"{GPU_SWEEP}.json"),
     log:
         STUDY.path(f"logs/{GPU_SWEEP}.log"),
+    benchmark:
+        STUDY.path(f"logs/{GPU_SWEEP}.benchmark.tsv")
     wildcard_constraints:
         backend="|".join(config["gpu"]["backends"]),
     conda:
@@ -118,6 +133,8 @@ rule kernel_bw_sweep:
         json=STUDY.path(f"{KERNEL_BW}.json"),
     log:
         STUDY.path(f"logs/{KERNEL_BW}.log"),
+    benchmark:
+        STUDY.path(f"logs/{KERNEL_BW}.benchmark.tsv")
     conda:
         "../../envs/gpu.yaml"
     resources:

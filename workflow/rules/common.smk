@@ -18,11 +18,14 @@ from ring.study import (
 )
 from ring.study.targets import MPI_HINT, PROFILE_GPUS
 
+# Jobs run in the project's environment: Snakemake's own, else .venv, else --sdm conda's
+# (set first: the probes below ask the jobs' Python for mpi4py).
+DEPLOYMENT = {method.name for method in workflow.deployment_settings.deployment_method}
+job_environment("CONDA" in DEPLOYMENT)
 STUDY = Study(config, probe_machine(config))
 MACHINE = STUDY.machine
 # results/, or results/<name>/ for a named configuration (variants keep their own files).
 RESULTS = STUDY.results
-job_environment()
 
 
 wildcard_constraints:
