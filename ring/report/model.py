@@ -6,7 +6,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from . import algorithms, analysis, ceilings, coverage, intervals, profiles, trust
+from . import algorithms, analysis, ceilings, coverage, gate, intervals, profiles, regimes, trust
 from . import caveats as caveat_notes
 from . import findings as finding_text
 from .coverage import Missing
@@ -72,7 +72,25 @@ class ReportModel:
 
     @cached_property
     def findings(self) -> list[str]:
+        """Further observations (the appendix): every comparison the data allow."""
         return finding_text.findings(self)
+
+    # --- the quality gate and the first screen ---------------------------------------
+
+    @cached_property
+    def gate(self) -> pd.DataFrame:
+        """What the quality gate sets aside, and why (ring.report.gate)."""
+        return gate.set_aside(self)
+
+    @cached_property
+    def regime_points(self) -> pd.DataFrame:
+        """Our fastest against the fastest peer of the same run, per size (ring.report.regimes)."""
+        return regimes.points(self)
+
+    @cached_property
+    def main_findings(self) -> list[str]:
+        """The first screen: regimes with an action, a same-run ratio and a reason."""
+        return regimes.findings(self)
 
     @cached_property
     def scaling(self) -> pd.DataFrame:
