@@ -23,16 +23,19 @@ import pandas as pd
 from . import trust
 from .ceilings import LLC_MULTIPLE
 from .fmt import format_bytes, format_number
+from .table import Table
 
 __all__ = [
     "ABOVE_CEILING",
     "DRIFT_LIMIT",
     "RULES",
     "SPREAD_LIMIT",
+    "detail_table",
     "gated",
     "passing",
     "rules_text",
     "set_aside",
+    "summary_table",
     "workers_per_core",
 ]
 
@@ -43,7 +46,7 @@ ABOVE_CEILING = 1.0
 SPREAD_LIMIT = 0.20
 
 RULES = {
-    "drift": f"the run's memory ceilings moved by more than {DRIFT_LIMIT:.0%} between its "
+    "drift": f"the run's memory ceilings moved by more than {DRIFT_LIMIT * 100:.0f} % between its "
     "start and its end",
     "above ceiling": f"a series ran above 100 % of its run's memory ceiling at ≥ "
     f"{LLC_MULTIPLE}× the last-level cache",
@@ -67,7 +70,7 @@ _CONFIG = [
     "graphs",
     "shared_devices",
 ]
-_ASIDE = ["run", "machine", "backend", "nodes", "bytes", "rule", "why"]
+_ASIDE = ["run", "machine", "backend", "nodes", "bytes", "rule", "why", "amount"]
 # Backends that run one worker per node on the host's cores.
 _HOST_WORKERS = ("cpu", "mpi", "mpi-allreduce", "seed-cpp")
 
@@ -117,6 +120,7 @@ def _drifted(model) -> list[dict]:
                     "bytes": 0,
                     "rule": "drift",
                     "why": f"memory ceilings moved {format_number(100 * moved)} % during the run",
+                    "amount": moved,
                 }
             )
     return aside
@@ -144,6 +148,7 @@ def _above_ceiling(model) -> list[dict]:
                 "rule": "above ceiling",
                 "why": f"{r.series}: {format_number(100 * float(r.max_fraction_beyond_llc))} % "
                 f"of {r.ceiling} at {format_bytes(int(r.beyond_llc_at_bytes))}",
+                "amount": float(r.max_fraction_beyond_llc),
             }
         )
     return aside
@@ -166,6 +171,7 @@ def _oversubscribed(model, rows: pd.DataFrame) -> list[dict]:
                 "rule": "oversubscribed",
                 "why": f"{backend} N={nodes}: {format_number(part['per_core'].max())} workers "
                 "per core",
+                "amount": float(part["per_core"].max()),
             }
         )
     return aside
@@ -194,13 +200,20 @@ def _spread(rows: pd.DataFrame) -> list[dict]:
                     "nodes": int(config["nodes"]),
                     "bytes": int(config["bytes"]),
                     "rule": "spread",
-                    "why": f"{config['backend']} {config.get('algorithm', '')} N="
-                    f"{config['nodes']} at {format_bytes(int(config['bytes']))}: "
+                    "why": f"{_named(config)} N={config['nodes']} at "
+                    f"{format_bytes(int(config['bytes']))}: "
                     f"{format_number(medians.min())}–{format_number(medians.max())} µs "
                     f"across runs {', '.join(sorted(medians.index))}",
+                    "amount": float(spread),
                 }
             )
     return aside
+
+
+def _named(config: dict) -> str:
+    algorithm = str(config.get("algorithm") or "")
+    backend = str(config["backend"])
+    return backend if algorithm in ("", backend) else f"{backend} {algorithm}"
 
 
 def set_aside(model) -> pd.DataFrame:
@@ -243,3 +256,44 @@ def passing(rows: pd.DataFrame, aside: pd.DataFrame) -> pd.Series:
 
 def rules_text() -> list[str]:
     return [f"**{name}**: {text}" for name, text in RULES.items()]
+
+
+def _where(a) -> str:
+    backend = a.backend or "every backend"
+    nodes = f"N = {a.nodes}" if a.nodes else "every N"
+    on = f" @ {a.machine}" if a.machine else ""
+    return f"{backend}, {nodes}{on}"
+
+
+def summary_table(aside: pd.DataFrame) -> Table:
+    """One row per rule, run, backend and N: how many sizes, which, and the worst case."""
+    body = []
+    for (rule, run, _, _, _), part in aside.groupby(
+        ["rule", "run", "machine", "backend", "nodes"], sort=True
+    ):
+        worst = part.loc[part["amount"].idxmax()]
+        sizes = part["bytes"][part["bytes"] > 0]
+        if sizes.empty:
+            span = "every size"
+        else:
+            low, high = format_bytes(sizes.min()), format_bytes(sizes.max())
+            span = f"{len(sizes)} sizes, {low}–{high}" if len(sizes) > 1 else low
+        where = _where(worst)
+        body.append([rule, run, where, span, str(worst["why"])])
+    return Table(
+        "Set aside by the quality gate",
+        ["rule", "run", "what", "sizes", "worst case"],
+        body,
+    )
+
+
+def detail_table(aside: pd.DataFrame) -> Table:
+    body = [
+        [a.rule, a.run, _where(a), format_bytes(a.bytes) if a.bytes else "every size", a.why]
+        for a in aside.itertuples()
+    ]
+    return Table(
+        "Set aside by the quality gate, point by point",
+        ["rule", "run", "what", "size", "why"],
+        body,
+    )

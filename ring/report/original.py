@@ -18,6 +18,7 @@ import pandas as pd
 from .analysis import PLAIN
 from .cost_model import links_file
 from .fmt import format_bytes, format_number
+from .gate import gated
 from .table import Table
 
 __all__ = ["Published", "original_table", "published"]
@@ -134,8 +135,11 @@ def original_table(model) -> Table:
             size = int(ours["bytes"])
             busbw = ours["busbw_GBps"]
             shared = bool(ours.get("shared_devices", False)) and paper.backend == "gpu"
+            flags = gated(rows.loc[[ours.name]], model.gate).iloc[0]
             mine = [
-                _machine(ours, runs) + (", N nodes on one device (no link)" if shared else ""),
+                _machine(ours, runs)
+                + (", N nodes on one device (no link)" if shared else "")
+                + (f" (gate: {flags})" if flags else ""),
                 format_bytes(size),
                 format_number(ours["time_us"] / 1e3),
                 format_number(busbw),
@@ -145,8 +149,9 @@ def original_table(model) -> Table:
                 f"{paper.what}, N = {paper.nodes}",
                 paper.machine,
                 format_bytes(paper.bytes),
-                format_number(paper.time_ms) if paper.time_ms else "–",
-                format_number(paper.busbw_GBps) if paper.busbw_GBps else "–",
+                # As published, not rounded again.
+                f"{paper.time_ms:g}" if paper.time_ms else "–",
+                f"{paper.busbw_GBps:g}" if paper.busbw_GBps else "–",
                 *mine,
             ]
         )

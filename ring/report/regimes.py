@@ -28,14 +28,25 @@ from .gate import gated
 from .intervals import SEED, samples_of
 from .table import Table
 
-__all__ = ["MAX_FINDINGS", "MIN_SIZES", "Regime", "core_tables", "findings", "points", "regimes"]
+__all__ = [
+    "KEY",
+    "MAX_FINDINGS",
+    "MIN_SIZES",
+    "Regime",
+    "core_tables",
+    "findings",
+    "points",
+    "regimes",
+    "scope",
+]
 
 MAX_FINDINGS = 6
 MIN_SIZES = 2
 # Main-report core tables show sizes a factor of this apart (the appendix shows every size).
 MAIN_STEP = 4
 
-_KEY = ["run", "machine", "backend", "nodes", "dtype", "op"]
+KEY = ["run", "machine", "backend", "nodes", "dtype", "op"]
+_KEY = KEY
 _SAMPLE_KEYS = ["backend", "sync", "nodes", "bytes", "algorithm", "dtype", "op", "executor"]
 _SAMPLE_KEYS += ["inline_bytes", "graphs", "buffers"]
 
@@ -152,7 +163,7 @@ def regimes(table: pd.DataFrame) -> list[Regime]:
     found = []
     for key, part in table.groupby(_KEY, sort=True):
         part = part.sort_values("bytes").reset_index(drop=True)
-        state = []
+        state: list[tuple[str, bool] | None] = []
         for r in part.itertuples():
             if r.gate or not (r.low > 1 or r.high < 1):
                 state.append(None)
@@ -320,3 +331,34 @@ def core_tables(model, *, every_size: bool) -> list[Table]:
         )
         # fmt: on
     return tables
+
+
+def scope(model) -> str:
+    """What the runs measured and, plainly, what they did not: a ring across distinct GPUs
+    (the links the original study measured) and NCCL."""
+    rows = model.algorithm_rows
+    parts = []
+    for backend in sorted(set(rows["backend"])):
+        mine = rows[rows["backend"] == backend]
+        where = sorted({str(m) for m in mine.get("machine", pd.Series([""])).fillna("") if m})
+        local = (mine.get("machine", pd.Series([""])).fillna("") == "").any()
+        machines = (["this machine"] if local else []) + where
+        shared = backend == "gpu" and bool(mine["shared_devices"].astype(bool).all())
+        parts.append(
+            f"{backend}{' (N logical nodes on one device)' if shared else ''} "
+            f"on {', '.join(machines)}"
+        )
+    gpus = rows[rows["backend"] == "gpu"]
+    distinct = not gpus.empty and not bool(gpus["shared_devices"].astype(bool).all())
+    missing = []
+    if not distinct:
+        missing.append("no ring across distinct GPUs (no link was measured)")
+    if "nccl" not in set(rows["backend"]):
+        missing.append("no NCCL")
+    text = f"**Scope.** Measured: {'; '.join(parts)}."
+    if missing:
+        text += (
+            f" These runs hold {' and '.join(missing)}, so no finding speaks for the "
+            "multi-GPU links the original study measured."
+        )
+    return text
