@@ -175,9 +175,10 @@ def regimes(table: pd.DataFrame) -> list[Regime]:
         for i in range(1, len(state) + 1):
             if i < len(state) and state[i] == state[start]:
                 continue
-            if state[start] is not None and i - start >= MIN_SIZES:
+            current = state[start]
+            if current is not None and i - start >= MIN_SIZES:
                 stretch = part.iloc[start:i]
-                ours, wins = state[start]
+                ours, wins = current
                 ours = ours or " / ".join(sorted(set(stretch["ours"])))
                 found.append(Regime(key, wins, ours, stretch))
             start = i
