@@ -19,7 +19,10 @@ from .profile_message import messages
 from .source_tables import environment_table, inputs_table, profile_tables
 from .table import Table
 
-__all__ = ["Table", "context", "render"]
+__all__ = ["MAX_LINES", "Table", "context", "render"]
+
+# The main report's length in Markdown lines: what a reader reads in five minutes.
+MAX_LINES = 250
 
 
 def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
@@ -43,11 +46,12 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
         "original": original_table(model),
         "core": [
             t
-            for t, local in zip(
-                regimes.core_tables(model, every_size=False), _local_keys(model), strict=True
+            for t, shown in zip(
+                regimes.core_tables(model, every_size=False), _main_keys(model), strict=True
             )
-            if local
+            if shown
         ],
+        "core_left": [],
         "core_full": regimes.core_tables(model, every_size=True),
         "headline": headline_tables(model),
         "gpu_speedup": gpu_headline(model),
@@ -66,12 +70,13 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
     }
 
 
-def _local_keys(model: ReportModel) -> list[bool]:
-    """For each core table (in order): whether its run is this machine's (the main report
-    shows those; references from other machines go to the appendix)."""
+def _main_keys(model: ReportModel) -> list[bool]:
+    """For each core table (in order): whether the main report shows it: a run of this
+    machine with a point the quality gate let through (references from other machines,
+    and tables the gate set aside whole, are in the appendix)."""
     points = model.regime_points
-    keys = points.groupby(regimes.KEY, sort=True).size().index
-    return [not machine for _, machine, *_ in keys]
+    passing = (points["gate"] == "").groupby([points[k] for k in regimes.KEY], sort=True).any()
+    return [bool(ok) and not key[1] for key, ok in passing.items()]
 
 
 def _figure(figure: Figure, out_dir: Path) -> dict:
@@ -129,7 +134,14 @@ def render(model: ReportModel, figures: list[Figure], out_dir: str | Path) -> tu
     )
     env.filters["inline"] = _inline_html
     values = context(model, figures, out_dir)
-    # Both texts exist before either file is replaced: never one new and one old.
+    # The main report keeps to MAX_LINES: core tables beyond it are left to the appendix,
+    # last first (the page says which).
+    while True:
+        main = env.get_template("report.md.j2").render(**values)
+        if len(main.splitlines()) <= MAX_LINES or not values["core"]:
+            break
+        values["core_left"].insert(0, values["core"].pop())
+    # Every text exists before any file is replaced: never one new and one old.
     texts = {
         name: env.get_template(template).render(**values)
         for template, name in (
