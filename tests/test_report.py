@@ -171,7 +171,11 @@ def test_not_measured_says_what_is_missing(results, built, appendix):
     gpu_rows = [line for line in section.splitlines() if line.startswith("| GPU ring")]
     assert len(gpu_rows) == 1
     assert "`snakemake --cores 8 gpu`" in gpu_rows[0]
-    html = built.html.read_text(encoding="utf-8").split('id="not-measured"')[1]
+    html = (
+        built.appendix.with_name("appendix.html")
+        .read_text(encoding="utf-8")
+        .split('id="not-measured"')[1]
+    )
     assert "<code>snakemake --cores 8 gpu</code>" in html
     if not meta["environment"]["gpus"]:
         no_gpu = f"no GPU on {meta['environment']['host']}"
@@ -346,3 +350,17 @@ def test_wrong_rows_repeated_runs_and_workflow_record(results, tmp_path):
     )
     # The record covers the mpi target: the report adds no second line for it.
     assert "| the ring over MPI ranks |" not in section
+
+
+def test_main_report_is_short_and_panels_are_readable(built, markdown):
+    """The page a reader reads first keeps to 250 lines of Markdown, leads with the findings
+    and links the appendix; no figure crowds more than 6 series into a panel."""
+    from ring.report.drawing import MAX_SERIES, SERIES_PER_PANEL
+
+    assert len(markdown.splitlines()) <= 250
+    assert next(line for line in markdown.splitlines() if line.startswith("## ")) == (
+        "## What we found"
+    )
+    assert "(appendix.md)" in markdown and built.appendix.is_file()
+    for name in built.drawn:
+        assert max(SERIES_PER_PANEL[name], default=0) <= MAX_SERIES, name
