@@ -179,7 +179,7 @@ def test_report_is_short_and_opens_with_the_findings(reference_report):
     assert 4 <= found.count("\n- **") <= 6
     # The gate says what it set aside and why.
     gate = text.split("## Quality gate")[1].split("\n## ")[0]
-    assert "| drift | drifted | every backend, every N | every size |" in gate
+    assert "| drift | drifted | every backend, every N | every size |" in gate, gate
     assert "| oversubscribed | oversubscribed | cpu, N = 2 | every size |" in gate
     # The original study's published numbers, as published, beside ours with the machine.
     original = text.split("## The original study beside ours")[1].split("\n## ")[0]

@@ -51,7 +51,8 @@ RULES = {
     "above ceiling": f"a series ran above 100 % of its run's memory ceiling at ≥ "
     f"{LLC_MULTIPLE}× the last-level cache",
     "oversubscribed": "more threads or ranks than usable cores (the cores time-slice)",
-    "spread": f"the same configuration differs by more than {SPREAD_LIMIT:.0%} between two runs",
+    "spread": f"the same configuration differs by more than {SPREAD_LIMIT * 100:.0f} % "
+    "between two runs",
 }
 
 # What makes two rows the same configuration (the harness's own columns).
@@ -266,23 +267,22 @@ def _where(a) -> str:
 
 
 def summary_table(aside: pd.DataFrame) -> Table:
-    """One row per rule, run, backend and N: how many sizes, which, and the worst case."""
+    """One row per rule, machine, backend and N: which runs, how many sizes, the worst case
+    (a spread names both runs once)."""
     body = []
-    for (rule, run, _, _, _), part in aside.groupby(
-        ["rule", "run", "machine", "backend", "nodes"], sort=True
-    ):
+    for _, part in aside.groupby(["rule", "machine", "backend", "nodes"], sort=True):
         worst = part.loc[part["amount"].idxmax()]
-        sizes = part["bytes"][part["bytes"] > 0]
+        sizes = part["bytes"][part["bytes"] > 0].drop_duplicates()
         if sizes.empty:
             span = "every size"
         else:
             low, high = format_bytes(sizes.min()), format_bytes(sizes.max())
             span = f"{len(sizes)} sizes, {low}–{high}" if len(sizes) > 1 else low
-        where = _where(worst)
-        body.append([rule, run, where, span, str(worst["why"])])
+        runs = ", ".join(sorted(set(part["run"])))
+        body.append([str(worst["rule"]), runs, _where(worst), span, str(worst["why"])])
     return Table(
         "Set aside by the quality gate",
-        ["rule", "run", "what", "sizes", "worst case"],
+        ["rule", "runs", "what", "sizes", "worst case"],
         body,
     )
 

@@ -249,18 +249,23 @@ def _sentence(regime: Regime) -> str:
 
 def findings(model) -> list[str]:
     """Up to :data:`MAX_FINDINGS` sentences: the longest regime of each run, backend and N
-    first, then the others, longest first; shown by machine, backend, N and size."""
+    first, then the others, longest first, this machine's before references; shown by
+    machine, backend, N and size."""
     found = regimes(model.regime_points)
     if not found:
         return []
+    # This machine's runs speak first; a reference from another machine adds a finding
+    # only for a backend and N this machine did not measure beside a peer.
+    here = {(r.backend, r.nodes) for r in found if not r.machine}
+    found = [r for r in found if not r.machine or (r.backend, r.nodes) not in here]
     ranked = sorted(found, key=lambda r: (-r.sizes, r.key, not r.wins))
-    first: list[Regime] = []
-    second: list[Regime] = []
+    tier: dict[int, int] = {}
     seen: set[tuple] = set()
     for r in ranked:
-        (second if r.key in seen else first).append(r)
+        tier[id(r)] = int(r.key in seen)  # 0: the longest regime of its run, backend and N
         seen.add(r.key)
-    chosen = (first + second)[:MAX_FINDINGS]
+    ranked.sort(key=lambda r: (bool(r.machine), tier[id(r)]))  # stable: longest first within
+    chosen = ranked[:MAX_FINDINGS]
     chosen.sort(key=lambda r: (r.machine, r.backend, r.nodes, r.stretch["bytes"].min()))
     return [_sentence(r) for r in chosen]
 
