@@ -143,21 +143,30 @@ def _ring_vs_peers(model, out_dir: Path):
     cols = min(len(panels), 3)
     rows_n = -(-len(panels) // cols)
     fig, axes = grid(plt, rows_n, cols, sharey=True)
-    colours = sns.color_palette("tab10", MAX_SERIES)
+    # A colour per backend; a run's line is labelled in its panel (the title where it is
+    # the panel's only one), so no legend far from the lines.
+    backends = sorted(set(table["backend"]))
+    colours = dict(zip(backends, sns.color_palette("tab10", len(backends)), strict=True))
     for ax, ((machine, backend, nodes), part) in zip(axes.flat, panels, strict=False):
-        for colour, (run, line) in zip(colours, part.groupby("run", sort=True), strict=False):
-            line_with_band(ax, line, "ratio", "low", "high", colour, f"run {run}", {})
+        runs = list(part.groupby("run", sort=True))
+        for k, (run, line) in enumerate(runs):
+            style = DASHES[k % len(DASHES)]
+            line_with_band(ax, line, "ratio", "low", "high", colours[backend], f"run {run}", style)
             aside = line[line["gate"] != ""]
             ax.plot(aside["bytes"], aside["ratio"], "x", color="0.2", markersize=7)
         ax.axhline(1.0, color="0.3", linewidth=0.8)
         bytes_axis(ax, table["bytes"])
         log_y(ax)
         on = f" @ {machine}" if machine else ""
-        ax.set_title(f"{backend}{on}, N = {nodes}")
+        title = f"{backend}{on}, N = {nodes}"
+        if len(runs) == 1:
+            title += f" (run {runs[0][0]})"
+        else:
+            ax.legend(fontsize=8, frameon=False)
+        ax.set_title(title, fontsize=10)
         ax.set_ylabel("fastest peer time / our fastest time")
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
-    legend_right(fig, axes.flat)
     return save(fig, plt, out_dir, "ring_vs_peers")
 
 
