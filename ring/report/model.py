@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 
 import pandas as pd
@@ -47,10 +48,19 @@ class ReportModel:
         return set(self.rows["backend"])
 
     def palette(self, sns) -> dict[str, tuple]:
-        """One colour per series label, the same in every figure."""
+        """One colour per series label, the same in every figure; a reference machine's
+        series takes the colour of the same series here (panels never mix machines), so
+        fewer colours, further apart, tell a panel's lines apart."""
         labels = sorted(set(self.rows["series"]))
-        colours = sns.color_palette("tab10" if len(labels) <= 10 else "husl", len(labels))
-        return dict(zip(labels, colours, strict=True))
+
+        def colour_key(label: str) -> str:
+            label = re.sub(r" @ [^\[\]]+?(?= \[|$)", "", label)
+            return re.sub(r"\[[^/\]]+/", "[", label).strip()
+
+        keys = sorted({colour_key(label) for label in labels})
+        colours = sns.color_palette("tab10" if len(keys) <= 10 else "husl", len(keys))
+        by_key = dict(zip(keys, colours, strict=True))
+        return {label: by_key[colour_key(label)] for label in labels}
 
     # --- comparisons ------------------------------------------------------------------
 
