@@ -54,6 +54,11 @@ def markdown(built) -> str:
     return built.markdown.read_text(encoding="utf-8")
 
 
+@pytest.fixture(scope="session")
+def appendix(built) -> str:
+    return built.appendix.read_text(encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     return copy_workflow(tmp_path_factory.mktemp("workflow"))

@@ -45,7 +45,7 @@ pytestmark = pytest.mark.slow
 # --- the report from real results -------------------------------------------------------
 
 
-def test_figures_drawn_and_absent_ones_listed(built, markdown):
+def test_figures_drawn_and_absent_ones_listed(built, markdown, appendix):
     drawn = set(built.drawn)
     assert drawn == {
         "time_vs_size",
@@ -69,15 +69,15 @@ def test_figures_drawn_and_absent_ones_listed(built, markdown):
         assert (figures_dir / f"{name}.svg").read_text().lstrip().startswith("<?xml")
     for name in built.not_drawn:
         assert not (figures_dir / f"{name}.png").exists()
-        assert f"`{name}`" in markdown.split("## Not measured")[1]
+        assert f"`{name}`" in appendix.split("## Not measured")[1]
     for spec in FIGURES:
         if spec.name in drawn:
             assert spec.caption in markdown
 
 
-def test_busbw_at_largest_size_matches_csv(results, markdown):
+def test_busbw_at_largest_size_matches_csv(results, appendix):
     rows = csv_rows(results)
-    table = md_table(markdown, "Bandwidth at the largest size, per backend and N")
+    table = md_table(appendix, "Bandwidth at the largest size, per backend and N")
     expected = {}
     for row in rows:
         key = (label(row), row["nodes"])
@@ -92,7 +92,7 @@ def test_busbw_at_largest_size_matches_csv(results, markdown):
         assert close(shown["time (µs)"], row["time_us"])
 
 
-def test_speedups_match_csv(results, markdown):
+def test_speedups_match_csv(results, appendix):
     rows = csv_rows(results)
     checked = 0
     pairs = [("cpu ring: pairwise over barrier synchronisation", "cpu pairwise", "cpu barrier")]
@@ -102,7 +102,7 @@ def test_speedups_match_csv(results, markdown):
         for ours in ("cpu pairwise", "cpu barrier")
     ]
     for title, fast, slow in pairs:
-        for shown in md_table(markdown, title):
+        for shown in md_table(appendix, title):
             if (shown["A"], shown["B"]) != (fast, slow):
                 continue
             nodes = int(shown["N"])
@@ -121,9 +121,9 @@ def test_speedups_match_csv(results, markdown):
     assert checked == 2 * len(pairs)  # every pair at N = 2 and N = 4
 
 
-def test_ceiling_fraction_matches_json(results, markdown):
+def test_ceiling_fraction_matches_json(results, appendix):
     rows = csv_rows(results)
-    table = md_table(markdown, "Fraction of each ceiling reached")
+    table = md_table(appendix, "Fraction of each ceiling reached")
     assert table
     for shown in table:
         run = next(
@@ -142,9 +142,9 @@ def test_ceiling_fraction_matches_json(results, markdown):
     assert len(table) == len({(r["series"], r["N"]) for r in table})
 
 
-def test_scaling_matches_csv(results, markdown):
+def test_scaling_matches_csv(results, appendix):
     rows = csv_rows(results)
-    table = md_table(markdown, "Node-count scaling at the largest common size")
+    table = md_table(appendix, "Node-count scaling at the largest common size")
     assert {r["series"] for r in table} == {"cpu pairwise", "cpu barrier", *THREAD_BACKENDS}
     for shown in table:
         t2, t4 = times(rows, shown["series"], 2), times(rows, shown["series"], 4)
@@ -154,10 +154,10 @@ def test_scaling_matches_csv(results, markdown):
         assert close(shown["busbw factor ratio"], (2 * 3 / 4) / (2 * 1 / 2))
 
 
-def test_wait_share_matches_profile_table(results, markdown):
+def test_wait_share_matches_profile_table(results, appendix):
     with (results / "profiles" / "cpu" / "tables" / "nvtx_ranges.csv").open(newline="") as f:
         steps = [r for r in csv.DictReader(f) if r["kind"] == "step"]
-    table = md_table(markdown, "Share of ring-step time spent waiting (Nsight Systems)")
+    table = md_table(appendix, "Share of ring-step time spent waiting (Nsight Systems)")
     assert [r["phase"] for r in table] == ["reduce_scatter", "all_gather"]
     for shown in table:
         phase = [r for r in steps if r["phase"] == shown["phase"]]
@@ -166,16 +166,20 @@ def test_wait_share_matches_profile_table(results, markdown):
         assert close(shown["share"], 100 * wait / total)
         assert close(shown["time in steps (µs)"], total / 1e3)
     # Raw profile tables are folded away below the findings.
-    assert "<details><summary>cpu: nvtx_ranges</summary>" in markdown
+    assert "<details><summary>cpu: nvtx_ranges</summary>" in appendix
 
 
-def test_not_measured_says_what_is_missing(results, built, markdown):
-    section = markdown.split("## Not measured")[1].split("## Environment")[0]
+def test_not_measured_says_what_is_missing(results, built, appendix):
+    section = appendix.split("## Not measured")[1].split("## Environment")[0]
     meta = json.loads(next((results / "cpu").glob("*.json")).read_text())
     gpu_rows = [line for line in section.splitlines() if line.startswith("| GPU ring")]
     assert len(gpu_rows) == 1
     assert "`snakemake --cores 8 gpu`" in gpu_rows[0]
-    html = built.html.read_text(encoding="utf-8").split('id="not-measured"')[1]
+    html = (
+        built.appendix.with_name("appendix.html")
+        .read_text(encoding="utf-8")
+        .split('id="not-measured"')[1]
+    )
     assert "<code>snakemake --cores 8 gpu</code>" in html
     if not meta["environment"]["gpus"]:
         no_gpu = f"no GPU on {meta['environment']['host']}"
@@ -186,17 +190,17 @@ def test_not_measured_says_what_is_missing(results, built, markdown):
     assert "Nsight Systems profile of the CPU ring" not in section  # it was given
 
 
-def test_environment_and_inputs_come_from_the_json(results, markdown):
+def test_environment_and_inputs_come_from_the_json(results, appendix):
     metas = [json.loads(p.read_text()) for p in sorted((results / "cpu").glob("*.json"))]
-    section = markdown.split("## Environment")[1]
+    section = appendix.split("## Environment")[1]
     for meta in metas:
         assert meta["environment"]["host"] in section
         assert meta["git_commit"] in section
         assert " ".join(meta["command"]) in section
 
 
-def test_caveats_from_the_data(markdown):
-    caveats = markdown.split("## Caveats")[1].split("## Figures")[0]
+def test_caveats_from_the_data(appendix):
+    caveats = appendix.split("## Caveats")[1].split("## Cost model")[0]
     threads = (
         "cpu, numpy-direct and seed-cpp"
         if "seed-cpp" in THREAD_BACKENDS
@@ -274,7 +278,7 @@ def test_stale_figure_is_removed(results, built, tmp_path):
     assert "sync_barrier_vs_pairwise" in result.not_drawn
     assert not (figures / "sync_barrier_vs_pairwise.png").exists()
     assert not (figures / "sync_barrier_vs_pairwise.svg").exists()
-    text = result.markdown.read_text()
+    text = result.appendix.read_text()
     assert "the cpu ring was not measured with both sync modes (found: ['pairwise'])" in text
     assert "| CPU ring (threads), barrier after every step |" in text
 
@@ -288,10 +292,10 @@ def test_nul_padded_environment_strings_are_cleaned(tmp_path):
     meta["environment"]["mpi_library"] = "Open MPI v4.1.4, May 26, 2022\x00\x00"
     meta_path.write_text(json.dumps(meta))
     result = build_report([sweep], figures_dir=tmp_path / "figures", out_dir=tmp_path / "report")
-    for path in (result.markdown, result.html):
+    for path in (result.appendix, result.appendix.with_name("appendix.html")):
         assert b"\x00" not in path.read_bytes()
     # Normalised to name and version, as every probe of the same library reads.
-    assert "| Open MPI 4.1.4 |" in result.markdown.read_text()
+    assert "| Open MPI 4.1.4 |" in result.appendix.read_text()
 
 
 def test_wrong_rows_repeated_runs_and_workflow_record(results, tmp_path):
@@ -332,8 +336,8 @@ def test_wrong_rows_repeated_runs_and_workflow_record(results, tmp_path):
     result = build_report(
         sweeps, figures_dir=tmp_path / "f", out_dir=tmp_path / "r", not_measured=record
     )
-    text = result.markdown.read_text()
-    caveats = text.split("## Caveats")[1].split("## Figures")[0]
+    text = result.appendix.read_text()
+    caveats = text.split("## Caveats")[1].split("## Cost model")[0]
     wrong = rows[1]
     assert "**Wrong results.** 1 point(s) failed validation" in caveats
     assert f"{label(wrong)} N=2 at {format_bytes(int(wrong['bytes']))}: 7 wrong" in caveats
@@ -350,3 +354,17 @@ def test_wrong_rows_repeated_runs_and_workflow_record(results, tmp_path):
     )
     # The record covers the mpi target: the report adds no second line for it.
     assert "| the ring over MPI ranks |" not in section
+
+
+def test_main_report_is_short_and_panels_are_readable(built, markdown):
+    """The page a reader reads first keeps to 250 lines of Markdown, leads with the findings
+    and links the appendix; no figure crowds more than 6 series into a panel."""
+    from ring.report.drawing import MAX_SERIES, SERIES_PER_PANEL
+
+    assert len(markdown.splitlines()) <= 250
+    assert next(line for line in markdown.splitlines() if line.startswith("## ")) == (
+        "## What we found"
+    )
+    assert "(appendix.md)" in markdown and built.appendix.is_file()
+    for name in built.drawn:
+        assert max(SERIES_PER_PANEL[name], default=0) <= MAX_SERIES, name

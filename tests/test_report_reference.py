@@ -41,7 +41,7 @@ def report(tmp_path_factory):
         figures_dir=tmp / "figures",
         out_dir=tmp / "report",
     )
-    return built, built.markdown.read_text(encoding="utf-8")
+    return built, built.appendix.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

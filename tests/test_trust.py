@@ -194,8 +194,8 @@ def test_bootstrap_interval_brackets_the_ratio_of_medians():
 @pytest.mark.slow
 def test_report_findings_and_intervals_come_from_the_run(run_files, tmp_path):
     result = build_report([run_files], figures_dir=tmp_path / "f", out_dir=tmp_path / "r")
-    text = result.markdown.read_text()
-    found = text.split("## What we found")[1].split("## Headline numbers")[0]
+    text = result.appendix.read_text()
+    found = text.split("## Further observations")[1].split("## What the quality gate")[0]
     assert found.count("\n- ") >= 3
     assert f"run {run_files.stem}" in found
     rows = read(run_files)
@@ -277,9 +277,9 @@ def test_alternated_launches_give_the_ratio_with_its_spread(tmp_path, monkeypatc
     result = build_report(
         [sweep], figures_dir=tmp_path / "f", out_dir=tmp_path / "r", alternated=[out]
     )
-    text = result.markdown.read_text()
+    text = result.appendix.read_text()
     assert "### Our threaded ring against MPI_Allreduce: separate launches, alternated" in text
-    found = text.split("## What we found")[1].split("## Headline numbers")[0]
+    found = text.split("## Further observations")[1].split("## What the quality gate")[0]
     assert "separate launches alternated 2 times, not one run" in found
 
 

@@ -60,6 +60,8 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         "results/figures",
         "results/report/index.html",
         "results/report/report.md",
+        "results/report/appendix.md",
+        "results/report/appendix.html",
     ]
     assert report.shell.count("--sweep ") == 2 * (CPU_JOBS + MPI_JOBS)
     # Every algorithm in one run per N, over the algorithms' own (ci: tiny) size range; the

@@ -32,6 +32,11 @@ class BuildResult:
     seconds: float
 
     @property
+    def appendix(self) -> Path:
+        """``appendix.md`` beside ``report.md`` (``appendix.html`` beside ``index.html``)."""
+        return self.markdown.parent / "appendix.md"
+
+    @property
     def drawn(self) -> list[str]:
         return [f.spec.name for f in self.figures if f.drawn]
 
@@ -134,7 +139,9 @@ def build_report(
     references=(),
     alternated=(),
 ) -> BuildResult:
-    """Load the inputs, draw the figures, write ``out_dir/index.html`` and ``report.md``.
+    """Load the inputs, draw the figures, write ``out_dir/index.html`` and ``report.md``
+    (the findings first, at most 250 lines of Markdown) and their appendix
+    (``appendix.html``, ``appendix.md``: everything else).
 
     ``sweeps`` are ``ring.bench`` CSVs (each with its JSON beside it), at least one;
     ``kernel_bandwidth`` the GPU kernel sweep CSVs; ``profiles`` ``results/profiles/<name>``
@@ -151,7 +158,7 @@ def build_report(
     )
     model = ReportModel(inputs, [load_alternated(p) for p in alternated])
     # Derive every table before drawing, so bad data fails before any file changes.
-    _ = (model.caveats, model.not_measured, model.ceiling_fractions, model.scaling)
+    _ = (model.caveats, model.not_measured, model.ceiling_fractions, model.scaling, model.gate)
     figures = build_figures(model, figures_dir)
     markdown, html = render(model, figures, out_dir)
     return BuildResult(html, markdown, figures, time.perf_counter() - started)

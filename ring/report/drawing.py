@@ -95,8 +95,27 @@ def _denser_log_ticks(fig) -> None:
             ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
 
 
+# At most this many data series in one panel: beyond it a reader cannot tell them apart.
+MAX_SERIES = 6
+# Data series per panel of each figure drawn in this process (the tests read it).
+SERIES_PER_PANEL: dict[str, list[int]] = {}
+
+
+def series_in(ax) -> int:
+    """Labelled data lines of a panel (reference lines drawn across it, like a ceiling or
+    1×, do not count) plus the hue groups of a bar chart."""
+    labels = {
+        line.get_label()
+        for line in ax.get_lines()
+        if not line.get_label().startswith("_") and list(line.get_xdata()) != [0, 1]
+    }
+    bars = {c.get_label() for c in ax.containers if not str(c.get_label()).startswith("_")}
+    return len(labels) + len(bars)
+
+
 def save(fig, plt, out_dir: Path, name: str) -> tuple[Path, Path]:
     png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
+    SERIES_PER_PANEL[name] = [series_in(ax) for ax in fig.axes if ax.has_data()]
     _denser_log_ticks(fig)
     # SVG text stays text (searchable), and no timestamp makes reruns byte-identical.
     fig.savefig(png, dpi=_DPI, bbox_inches="tight", metadata={"Software": None})

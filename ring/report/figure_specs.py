@@ -34,8 +34,8 @@ FIGURES = (
         "time_vs_size",
         "How long does one allreduce take at each buffer size?",
         "Median time per allreduce against the size of one node's buffer (log–log), one "
-        "line per backend, one panel per node count N; the band spans the 25th to 75th "
-        "percentile of the timed calls.",
+        "line per series, one panel per machine, backend (with its peers) and node count N; "
+        "the band spans the 25th to 75th percentile of the timed calls.",
     ),
     *(
         FigureSpec(
@@ -80,21 +80,26 @@ FIGURES = (
     ),
     FigureSpec(
         "ring_vs_peers",
-        "Is our ring faster than what a user would pick instead, at the same N?",
-        "Speedup of each ring backend over its peers at the same node count and size "
-        "(peer time / ring time; above 1 the ring is faster). Peers are compared within the "
-        "same run where the run measured them. The band combines both interquartile ranges.",
+        "Is our fastest faster than the fastest peer of the same run?",
+        "At each size: the fastest peer's median time over our fastest series' (any "
+        "algorithm, sync or executor), both from one run; above 1 ours is faster. One panel "
+        "per machine, backend and N, one line per run; the band is the ratio's interval "
+        "(bootstrap 95 % where the run kept its timed calls, else both interquartile "
+        "ranges); a cross marks a point the quality gate set aside.",
     ),
     FigureSpec(
         "gpu_vs_cpu_speedup",
-        "How much faster is the GPU ring than the CPU ring, and at which size?",
+        "Across machines: how much faster is the GPU ring than the CPU ring, and at which size?",
         "Wall-clock speedup of the GPU ring over the CPU ring (CPU time / GPU time) against "
-        "buffer size; the marker shows the largest speedup of each pair. Series at "
-        "different N are compared by time, not bandwidth.",
+        "buffer size; the marker shows the largest speedup of each pair. The two rings may "
+        "have run on different machines (each series names a reference machine): a ratio "
+        "of machines, not of code, and no finding. Series at different N are compared by "
+        "time, not bandwidth.",
     ),
     FigureSpec(
         "scaling_nodes",
         "What does going from N = 2 to N = 4 nodes cost?",
+        "One row of panels per machine and backend (with its peers). "
         "Left: time at the larger N over time at the smaller N; the dotted line is the ratio "
         "of the busbw factors 2(N−1)/N, where a ring limited by its links would sit. Right: "
         "busbw at the larger N over busbw at the smaller N (1 = busbw held).",

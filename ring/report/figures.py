@@ -19,6 +19,7 @@ from .cost_model import cost_model_of
 from .cost_model_figure import draw_cost_model
 from .drawing import (
     DASHES,
+    MAX_SERIES,
     bytes_axis,
     ceiling_styles,
     draw_ceilings,
@@ -37,6 +38,38 @@ from .profiles import PHASES
 __all__ = ["FIGURES", "SPECS", "Figure", "FigureSpec", "draw_figures"]
 
 
+# --- panels of at most MAX_SERIES series ------------------------------------------------
+
+# Each backend's panel holds its peers: the question a panel answers is one backend's.
+FAMILY = {
+    "cpu": "cpu",
+    "numpy-direct": "cpu",
+    "seed-cpp": "cpu",
+    "mpi": "mpi",
+    "mpi-allreduce": "mpi",
+    "gpu": "gpu",
+    "nccl": "gpu",
+}
+
+
+def panel_groups(rows: pd.DataFrame, column: str = "series") -> list[tuple[str, pd.DataFrame]]:
+    """Rows split into panels: one machine and one backend with its peers each (never two
+    machines in a panel), at most :data:`MAX_SERIES` values of ``column`` per panel."""
+    machine = rows["machine"].fillna("").astype(str) if "machine" in rows else ""
+    family = rows["backend"].map(FAMILY).fillna(rows["backend"])
+    groups = []
+    keyed = rows.assign(_machine=machine, _family=family)
+    for (where, kind), part in keyed.groupby(["_machine", "_family"], sort=True):
+        names = sorted(part[column].unique())
+        chunks = [names[i : i + MAX_SERIES] for i in range(0, len(names), MAX_SERIES)]
+        for k, chunk in enumerate(chunks):
+            title = kind + (f" @ {where}" if where else "")
+            if len(chunks) > 1:
+                title += f" ({k + 1}/{len(chunks)})"
+            groups.append((title, part[part[column].isin(chunk)]))
+    return groups
+
+
 # --- the figures ------------------------------------------------------------------------
 
 
@@ -47,16 +80,18 @@ def _time_vs_size(model, out_dir: Path):
     plt, sns = seaborn_pyplot()
     palette = model.palette(sns)
     counts = sorted(rows["nodes"].unique())
-    fig, axes = grid(plt, 1, len(counts))
-    for ax, nodes in zip(axes[0], counts, strict=True):
-        for series, data in rows[rows["nodes"] == nodes].groupby("series", sort=True):
-            line_with_band(
-                ax, data, "time_us", "time_us_p25", "time_us_p75", palette[series], series, {}
-            )
-        bytes_axis(ax, rows["bytes"])
-        log_y(ax)
-        ax.set_title(f"N = {nodes}")
-        ax.set_ylabel("time per allreduce (µs, median)")
+    groups = panel_groups(rows)
+    fig, axes = grid(plt, len(groups), len(counts))
+    for row, (title, group) in enumerate(groups):
+        for ax, nodes in zip(axes[row], counts, strict=True):
+            for series, data in group[group["nodes"] == nodes].groupby("series", sort=True):
+                line_with_band(
+                    ax, data, "time_us", "time_us_p25", "time_us_p75", palette[series], series, {}
+                )
+            bytes_axis(ax, rows["bytes"])
+            log_y(ax)
+            ax.set_title(f"{title}, N = {nodes}")
+            ax.set_ylabel("time per allreduce (µs, median)")
     legend_right(fig, axes.flat)
     return save(fig, plt, out_dir, "time_vs_size")
 
@@ -71,63 +106,67 @@ def _bandwidth_vs_size(model, out_dir: Path):
     ceilings = model.ceilings
     styles = ceiling_styles(ceilings)
     counts = sorted(bandwidth["nodes"].unique())
-    fig, axes = grid(plt, 2, len(counts))
+    groups = panel_groups(bandwidth)
     metrics = (
         ("busbw_GBps", "busbw (GB/s)", True),
         ("traffic_GBps", "memory traffic (GB/s)", False),
     )
-    for row, (metric, ylabel, link) in enumerate(metrics):
-        for ax, nodes in zip(axes[row], counts, strict=True):
-            data = bandwidth[(bandwidth["nodes"] == nodes) & (bandwidth[metric] > 0)]
-            for series, part in data.groupby("series", sort=True):
-                size_line(ax, part, metric, palette[series], series)
-            # Only the ceilings of the hardware the panel's series ran on.
-            shown = set(zip(data["run"], data["backend"].isin(DEVICE_BACKENDS), strict=True))
-            relevant = [
-                (run, device) in shown
-                for run, device in zip(ceilings["run"], ceilings["device"], strict=True)
-            ]
-            relevant = pd.Series(relevant, index=ceilings.index, dtype=bool)
-            draw_ceilings(ax, ceilings[relevant & (ceilings["link"] == link)], styles)
-            bytes_axis(ax, bandwidth["bytes"])
-            log_y(ax)
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"N = {nodes}")
+    fig, axes = grid(plt, 2 * len(groups), len(counts))
+    for g, (title, group) in enumerate(groups):
+        for m, (metric, ylabel, link) in enumerate(metrics):
+            for ax, nodes in zip(axes[2 * g + m], counts, strict=True):
+                data = group[(group["nodes"] == nodes) & (group[metric] > 0)]
+                for series, part in data.groupby("series", sort=True):
+                    size_line(ax, part, metric, palette[series], series)
+                # Only the ceilings of the hardware the panel's series ran on.
+                shown = set(zip(data["run"], data["backend"].isin(DEVICE_BACKENDS), strict=True))
+                relevant = [
+                    (run, device) in shown
+                    for run, device in zip(ceilings["run"], ceilings["device"], strict=True)
+                ]
+                relevant = pd.Series(relevant, index=ceilings.index, dtype=bool)
+                draw_ceilings(ax, ceilings[relevant & (ceilings["link"] == link)], styles)
+                bytes_axis(ax, bandwidth["bytes"])
+                log_y(ax)
+                ax.set_ylabel(ylabel)
+                ax.set_title(f"{title}, N = {nodes}")
     legend_right(fig, axes.flat)
     return save(fig, plt, out_dir, "bandwidth_vs_size")
 
 
 def _ring_vs_peers(model, out_dir: Path):
-    tables = [
-        c.table.assign(ring=c.name.removesuffix("_vs_peers"))
-        for c in model.comparisons
-        if c.name.endswith("_vs_peers")
-    ]
-    if not tables:
-        return "no ring backend and peer were measured at the same N and size"
-    table = pd.concat(tables, ignore_index=True)
-    table = table[table["bytes"] > 0]
+    table = model.regime_points
+    if table.empty:
+        return "no ring backend and peer were measured in one run at the same N and size"
     plt, sns = seaborn_pyplot()
-    palette = model.palette(sns)
-    rings = [r for r in ("cpu", "mpi", "gpu") if r in set(table["ring"])]
-    counts = sorted(table["nodes_fast"].unique())
-    fig, axes = grid(plt, len(rings), len(counts), sharey=True)
-    for row, ring in enumerate(rings):
-        for ax, nodes in zip(axes[row], counts, strict=True):
-            part = table[(table["ring"] == ring) & (table["nodes_fast"] == nodes)]
-            fasts = sorted(part["fast"].unique())
-            for (fast, slow), pair in part.groupby(["fast", "slow"], sort=True):
-                dash = DASHES[fasts.index(fast) % len(DASHES)]
-                label = f"{fast} over {slow}"
-                line_with_band(ax, pair, "speedup", "low", "high", palette[slow], label, dash)
-            ax.axhline(1.0, color="0.3", linewidth=0.8)
-            bytes_axis(ax, table["bytes"])
-            log_y(ax)
-            ax.set_title(f"{ring} ring, N = {nodes}")
-            ax.set_ylabel("speedup (peer time / ring time)")
-            if part.empty:
-                ax.text(0.5, 0.5, "no peer at this N", transform=ax.transAxes, ha="center")
-    legend_right(fig, axes.flat)
+    panels = list(table.groupby(["machine", "backend", "nodes"], sort=True))
+    cols = min(len(panels), 3)
+    rows_n = -(-len(panels) // cols)
+    fig, axes = grid(plt, rows_n, cols, sharey=True)
+    # A colour per backend; a run's line is labelled in its panel (the title where it is
+    # the panel's only one), so no legend far from the lines.
+    backends = sorted(set(table["backend"]))
+    colours = dict(zip(backends, sns.color_palette("tab10", len(backends)), strict=True))
+    for ax, ((machine, backend, nodes), part) in zip(axes.flat, panels, strict=False):
+        runs = list(part.groupby("run", sort=True))
+        for k, (run, line) in enumerate(runs):
+            style = DASHES[k % len(DASHES)]
+            line_with_band(ax, line, "ratio", "low", "high", colours[backend], f"run {run}", style)
+            aside = line[line["gate"] != ""]
+            ax.plot(aside["bytes"], aside["ratio"], "x", color="0.2", markersize=7)
+        ax.axhline(1.0, color="0.3", linewidth=0.8)
+        bytes_axis(ax, table["bytes"])
+        log_y(ax)
+        on = f" @ {machine}" if machine else ""
+        title = f"{backend}{on}, N = {nodes}"
+        if len(runs) == 1:
+            title += f" (run {runs[0][0]})"
+        else:
+            ax.legend(fontsize=8, frameon=False)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel("fastest peer time / our fastest time")
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
     return save(fig, plt, out_dir, "ring_vs_peers")
 
 
@@ -147,35 +186,36 @@ def _gpu_vs_cpu(model, out_dir: Path):
 
 
 def _speedup_figure(table, keys, label, ylabel, out: Path, mark_best=False):
-    """One panel, a speedup line (with its band) per group of ``keys``; ``mark_best`` stars
-    each group's maximum and writes out the overall one."""
+    """A speedup line (with its band) per group of ``keys``, at most MAX_SERIES per panel;
+    ``mark_best`` stars each group's maximum and writes out the overall one."""
     plt, sns = seaborn_pyplot()
-    fig, axes = grid(plt, 1, 1)
-    ax = axes[0][0]
     groups = list(table.groupby(keys, sort=True))
-    colours = sns.color_palette("tab10", max(len(groups), 1))
-    for colour, (key, pair) in zip(colours, groups, strict=False):
-        line_with_band(ax, pair, "speedup", "low", "high", colour, label(*key), {})
-        if mark_best:
-            best = pair.loc[pair["speedup"].idxmax()]
-            ax.plot(best["bytes"], best["speedup"], marker="*", markersize=12, color=colour)
-    if mark_best:
-        # Only the overall maximum is written out; the stars mark each pair's own.
-        top = table.loc[table["speedup"].idxmax()]
-        ax.annotate(
-            f"max {format_ratio(top['speedup'])} at {format_bytes(int(top['bytes']))}",
-            (top["bytes"], top["speedup"]),
-            textcoords="offset points",
-            xytext=(0, 10),
-            ha="center",
-            fontsize=9,
-            fontweight="bold",
-        )
-    ax.axhline(1.0, color="0.3", linewidth=0.8)
-    bytes_axis(ax, table["bytes"])
-    log_y(ax)
-    ax.set_ylabel(ylabel)
-    legend_right(fig, [ax])
+    chunks = [groups[i : i + MAX_SERIES] for i in range(0, max(len(groups), 1), MAX_SERIES)]
+    fig, axes = grid(plt, 1, len(chunks))
+    colours = sns.color_palette("tab10", MAX_SERIES)
+    top = table.loc[table["speedup"].idxmax()] if mark_best and not table.empty else None
+    for ax, chunk in zip(axes[0], chunks, strict=True):
+        for colour, (key, pair) in zip(colours, chunk, strict=False):
+            line_with_band(ax, pair, "speedup", "low", "high", colour, label(*key), {})
+            if mark_best:
+                best = pair.loc[pair["speedup"].idxmax()]
+                ax.plot(best["bytes"], best["speedup"], marker="*", markersize=12, color=colour)
+                if top is not None and best.name == top.name:
+                    # Only the overall maximum is written out; the stars mark each pair's own.
+                    ax.annotate(
+                        f"max {format_ratio(top['speedup'])} at {format_bytes(int(top['bytes']))}",
+                        (top["bytes"], top["speedup"]),
+                        textcoords="offset points",
+                        xytext=(0, 10),
+                        ha="center",
+                        fontsize=9,
+                        fontweight="bold",
+                    )
+        ax.axhline(1.0, color="0.3", linewidth=0.8)
+        bytes_axis(ax, table["bytes"])
+        log_y(ax)
+        ax.set_ylabel(ylabel)
+    legend_right(fig, axes.flat)
     return save(fig, plt, out.parent, out.name)
 
 
@@ -186,28 +226,36 @@ def _scaling(model, out_dir: Path):
         return f"no series measured at two node counts above 1 (node counts found: {counts})"
     plt, sns = seaborn_pyplot()
     palette = model.palette(sns)
-    fig, axes = grid(plt, 1, 2, sharey=False)
+    about = model.rows.drop_duplicates("series").set_index("series")
+    table = table.assign(
+        backend=table["series"].map(about["backend"]),
+        machine=table["series"].map(about["machine"]) if "machine" in about else "",
+    )
+    groups = panel_groups(table)
+    fig, axes = grid(plt, len(groups), 2, sharey=False)
     pairs = sorted(set(zip(table["nodes_a"], table["nodes_b"], strict=True)))
-    for (series, n_a, n_b), part in table.groupby(["series", "nodes_a", "nodes_b"], sort=True):
-        dash = DASHES[pairs.index((n_a, n_b)) % len(DASHES)]
-        label = f"{series} (N={n_b} / N={n_a})"
-        for ax, column in zip(axes[0], ("time_ratio", "busbw_ratio"), strict=True):
-            size_line(ax, part, column, palette[series], label, dash)
-    for n_a, n_b in pairs:
-        reference = busbw_factor(n_b) / busbw_factor(n_a)
-        axes[0][0].axhline(
-            reference,
-            color="0.3",
-            linestyle=":",
-            linewidth=1,
-            label=f"busbw factor ratio N={n_b} / N={n_a}",
-        )
-    axes[0][1].axhline(1.0, color="0.3", linewidth=0.8)
-    axes[0][0].set_ylabel("time at larger N / time at smaller N")
-    axes[0][1].set_ylabel("busbw at larger N / busbw at smaller N")
-    for ax in axes[0]:
-        bytes_axis(ax, table["bytes"])
-        log_y(ax)
+    for row, (title, group) in enumerate(groups):
+        for (series, n_a, n_b), part in group.groupby(["series", "nodes_a", "nodes_b"]):
+            dash = DASHES[pairs.index((n_a, n_b)) % len(DASHES)]
+            label = f"{series} (N={n_b} / N={n_a})"
+            for ax, column in zip(axes[row], ("time_ratio", "busbw_ratio"), strict=True):
+                size_line(ax, part, column, palette[series], label, dash)
+        for n_a, n_b in pairs:
+            reference = busbw_factor(n_b) / busbw_factor(n_a)
+            axes[row][0].axhline(
+                reference,
+                color="0.3",
+                linestyle=":",
+                linewidth=1,
+                label=f"busbw factor ratio N={n_b} / N={n_a}",
+            )
+        axes[row][1].axhline(1.0, color="0.3", linewidth=0.8)
+        axes[row][0].set_ylabel("time at larger N / time at smaller N")
+        axes[row][1].set_ylabel("busbw at larger N / busbw at smaller N")
+        for ax in axes[row]:
+            bytes_axis(ax, table["bytes"])
+            log_y(ax)
+            ax.set_title(title)
     legend_right(fig, axes.flat)
     return save(fig, plt, out_dir, "scaling_nodes")
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 
 import pandas as pd
 
-from . import algorithms, analysis, ceilings, coverage, intervals, profiles, trust
+from . import algorithms, analysis, ceilings, coverage, gate, intervals, profiles, regimes, trust
 from . import caveats as caveat_notes
 from . import findings as finding_text
 from .coverage import Missing
@@ -47,10 +48,19 @@ class ReportModel:
         return set(self.rows["backend"])
 
     def palette(self, sns) -> dict[str, tuple]:
-        """One colour per series label, the same in every figure."""
+        """One colour per series label, the same in every figure; a reference machine's
+        series takes the colour of the same series here (panels never mix machines), so
+        fewer colours, further apart, tell a panel's lines apart."""
         labels = sorted(set(self.rows["series"]))
-        colours = sns.color_palette("tab10" if len(labels) <= 10 else "husl", len(labels))
-        return dict(zip(labels, colours, strict=True))
+
+        def colour_key(label: str) -> str:
+            label = re.sub(r" @ [^\[\]]+?(?= \[|$)", "", label)
+            return re.sub(r"\[[^/\]]+/", "[", label).strip()
+
+        keys = sorted({colour_key(label) for label in labels})
+        colours = sns.color_palette("tab10" if len(keys) <= 10 else "husl", len(keys))
+        by_key = dict(zip(keys, colours, strict=True))
+        return {label: by_key[colour_key(label)] for label in labels}
 
     # --- comparisons ------------------------------------------------------------------
 
@@ -72,7 +82,25 @@ class ReportModel:
 
     @cached_property
     def findings(self) -> list[str]:
+        """Further observations (the appendix): every comparison the data allow."""
         return finding_text.findings(self)
+
+    # --- the quality gate and the first screen ---------------------------------------
+
+    @cached_property
+    def gate(self) -> pd.DataFrame:
+        """What the quality gate sets aside, and why (ring.report.gate)."""
+        return gate.set_aside(self)
+
+    @cached_property
+    def regime_points(self) -> pd.DataFrame:
+        """Our fastest against the fastest peer of the same run, per size (ring.report.regimes)."""
+        return regimes.points(self)
+
+    @cached_property
+    def main_findings(self) -> list[str]:
+        """The first screen: regimes with an action, a same-run ratio and a reason."""
+        return regimes.findings(self)
 
     @cached_property
     def scaling(self) -> pd.DataFrame:

@@ -9,14 +9,20 @@ import struct
 from datetime import UTC, datetime
 from pathlib import Path
 
+from . import gate, regimes
 from .cost_model import cost_model_of
 from .figures import Figure
 from .headline import gpu_headline, headline_tables
 from .model import ReportModel
+from .original import original_table
+from .profile_message import messages
 from .source_tables import environment_table, inputs_table, profile_tables
 from .table import Table
 
-__all__ = ["Table", "context", "render"]
+__all__ = ["MAX_LINES", "Table", "context", "render"]
+
+# The main report's length in Markdown lines: what a reader reads in five minutes.
+MAX_LINES = 250
 
 
 def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
@@ -30,6 +36,23 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
         "built": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commits": sorted({str(r.meta.get("git_commit")) for r in model.inputs.runs}),
         "findings": model.findings,
+        "main_findings": model.main_findings,
+        "min_sizes": regimes.MIN_SIZES,
+        "scope": regimes.scope(model),
+        "profile_messages": messages(model),
+        "gate_rules": gate.rules_text(),
+        "gate_summary": gate.summary_table(model.gate),
+        "gate_detail": gate.detail_table(model.gate),
+        "original": original_table(model),
+        "core": [
+            t
+            for t, shown in zip(
+                regimes.core_tables(model, every_size=False), _main_keys(model), strict=True
+            )
+            if shown
+        ],
+        "core_left": [],
+        "core_full": regimes.core_tables(model, every_size=True),
         "headline": headline_tables(model),
         "gpu_speedup": gpu_headline(model),
         "caveats": model.caveats,
@@ -45,6 +68,15 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
         "inputs": inputs_table(model),
         "cost_model": cost_model_of(model),
     }
+
+
+def _main_keys(model: ReportModel) -> list[bool]:
+    """For each core table (in order): whether the main report shows it: a run of this
+    machine with a point the quality gate let through (references from other machines,
+    and tables the gate set aside whole, are in the appendix)."""
+    points = model.regime_points
+    passing = (points["gate"] == "").groupby([points[k] for k in regimes.KEY], sort=True).any()
+    return [bool(ok) and not key[1] for key, ok in passing.items()]
 
 
 def _figure(figure: Figure, out_dir: Path) -> dict:
@@ -85,7 +117,9 @@ def _inline_html(text: str):
 
 
 def render(model: ReportModel, figures: list[Figure], out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``out_dir/report.md`` and ``out_dir/index.html``; return their paths."""
+    """Write ``out_dir/report.md`` and ``out_dir/index.html`` (what a reader reads first) and
+    their appendix (``appendix.md``, ``appendix.html``: everything else); return the first
+    two's paths."""
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     out_dir = Path(out_dir)
@@ -100,10 +134,22 @@ def render(model: ReportModel, figures: list[Figure], out_dir: str | Path) -> tu
     )
     env.filters["inline"] = _inline_html
     values = context(model, figures, out_dir)
-    # Both texts exist before either file is replaced: never one new and one old.
+    # The main report keeps to MAX_LINES: core tables beyond it are left to the appendix,
+    # last first (the page says which).
+    while True:
+        main = env.get_template("report.md.j2").render(**values)
+        if len(main.splitlines()) <= MAX_LINES or not values["core"]:
+            break
+        values["core_left"].insert(0, values["core"].pop())
+    # Every text exists before any file is replaced: never one new and one old.
     texts = {
         name: env.get_template(template).render(**values)
-        for template, name in (("report.md.j2", "report.md"), ("index.html.j2", "index.html"))
+        for template, name in (
+            ("report.md.j2", "report.md"),
+            ("index.html.j2", "index.html"),
+            ("appendix.md.j2", "appendix.md"),
+            ("appendix.html.j2", "appendix.html"),
+        )
     }
     for name, text in texts.items():
         temporary = out_dir / f".{name}.tmp"

@@ -45,6 +45,8 @@ rule build_report:
             category="Report",
         ),
         markdown=f"{RESULTS}/report/report.md",
+        appendix=f"{RESULTS}/report/appendix.md",
+        appendix_html=f"{RESULTS}/report/appendix.html",
     log:
         f"{RESULTS}/logs/report/report.log",
     conda:
