@@ -4,7 +4,7 @@
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from ring.study_config import ConfigError, check_config
+from ring.study.config import ConfigError, check_config
 
 min_version("8.30")
 

@@ -6,7 +6,7 @@ Names the backends emit (and :mod:`ring.nsys` reads back):
 * one range per step of each phase per node: ``reduce_scatter step 2 node 1``
   (MPI adds the rank: ``... node 1 rank 1``); an algorithm other than the ring puts its
   name first: ``rabenseifner all_gather step 0 node 3``, ``recursive-doubling exchange
-  step 1 node 0`` (phases: :data:`ring.schedule_core.PHASES`).
+  step 1 node 0`` (phases: :data:`ring.schedule.steps.PHASES`).
 
 In an ``nsys stats`` report they appear as ``ring:<name>``.  The ``nvtx`` package is
 optional; without it every range is a no-op.  ``nvtx`` must be ``>=0.2.10,<0.2.12`` for
@@ -105,7 +105,7 @@ class annotate:
 
 
 # One reusable context manager per collective, built on first use: building an annotation
-# costs about 0.7 µs, more than a bound 1 KiB call's own operations (ring.cpu_bound).
+# costs about 0.7 µs, more than a bound 1 KiB call's own operations (ring.host.bound).
 _CALL_RANGES: dict[str, annotate] = {}
 
 

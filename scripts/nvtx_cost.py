@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/nvtx_cost.py [--number 1000000] [--repeat 5]
 
-ring.nvtx_ranges must stay on nvtx's public API at the cost of its private entry points or
+ring.nvtx must stay on nvtx's public API at the cost of its private entry points or
 less (issue 17). This times each way over ``--number`` push+pop pairs in domain ``ring``,
 ``--repeat`` times, and prints the median per pair and its ratio to the private calls.
 Without a profiler attached every NVTX C call returns at once, so what differs is Python's
@@ -34,7 +34,7 @@ def _ways() -> dict[str, tuple]:
             functools.partial(_lib.push_range, attributes, domain.handle),
             functools.partial(_lib.pop_range, domain.handle),
         ),
-        "public annotate(...).__enter__/__exit__ (ring.nvtx_ranges)": (
+        "public annotate(...).__enter__/__exit__ (ring.nvtx)": (
             nvtx.annotate(MESSAGE, domain=DOMAIN).__enter__,
             nvtx.annotate(domain=DOMAIN).__exit__,
         ),

@@ -311,12 +311,12 @@ class FakeUfunc:
 # What ring.ops.divide_by_nodes calls to finish avg on CuPy arrays.
 _AVG_UFUNCS = ("divide", "fmod", "subtract", "floor_divide")
 
-# What each op of ring.gpu_kernels' source computes (a test may break one on purpose).
+# What each op of ring.gpu.kernels' source computes (a test may break one on purpose).
 RAW_KERNEL_OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 class FakeRawKernel:
-    """``ring.gpu_kernels``' kernel, as the device would run it: what it computes is
+    """``ring.gpu.kernels``' kernel, as the device would run it: what it computes is
     ``dst[:n] = op(dst[:n], src[:n])``; what the simulator checks is what would fault
     on a GPU (a 16-byte vector access at an address not aligned to 16 bytes, an access
     outside an array, a launch with no threads) and that the (head, vectors) the host

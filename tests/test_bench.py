@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ring.bench.ceilings
-from ring import nvtx_ranges
+from ring import nvtx
 from ring.bench import data
 from ring.bench.__main__ import main
 from ring.bench.backends import (
@@ -208,7 +208,7 @@ def test_json_beside_the_csv(tmp_path):
     assert set(environment) >= ENVIRONMENT_KEYS
     assert environment["cores"] >= 1 and environment["memory_bytes"] > 0
     # Whether the calls pushed NVTX ranges (none without a profiler): the run says so.
-    assert environment["nvtx_ranges"] is nvtx_ranges.AVAILABLE
+    assert environment["nvtx_ranges"] is nvtx.AVAILABLE
     assert environment["packages"]["numpy"] == np.__version__
     ceilings = document["ceilings"]
     assert ceilings["copy_GBps"] > 0 and ceilings["add_GBps"] > 0

@@ -9,7 +9,7 @@ from test_bench import bench, outside_mpirun, read_rows, small_ceilings  # noqa:
 
 
 def test_each_executor_is_a_series_with_its_column(tmp_path, monkeypatch):
-    monkeypatch.setattr("ring.cpu._cores", lambda: 2)
+    monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 2)
     args = ["--backend", "cpu", "--executor", "nodes,slices", "--nodes", "4"]
     code, out = bench(tmp_path, *args, "--inline-bytes", "0", "-c", "1")
     assert code == 0

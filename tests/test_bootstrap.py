@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ring.bootstrap import bootstrap_ratio, percentile_interval, resampled_medians
+from ring.model.bootstrap import bootstrap_ratio, percentile_interval, resampled_medians
 
 
 def test_ratio_interval_holds_the_true_ratio_and_narrows_with_more_calls():

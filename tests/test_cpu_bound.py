@@ -1,4 +1,4 @@
-"""A repeated call on the calling thread runs bound to its buffers (ring/cpu_bound.py), by
+"""A repeated call on the calling thread runs bound to its buffers (ring/host/bound.py), by
 either executor: right against the independent reference and bit for bit the node threads'
 result on every repeat, by nodes with every node's step range, checked again in full
 whenever a buffer, the list or the op changed, re-planned when ``auto`` picks another
@@ -20,14 +20,14 @@ from test_cpu_algorithms import _options
 from test_cpu_inline import assert_same_bits
 
 from ring import CpuCommunicator
-from ring.cpu_moves import run_ranged
+from ring.host.moves import run_ranged
 from ring.schedule import ALGORITHMS, plan
 
 
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of 5 elements: a bound call crosses tile and segment edges."""
-    monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 40)
+    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 40)
 
 
 EXECUTORS = ("slices", "nodes")
@@ -121,7 +121,7 @@ def test_a_changed_buffer_list_or_op_is_checked_again(executor):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_a_call_on_more_threads_is_not_bound(executor, small_tiles, monkeypatch):
-    monkeypatch.setattr("ring.cpu._cores", lambda: 2)
+    monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 2)
     buffers = [np.ones(1024, np.float32) for _ in range(2)]
     with _sliced(2, executor=executor, inline_bytes=1024) as comm:
         comm.allreduce(buffers)
@@ -134,7 +134,7 @@ def test_a_call_on_more_threads_is_not_bound(executor, small_tiles, monkeypatch)
 
 @pytest.mark.parametrize("algorithm", ["rabenseifner", "reduce-broadcast"])
 def test_a_bound_call_by_nodes_marks_every_node_step_as_the_first_call_did(algorithm, monkeypatch):
-    import ring.nvtx_ranges as nr
+    import ring.nvtx as nr
 
     events = []
     monkeypatch.setattr(nr, "_make", lambda m: lambda: events.append(m))
@@ -166,8 +166,8 @@ def test_auto_is_bound_to_its_pick_and_planned_again_once_picks_are_reset(execut
         asked.append(algorithm)
         return next(picks) if algorithm == "auto" else algorithm
 
-    monkeypatch.setattr("ring.cpu.resolve_algorithm", resolve)
-    monkeypatch.setattr("ring.cpu.auto_generation", auto.generation)
+    monkeypatch.setattr("ring.cpu.communicator.resolve_algorithm", resolve)
+    monkeypatch.setattr("ring.cpu.communicator.auto_generation", auto.generation)
     inputs = [np.arange(10, dtype=np.float64) + i for i in range(3)]
     buffers = [x.copy() for x in inputs]
     with _sliced(3, "auto", executor) as comm:
@@ -210,7 +210,7 @@ def test_a_plan_of_more_moves_than_bound_moves_runs_unbound(executor, monkeypatc
     million) runs unbound, and right."""
     buffers = [np.full(10, i + 1.0) for i in range(2)]
     for limit, bound in ((3, False), (4, True)):  # the ring on 2 nodes: 2 steps, 4 moves
-        monkeypatch.setattr("ring.cpu_crew.BOUND_MOVES", limit)
+        monkeypatch.setattr("ring.cpu.crew.BOUND_MOVES", limit)
         with _sliced(2, executor=executor) as comm:
             for _ in range(2):
                 for i, buffer in enumerate(buffers):

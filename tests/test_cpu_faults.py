@@ -152,7 +152,7 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
     milliseconds, so the SIGINT lands inside one: the communicator closes and refuses the
     next call, as after an interrupted threaded call, and no result is wrong.  (On a
     communicator every call after the first repeats on the same buffers and runs bound, node
-    after node: ring.cpu_bound.)"""
+    after node: ring.host.bound.)"""
     nodes, count = 8, INLINE_BYTES // 8 - 1
     rounds = _interrupt_rounds("pairwise", mode, rounds=4, seed=5, nodes=nodes, count=count)
     for r in rounds:
@@ -165,7 +165,7 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
 @pytest.mark.slow
 def test_ctrl_c_mid_bound_inline_call_ends_it_as_on_the_threads():
     """executor="slices" just under INLINE_BYTES on 8 nodes: every call after the first
-    repeats on the same buffers and runs bound by position (ring.cpu_bound; bound by nodes:
+    repeats on the same buffers and runs bound by position (ring.host.bound; bound by nodes:
     the test above), milliseconds each, so the
     SIGINT lands inside one: the communicator closes and refuses the next call, and no
     result is wrong."""
@@ -227,7 +227,7 @@ def test_ctrl_c_inside_a_with_block_surfaces_as_keyboard_interrupt():
 
 
 def test_one_threads_failure_never_reaches_another_threads_call(monkeypatch):
-    from ring.cpu import resolve_op as real
+    from ring.cpu.communicator import resolve_op as real
 
     def failing_for_a(op, dtype):
         ufunc = real(op, dtype)
@@ -239,7 +239,7 @@ def test_one_threads_failure_never_reaches_another_threads_call(monkeypatch):
 
         return add
 
-    monkeypatch.setattr("ring.cpu.resolve_op", failing_for_a)
+    monkeypatch.setattr("ring.cpu.communicator.resolve_op", failing_for_a)
     nodes, rounds = 5, 50
     rng = np.random.default_rng(11)
     inputs = [rng.uniform(1, 2, 4099) for _ in range(nodes)]

@@ -34,8 +34,8 @@ def _record_threads(monkeypatch):
 
         return run
 
-    resolve = ring.cpu.resolve_op
-    monkeypatch.setattr("ring.cpu.resolve_op", recorded)
+    resolve = ring.cpu.communicator.resolve_op
+    monkeypatch.setattr("ring.cpu.communicator.resolve_op", recorded)
     return seen
 
 
@@ -93,7 +93,7 @@ def test_every_dtype_and_op_inline(dtype):
 def test_inline_is_bit_for_bit_the_threaded_result(algorithm, nodes, monkeypatch):
     """Same plan, same operations in the same order per element: same bits, for float
     sums whose value depends on the order, and for avg (its last touch)."""
-    monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 40)  # direct: many tiles
+    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 40)  # direct: many tiles
     rng = np.random.default_rng(nodes + 7 * len(algorithm))
     options = _options(algorithm, nodes)
     make = CpuCommunicator
@@ -183,7 +183,7 @@ def test_a_closed_communicator_refuses_a_small_call():
 
 
 def test_inline_steps_carry_the_threaded_nvtx_names_in_step_order(monkeypatch):
-    import ring.nvtx_ranges as nr
+    import ring.nvtx as nr
 
     events = []
     monkeypatch.setattr(nr, "_make", lambda m: lambda: events.append(m))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ring import machine, schedule
+from ring import machine
+from ring.schedule import plans
 
 
 def _cache(root, entries):
@@ -66,8 +67,8 @@ def test_sysconf_fills_what_sysfs_lacks(tmp_path, monkeypatch):
     ("nodes", "expected"), [(1, 8 << 20), (2, 4 << 20), (4, 2 << 20), (64, 512 << 10)]
 )
 def test_the_default_block_follows_the_probed_caches(monkeypatch, nodes, expected):
-    monkeypatch.setattr(schedule, "cache_bytes", lambda: (512 << 10, 32 << 20))
-    assert schedule.default_segment_bytes(nodes) == expected
+    monkeypatch.setattr(plans, "cache_bytes", lambda: (512 << 10, 32 << 20))
+    assert plans.default_segment_bytes(nodes) == expected
 
 
 def test_the_harness_records_the_probed_caches(monkeypatch):

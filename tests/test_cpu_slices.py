@@ -1,4 +1,4 @@
-"""``executor="slices"``: a plan run by position (ring/by_position.py, ring/cpu_slices.py).
+"""``executor="slices"``: a plan run by position (ring/host/positions.py, ring/host/slices.py).
 Results against the independent reference, bit for bit the node threads' results, how
 many threads a call wakes, scratch that cannot be read by position, bad input, and a
 failure on any thread ending the call.  (Ctrl-C mid-call: tests/test_cpu_faults.py.)"""
@@ -16,8 +16,8 @@ from test_cpu_inline import _every_collective, _record_threads, assert_same_bits
 
 import ring
 from ring import CommunicatorClosedError, CpuCommunicator
-from ring.by_position import _Scratch, by_position
-from ring.cpu_slices import slice_bounds
+from ring.host.positions import _Scratch, by_position
+from ring.host.slices import slice_bounds
 from ring.schedule import ALGORITHMS, plan
 
 DTYPES = [np.float32, np.int64, np.uint8, np.complex128]
@@ -26,7 +26,7 @@ DTYPES = [np.float32, np.int64, np.uint8, np.complex128]
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of 5 elements: every call crosses tile and segment edges."""
-    monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 40)
+    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 40)
 
 
 @pytest.mark.parametrize("threads", ["caller", "parts"])
@@ -53,7 +53,7 @@ def test_slices_match_the_reference(algorithm, nodes, threads, small_tiles):
 def test_slices_are_bit_for_bit_the_node_threads(algorithm, nodes, small_tiles, monkeypatch):
     """Same operations per element in the same order: same bits, for float sums whose value
     depends on the order, and for avg (its last touch)."""
-    monkeypatch.setattr("ring.cpu._cores", lambda: 3)  # several parts even on one core
+    monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 3)  # several parts even on one core
     rng = np.random.default_rng(nodes + 5 * len(algorithm))
     options = _options(algorithm, nodes) | {"inline_bytes": 0}
     make = CpuCommunicator
@@ -110,19 +110,19 @@ def test_slices_cut_whole_tiles_and_cover_everything(length, parts, tile):
 
 
 def test_threads_for_follows_inline_bytes_nodes_cores_and_tiles(small_tiles, monkeypatch):
-    monkeypatch.setattr("ring.cpu._cores", lambda: 2)
+    monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 2)
     with CpuCommunicator(4, executor="slices", inline_bytes=100) as comm:
         assert [comm.threads_for(b) for b in (1, 100, 101)] == [1, 1, 2]
         assert comm.threads_for(101, executor="nodes") == 4
         assert comm.threads_for(101, inline_bytes=200) == 1
-        monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 150)
+        monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 150)
         assert [comm.threads_for(b, inline_bytes=0) for b in (150, 151)] == [1, 2]
     with CpuCommunicator(1, executor="slices", inline_bytes=0) as comm:
         assert comm.threads_for(1 << 30) == 1
 
 
 def test_a_large_call_splits_between_the_caller_and_one_worker(small_tiles, monkeypatch):
-    monkeypatch.setattr("ring.cpu._cores", lambda: 2)
+    monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 2)
     seen = _record_threads(monkeypatch)
     with CpuCommunicator(4, executor="slices", inline_bytes=0) as comm:
         buffers = [np.full(1 << 16, i + 1.0) for i in range(4)]
@@ -156,8 +156,8 @@ def test_a_bad_executor_is_refused_before_anything_moves(value):
 def test_a_failure_on_any_thread_ends_the_call_and_closes(where, monkeypatch):
     """The caller's slice fails, or a worker's: the error reaches the caller, every worker
     is joined, and the communicator refuses the next call."""
-    monkeypatch.setattr("ring.cpu._cores", lambda: 2)
-    monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 800)
+    monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 2)
+    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 800)
     failing = "MainThread" if where == "caller" else "ring-cpu-node0"
     add = np.add
 
@@ -168,7 +168,7 @@ def test_a_failure_on_any_thread_ends_the_call_and_closes(where, monkeypatch):
 
     comm = CpuCommunicator(3, executor="slices", inline_bytes=0)
     threads = list(comm._threads)
-    monkeypatch.setattr("ring.cpu.resolve_op", lambda op, dtype: failing_add)
+    monkeypatch.setattr("ring.cpu.communicator.resolve_op", lambda op, dtype: failing_add)
     with pytest.raises(FloatingPointError, match="injected"):
         comm.allreduce([np.ones(10_000) for _ in range(3)])
     assert comm.closed

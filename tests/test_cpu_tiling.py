@@ -1,4 +1,4 @@
-"""Steps that reduce several peers into one range run tile by tile (ring.cpu_crew): the
+"""Steps that reduce several peers into one range run tile by tile (ring.cpu.crew): the
 grouping, and results equal to the independent reference with tiles that split ranges at
 odd places."""
 
@@ -9,9 +9,9 @@ import pytest
 from reference import check, random_inputs
 
 import ring
-from ring.cpu_crew import Tiled, tiled_moves
+from ring.cpu.crew import Tiled, tiled_moves
 from ring.schedule import ALGORITHMS, plan
-from ring.schedule_core import Move, Step
+from ring.schedule.steps import Move, Step
 
 
 def _step(node, *moves):
@@ -62,7 +62,7 @@ def test_no_ring_family_step_and_only_direct_and_reduce_broadcast_are_tiled(algo
 @pytest.mark.parametrize("nodes", [2, 3, 5])
 def test_tiles_that_split_chunks_at_odd_places_match_the_reference(monkeypatch, dtype, op, nodes):
     itemsize = np.dtype(dtype).itemsize
-    monkeypatch.setattr("ring.cpu_crew.tile_bytes", lambda: 7 * itemsize)
+    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 7 * itemsize)
     rng = np.random.default_rng(nodes)
     for count in (1, 6, 7, 8, 101, 1000):
         inputs = random_inputs(rng, nodes, count, dtype, op)

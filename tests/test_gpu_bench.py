@@ -147,7 +147,7 @@ def test_a_wrong_reduction_fails_the_run(tmp_path, monkeypatch):
 
     out = tmp_path / "gpu.csv"
     sim = FakeCuda(2, seed=3)
-    # float32 sum runs our kernel (ring.gpu_kernels): break that one.
+    # float32 sum runs our kernel (ring.gpu.kernels): break that one.
     monkeypatch.setitem(RAW_KERNEL_OPS, "sum", np.subtract)
     with fake_cupy(sim):
         assert _sweep("gpu", "2", out) == 1

@@ -183,7 +183,7 @@ def test_public_api():
 @pytest.mark.parametrize("force", [False, True], ids=["in-place", "peer-copies"])
 @pytest.mark.parametrize("algorithm", ["ring-segmented", "ring", "rabenseifner"])
 def test_several_streams_per_node(algorithm, force, streams):
-    """Waits derived from the ranges (ring.gpu_hazards), on the device's own scheduling;
+    """Waits derived from the ranges (ring.gpu.hazards), on the device's own scheduling;
     the second and third calls on the same buffers capture and replay a CUDA graph."""
     rng = np.random.default_rng(streams)
     extra = {"segment_bytes": 64 << 10} if algorithm == "ring-segmented" else {}

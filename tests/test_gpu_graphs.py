@@ -1,4 +1,4 @@
-"""CUDA graphs in the GPU ring (ring.gpu_graphs), on the CUDA simulator.
+"""CUDA graphs in the GPU ring (ring.gpu.graphs), on the CUDA simulator.
 
 The simulator (``fakecuda``) captures the way CUDA does: work queued on a
 capturing stream, or on a stream that joined the capture by waiting on an event recorded

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from reference import reference
 
-from ring.gpu_kernels import (
+from ring.gpu.kernels import (
     BLOCK,
     BLOCKS_PER_SM,
     C_TYPES,

@@ -1,4 +1,4 @@
-"""Our reduction kernel (:mod:`ring.gpu_kernels`) on a real CUDA device, against float64
+"""Our reduction kernel (:mod:`ring.gpu.kernels`) on a real CUDA device, against float64
 (or exact integer) references; skipped, with the reason, where there is no GPU.
 
 ``test_gpu_kernels.py`` runs the same source as C++ on the host; here NVRTC compiles it
@@ -15,7 +15,7 @@ from reference import reference
 import ring
 from ring._optional import MissingDependencyError
 from ring.gpu import DeviceUnavailableError
-from ring.gpu_kernels import C_TYPES, KERNEL_OPS, reducer
+from ring.gpu.kernels import C_TYPES, KERNEL_OPS, reducer
 
 try:
     ring.gpu.device_count()

@@ -17,7 +17,7 @@ from reference import check, ops_for, random_inputs
 
 import ring
 import ring.api
-from ring import nvtx_ranges, owned_chunk
+from ring import nvtx, owned_chunk
 from ring._optional import MissingDependencyError
 from ring.gpu import (
     DeviceUnavailableError,
@@ -159,8 +159,8 @@ def test_each_step_waits_only_on_the_left_neighbours_previous_step():
 
 def test_nvtx_ranges_name_every_step(monkeypatch):
     pushed = []
-    monkeypatch.setattr(nvtx_ranges, "pusher", lambda name: lambda: pushed.append(name))
-    monkeypatch.setattr(nvtx_ranges, "pop", lambda: pushed.append(None))
+    monkeypatch.setattr(nvtx, "pusher", lambda name: lambda: pushed.append(name))
+    monkeypatch.setattr(nvtx, "pop", lambda: pushed.append(None))
 
     class Outer:
         def __init__(self, name):
@@ -172,15 +172,15 @@ def test_nvtx_ranges_name_every_step(monkeypatch):
         def __exit__(self, *exc):
             pushed.append(None)
 
-    monkeypatch.setattr(nvtx_ranges, "annotate", Outer)
-    monkeypatch.setattr(nvtx_ranges, "_CALL_RANGES", {})  # built anew with the recorder
+    monkeypatch.setattr(nvtx, "annotate", Outer)
+    monkeypatch.setattr(nvtx, "_CALL_RANGES", {})  # built anew with the recorder
     sim = FakeCuda(1)
     with fake_cupy(sim):
         comm = GpuCommunicator(3, shared_devices=True)
         comm.allreduce([sim.to_device(np.ones(9), 0) for _ in range(3)], "sum")
     names = [n for n in pushed if n is not None]
     assert names[0] == "allreduce"
-    assert all(nvtx_ranges.STEP_RANGE.match(n) for n in names[1:])
+    assert all(nvtx.STEP_RANGE.match(n) for n in names[1:])
     assert sorted(names[1:]) == sorted(
         f"{phase} step {s} node {i}"
         for phase in ("reduce_scatter", "all_gather")

@@ -1,4 +1,4 @@
-"""Several CUDA streams per node (``streams=``, :mod:`ring.gpu_hazards`), on the CUDA
+"""Several CUDA streams per node (``streams=``, :mod:`ring.gpu.hazards`), on the CUDA
 simulator of ``fakecuda``.
 
 The simulator advances streams in a random order and honours only stream order and
@@ -23,8 +23,8 @@ from test_gpu_algorithms import (
 )
 
 from ring.gpu import GpuCommunicator, cache_key
-from ring.gpu_hazards import stream_schedule
-from ring.gpu_run import streams_for
+from ring.gpu.hazards import stream_schedule
+from ring.gpu.run import streams_for
 from ring.schedule import ALGORITHMS, plan, plan_for
 
 
@@ -269,16 +269,16 @@ def test_schedule_is_derived_from_the_ranges_not_the_algorithm():
 def test_ring_segmented_block_by_default_fits_the_devices_l2(monkeypatch):
     """No segment_bytes: streams * (N + 1) blocks in flight fit the smallest L2 the devices
     report; a device that reports none gets the schedule's default; a given one wins."""
-    import ring.gpu
+    import ring.gpu.communicator
 
     seen = []
-    original = ring.gpu.plan_for
+    original = ring.gpu.communicator.plan_for
 
     def recording(*args):
         seen.append(args[-1].get("segment_bytes"))
         return original(*args)
 
-    monkeypatch.setattr(ring.gpu, "plan_for", recording)
+    monkeypatch.setattr(ring.gpu.communicator, "plan_for", recording)
     rng = np.random.default_rng(8)
     for l2, streams, options, expected in (
         (8 * 240, None, {}, 8 * 240 // (2 * 4)),

@@ -1,6 +1,6 @@
 """Every node ends a collective with the same bits, and every executor with the same bits
 as every other: the plans fix the order of each reduction's operands
-(``ring.schedule_core.Move.source_first``), which matters where an op is not bitwise
+(``ring.schedule.steps.Move.source_first``), which matters where an op is not bitwise
 commutative (NumPy's complex multiply: ``a * b != b * a`` in a third of elements).
 
 Random non-zero data, N = 2..8, every algorithm, op and a float, complex and integer

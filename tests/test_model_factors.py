@@ -239,7 +239,7 @@ def test_mpi_calls_riding_the_preflight_are_not_fitted_and_are_picked(tmp_path):
     the least, where the fit has it) whatever the α–β–γ terms say; above it, and on
     another backend, the terms decide."""
     from ring.model.data import load_groups
-    from ring.mpi_agree import GATHERED_BYTES
+    from ring.mpi.agree import GATHERED_BYTES
 
     run = tmp_path / "run.csv"
     names = ("direct", "reduce-broadcast", "ring")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from test_bench import SMALL_CEILINGS_ENV
 
-from ring.mpi_shared import _alive, shared_directory
+from ring.mpi.shared import _alive, shared_directory
 
 PROGRAMS = Path(__file__).parent / "mpi_programs"
 MPIRUN = shutil.which("mpirun")

@@ -1,4 +1,4 @@
-"""ring.nvtx_ranges goes through nvtx's public API, with its attributes built once."""
+"""ring.nvtx goes through nvtx's public API, with its attributes built once."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ pop_range = push_range
 def test_nvtx_ranges_use_reused_public_annotations(tmp_path):
     # A stand-in exposing only nvtx's public API: no nvtx._lib to reach into.
     code = (
-        "import nvtx, ring.nvtx_ranges as r\n"
+        "import nvtx, ring.nvtx as r\n"
         "assert r.AVAILABLE\n"
         "del nvtx.calls[:]\n"
         "push = r.pusher('all_gather step 1 node 0')\n"
@@ -84,7 +84,7 @@ def _with_fake_nvtx(tmp_path: Path, code: str, extra: dict) -> str:
 )
 def test_ranges_are_pushed_only_where_a_tool_can_take_them(tmp_path, extra, recorded):
     code = (
-        "import nvtx, ring.nvtx_ranges as r\n"
+        "import nvtx, ring.nvtx as r\n"
         "push = r.pusher('allreduce')\n"
         "push(); r.pop()\n"
         "print(r.AVAILABLE, nvtx.calls)\n"
@@ -96,9 +96,9 @@ def test_ranges_are_pushed_only_where_a_tool_can_take_them(tmp_path, extra, reco
 
 
 def test_nvtx_ranges_never_names_the_private_lib():
-    import ring.nvtx_ranges
+    import ring.nvtx
 
-    assert "_lib" not in Path(ring.nvtx_ranges.__file__).read_text()
+    assert "_lib" not in Path(ring.nvtx.__file__).read_text()
 
 
 def test_cost_script_times_every_way_against_the_private_calls():
@@ -117,6 +117,6 @@ def test_cost_script_times_every_way_against_the_private_calls():
     assert lines[0].startswith("nvtx 0.2.") and "1 timings of 1000 pairs" in lines[0]
     ways = {line.split("private  ", 1)[1] for line in lines[1:]}
     assert "private _lib.push_range/pop_range (partial)" in ways
-    assert "public annotate(...).__enter__/__exit__ (ring.nvtx_ranges)" in ways
+    assert "public annotate(...).__enter__/__exit__ (ring.nvtx)" in ways
     assert "public nvtx.push_range/pop_range(domain=)" in ways
     assert " 1.00x private  private _lib" in done.stdout

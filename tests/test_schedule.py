@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ring import chunk_range, owned_chunk, ring_schedule
-from ring.nvtx_ranges import STEP_RANGE
+from ring.nvtx import STEP_RANGE
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, plan
 
 
@@ -202,7 +202,7 @@ def test_sync_orders_every_conflicting_access(algorithm, sync):
 @pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "all_gather"])
 def test_hierarchical_in_one_group_is_the_ring(collective):
     """With every node in one group, hierarchical's plan moves what the ring's moves, step
-    for step (empty ranges aside): the MPI backend runs it as the ring (ring.mpi_steps)."""
+    for step (empty ranges aside): the MPI backend runs it as the ring (ring.mpi.steps)."""
 
     def moved(step):
         moves = [

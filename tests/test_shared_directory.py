@@ -1,4 +1,4 @@
-"""Where MPI shared buffers make their parts (ring.mpi_shared.shared_directory), without MPI:
+"""Where MPI shared buffers make their parts (ring.mpi.shared.shared_directory), without MPI:
 ``RING_SHM_DIR`` when set (as an absolute path, since the ranks map each other's parts by
 it), refused when it is not a writable directory, else ``/dev/shm``."""
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ring.mpi_shared import SHM_DIR_ENV, shared_directory
+from ring.mpi.shared import SHM_DIR_ENV, shared_directory
 
 
 def test_the_chosen_directory_is_made_absolute(tmp_path, monkeypatch):

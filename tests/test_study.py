@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ring.gpu_count import count_gpus
+from ring.gpu.count import count_gpus
 from ring.nsys import GpuNotFoundError, require_gpus
 from ring.report.inputs import load_not_measured
 from ring.study import EXPECTED, TARGETS, LeftOut, command
@@ -113,7 +113,7 @@ def test_algorithm_sweep_flags_reach_the_harness():
     import yaml
 
     from ring.study import Machine, Probe, Study
-    from ring.study_config import check_config
+    from ring.study.config import check_config
 
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config["algorithms"].update(names=["ring", "rabenseifner", "direct"], max_bytes="4M")

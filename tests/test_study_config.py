@@ -1,4 +1,4 @@
-"""The workflow's configuration check (ring.study_config): every bound the code has, each
+"""The workflow's configuration check (ring.study.config): every bound the code has, each
 problem in one line naming the key and what is allowed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ring.schedule import ALGORITHMS
-from ring.study_config import ConfigError, check_config
+from ring.study.config import ConfigError, check_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import nvtx_ranges
+from .. import nvtx
 from ..machine import cache_bytes, cpu_model, huge_pages
 from .parallel import usable_cores
 
@@ -194,7 +194,7 @@ def launch_command(command: list[str]) -> list[str]:
 
 def _shared_directory() -> str | None:
     """Where ``MpiRing.shared_buffer`` makes its parts (None if ``RING_SHM_DIR`` is bad)."""
-    from ..mpi_shared import shared_directory
+    from ..mpi.shared import shared_directory
 
     try:
         return shared_directory()
@@ -213,8 +213,8 @@ def collect_environment(world=None) -> dict:
         "cache_bytes": dict(zip(("l2", "last_level"), cache_bytes(), strict=True)),
         # Huge pages for NumPy's arrays, /dev/shm, and the MPI shared buffers' directory.
         "huge_pages": huge_pages(_shared_directory()),
-        # Whether the calls pushed NVTX ranges: only with a tool attached (ring.nvtx_ranges).
-        "nvtx_ranges": nvtx_ranges.AVAILABLE,
+        # Whether the calls pushed NVTX ranges: only with a tool attached (ring.nvtx).
+        "nvtx_ranges": nvtx.AVAILABLE,
         "os": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "python_executable": sys.executable,

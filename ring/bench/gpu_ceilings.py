@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import gpu as ring_gpu
 from .._optional import MissingDependencyError
-from ..gpu_kernels import reducer
+from ..gpu.kernels import reducer
 from .ceilings import ceiling_bytes
 from .cli import BenchInputError
 

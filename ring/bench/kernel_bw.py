@@ -2,7 +2,7 @@
 
 The original study's single-GPU sweep (``gpu_kernel_bandwidth``), not a ring measurement:
 at each size S one device runs the kernel the GPU ring launches for a received chunk
-(``dst op= src``: ours from :mod:`ring.gpu_kernels`, and CuPy's ufunc for the op, one row
+(``dst op= src``: ours from :mod:`ring.gpu.kernels`, and CuPy's ufunc for the op, one row
 each, column ``kernel``; ``--kernel`` picks) and, beside them, a device-to-device copy of
 the same S bytes.  A dtype our kernel does not cover gets only the ufunc's row.  Each is
 timed per launch with CUDA events on one stream, ``-w`` warm-ups then ``-n`` timed
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._optional import MissingDependencyError
-from ..gpu_kernels import reducer
+from ..gpu.kernels import reducer
 from . import data
 from .ceilings import ceiling_bytes
 from .cli import (
@@ -93,7 +93,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--kernel",
         default="ring,ufunc",
-        help="which reduction kernels to time: ring (ours, ring.gpu_kernels), ufunc "
+        help="which reduction kernels to time: ring (ours, ring.gpu.kernels), ufunc "
         "(CuPy's); a comma list (default ring,ufunc)",
     )
     args = parser.parse_args(argv)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..outputs import file_problem
+from .outputs import file_problem
 
 __all__ = [
     "COLUMNS",

@@ -5,15 +5,15 @@ range the plan names (:mod:`ring.schedule`; any algorithm, nothing else); reduct
 NumPy ufuncs with ``out=``, which release the GIL on large ranges so nodes really run in
 parallel.  Plans that land data in scratch get one scratch array per node.
 
-How nodes wait for each other: :mod:`ring.cpu_sync`; the threads and how a node runs
-its steps (tiled where a step reduces many peers into one range): :mod:`ring.cpu_crew`.
+How nodes wait for each other: :mod:`ring.cpu.sync`; the threads and how a node runs
+its steps (tiled where a step reduces many peers into one range): :mod:`ring.cpu.crew`.
 
 A call of at most ``inline_bytes`` bytes per node (default :data:`INLINE_BYTES`) runs the
 same plan on the calling thread instead, node after node within each step
-(:meth:`~ring.cpu_crew.Crew.run_inline`): below it, waking N threads costs more than the
+(:meth:`~ring.cpu.crew.Crew.run_inline`): below it, waking N threads costs more than the
 work they share.  ``inline_bytes=0`` always uses the threads.
 
-``executor="slices"`` runs the plan by position instead (:mod:`ring.cpu_slices`): the caller
+``executor="slices"`` runs the plan by position instead (:mod:`ring.host.slices`): the caller
 and some workers each take a slice of the positions and apply every node's operations to it,
 tile by tile, with no wait between threads; bit for bit the result of the default,
 ``"nodes"`` (one thread per node, steps synchronised as above).
@@ -23,7 +23,7 @@ never overlap.  A call that does not complete (a worker raised, or the caller wa
 interrupted, e.g. by Ctrl-C) stops and joins every worker before the exception reaches the
 caller, and leaves the communicator closed: a later call can never see a stale signal.
 A call run inline that does not complete ends the same way.  The threads share state with
-the communicator only through :class:`~ring.cpu_crew.Crew`, so a communicator dropped
+the communicator only through :class:`~ring.cpu.crew.Crew`, so a communicator dropped
 without :meth:`CpuCommunicator.close` is collected and its finalizer stops its threads.
 """
 
@@ -36,9 +36,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import cpu_crew, nvtx_ranges
-from .buffers import validate_buffers
-from .communicator import (
+from .. import nvtx
+from ..buffers import validate_buffers
+from ..communicator import (
     Call,
     CommunicatorClosedError,
     RingCommunicator,
@@ -47,19 +47,20 @@ from .communicator import (
     check_nodes,
     resolve_algorithm,
 )
-from .cpu_crew import Bound, Crew
-from .cpu_sync import Pushers
-from .ops import AVERAGING, resolve_op
-from .schedule import (
+from ..host import slices
+from ..ops import AVERAGING, resolve_op
+from ..schedule import (
     AUTO,
     COLLECTIVES,
     Plan,
-    _check_int,
     check_algorithm,
     check_algorithm_options,
     check_collective,
     plan_for,
 )
+from ..schedule.steps import check_int
+from .crew import Bound, Crew
+from .sync import Pushers
 
 __all__ = [
     "EXECUTORS",
@@ -114,7 +115,7 @@ def _check_options(options: dict, nodes: int, collective: str | None = None) -> 
     algorithm = check_algorithm(options.get("algorithm", "ring"), collective)
     extra = {k: v for k, v in options.items() if k in ("segment_bytes", "group_size")}
     inline = options.get("inline_bytes")
-    inline = INLINE_BYTES if inline is None else _check_int("inline_bytes", inline, 0)
+    inline = INLINE_BYTES if inline is None else check_int("inline_bytes", inline, 0)
     executor = check_executor(options.get("executor", "nodes"))
     return sync, algorithm, check_algorithm_options(algorithm, nodes, extra), inline, executor
 
@@ -199,7 +200,7 @@ class CpuCommunicator(RingCommunicator):
         self.cores = _cores()
         self._options: dict[str, dict] = {}  # per collective: the calls' checked options
         self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
-        self._call_pushers = {name: nvtx_ranges.pusher(name) for name in COLLECTIVES}
+        self._call_pushers = {name: nvtx.pusher(name) for name in COLLECTIVES}
         self._closed = False
         self._call_lock = threading.Lock()
         self._crew = Crew(self.nodes, self.sync)
@@ -247,7 +248,7 @@ class CpuCommunicator(RingCommunicator):
             and bound.takes(buffers, op)
             and (self.algorithm != AUTO or self._same_pick(name, bound))
         ):
-            self._guarded(name, bound.run)  # the same call again (ring.cpu_bound)
+            self._guarded(name, bound.run)  # the same call again (ring.host.bound)
             return
         self._check_open()
         options = self._options.get(name)
@@ -261,8 +262,8 @@ class CpuCommunicator(RingCommunicator):
         self._execute(_checked_call(name, buffers, op, options), bind=True)
 
     def _bind(self, call: Call, steps: Plan, executor: str) -> Bound | None:
-        """The call bound to its buffers (ring.cpu_bound), or None where its plan cannot be
-        (see ring.cpu_crew.Crew.bind)."""
+        """The call bound to its buffers (ring.host.bound), or None where its plan cannot be
+        (see ring.cpu.crew.Crew.bind)."""
         ufunc, _, average = call.checked
         bound = self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
         if bound is not None and self.algorithm == AUTO:  # picked under this generation
@@ -296,7 +297,7 @@ class CpuCommunicator(RingCommunicator):
                 try:
                     error = run(*args)
                 finally:
-                    nvtx_ranges.pop()
+                    nvtx.pop()
             except BaseException:
                 self._shut_down()
                 raise
@@ -317,7 +318,7 @@ class CpuCommunicator(RingCommunicator):
 
     def _execute(self, call: Call, bind: bool) -> None:
         """:meth:`execute`; ``bind``: a call on the calling thread is bound to its
-        buffers for the next call of the collective to take (ring.cpu_bound)."""
+        buffers for the next call of the collective to take (ring.host.bound)."""
         self._check_call_backend(call)
         if call.nodes != self.nodes:
             raise ValueError(
@@ -363,7 +364,7 @@ class CpuCommunicator(RingCommunicator):
         if self.nodes == 1 or nbytes <= inline_bytes:
             return 1
         if (self.executor if executor is None else executor) == "slices":
-            tiles = -(-nbytes // cpu_crew.tile_bytes())  # a slice is whole tiles
+            tiles = -(-nbytes // slices.tile_bytes())  # a slice is whole tiles
             return min(self.nodes, self.cores, tiles)
         return self.nodes
 

@@ -2,10 +2,10 @@
 
 All nodes share one address space, so a "link" is a node reading a peer's array at the
 range the plan names; reductions are NumPy ufuncs with ``out=``, which release the GIL on
-large ranges so nodes really run in parallel (queues and barrier: :mod:`ring.cpu_sync`).
+large ranges so nodes really run in parallel (queues and barrier: :mod:`ring.cpu.sync`).
 
 How a node applies one step's moves (tile by tile where several accumulate into one
-range): :mod:`ring.cpu_moves`.
+range): :mod:`ring.host.moves`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import nvtx_ranges
-from .by_position import by_position
-from .cpu_bound import Bound, bind, bind_steps
-from .cpu_moves import Tiled, inline_steps, run_moves, run_ranged, tiled_moves
-from .cpu_slices import SliceJob, run_slice, scratch_slots, slice_bounds
-from .cpu_sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
-from .machine import cache_bytes
-from .schedule import RING_FAMILY, Plan
+from .. import nvtx
+from ..host.bound import Bound, bind, bind_steps
+from ..host.moves import Tiled, inline_steps, run_moves, run_ranged, tiled_moves
+from ..host.positions import by_position
+from ..host.slices import SliceJob, run_slice, scratch_slots, slice_bounds, tile_elements
+from ..schedule import RING_FAMILY, Plan
+from .sync import STEP_RANGE_MAX_NODES, Program, no_range, node_pushers, program
 
 __all__ = [
     "BOUND_MOVES",
@@ -34,13 +33,12 @@ __all__ = [
     "Bound",
     "Crew",
     "Tiled",
-    "tile_bytes",
     "tiled_moves",
 ]
 
 # Programs kept per communicator (one per plan: collective, algorithm, length, options).
 PROGRAMS = 32
-# A call binds (ring.cpu_bound) only a plan of at most this many moves: binding keeps a view
+# A call binds (ring.host.bound) only a plan of at most this many moves: binding keeps a view
 # of each, and saves a few µs a call, which only a short call notices (a ring on 1,024
 # nodes has two million moves).
 BOUND_MOVES = 4096
@@ -49,17 +47,6 @@ _STOP = None  # what a worker's start queue receives instead of a job when it mu
 
 class Aborted(Exception):
     """Raised inside a healthy worker when another worker failed."""
-
-
-def tile_bytes() -> int:
-    """Bytes of one tile of a tiled step: a quarter of the per-core L2, so the target
-    tile and the source streaming past it stay in it (16 KiB at least)."""
-    return max(16 << 10, cache_bytes()[0] // 4)
-
-
-def tile_elements(dtype: np.dtype) -> int:
-    """Elements of ``dtype`` in one tile (:func:`tile_bytes`)."""
-    return max(1, tile_bytes() // dtype.itemsize)
 
 
 class _Job(NamedTuple):
@@ -90,7 +77,7 @@ class Crew:
         n = self.nodes = nodes
         self.pairwise = sync == "pairwise"
         self.pushers = node_pushers(n) if n > 1 else []
-        self.pop = nvtx_ranges.pop if n <= STEP_RANGE_MAX_NODES else no_range
+        self.pop = nvtx.pop if n <= STEP_RANGE_MAX_NODES else no_range
         # ready[i]: node i's barrier tokens; pairs[(j, i)]: node j's tokens for node i.
         self.ready: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(n)]
         self.pairs: dict[tuple[int, int], queue.SimpleQueue] = {}
@@ -139,7 +126,7 @@ class Crew:
         )
 
     def slice_job(self, buffers: list, ufunc, steps: Plan, average: bool, parts: int):
-        """One call of ``steps`` run by position (:mod:`ring.cpu_slices`) in ``parts``
+        """One call of ``steps`` run by position (:mod:`ring.host.slices`) in ``parts``
         slices, or None where the plan cannot be read by position."""
         dtype = buffers[0].dtype
         key = (steps, parts, dtype)
@@ -165,7 +152,7 @@ class Crew:
         self, op, buffers: list, ufunc, steps: Plan, average: bool, executor: str
     ) -> Bound | None:
         """A call of ``steps`` on the calling thread bound to ``buffers``
-        (:mod:`ring.cpu_bound`), by position or node after node as ``executor`` says;
+        (:mod:`ring.host.bound`), by position or node after node as ``executor`` says;
         None where a plan cannot be read by position or has more than BOUND_MOVES moves."""
         if _most_moves(steps) > BOUND_MOVES:
             return None
@@ -213,7 +200,7 @@ class Crew:
         """Run one collective on the calling thread: every node's step ``t``, node after
         node, before any node's step ``t + 1``, which is the order ``sync="barrier"``
         imposes.  Within a step no node reads a range that another node writes at that
-        step (:mod:`ring.schedule_core`; ``tests/test_schedule.py`` checks every
+        step (:mod:`ring.schedule.steps`; ``tests/test_schedule.py`` checks every
         algorithm), so the order of nodes within a step cannot change a result, and each
         element sees the threaded path's operations in its order: bit for bit its result.
         No worker is woken; an exception (Ctrl-C too) propagates to the caller as is."""

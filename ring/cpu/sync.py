@@ -27,8 +27,8 @@ import queue
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import nvtx_ranges
-from .schedule import COLLECTIVES, RING_FAMILY, Plan, plan
+from .. import nvtx
+from ..schedule import COLLECTIVES, RING_FAMILY, Plan, plan
 
 __all__ = [
     "PAIRS_PER_NODE",
@@ -63,7 +63,7 @@ def node_pushers(nodes: int) -> list[Pushers]:
         return [shared] * nodes
     return [
         {
-            c: tuple(nvtx_ranges.pusher(s.name) for s in plan(c, nodes, 0).node_steps(node))
+            c: tuple(nvtx.pusher(s.name) for s in plan(c, nodes, 0).node_steps(node))
             for c in COLLECTIVES
         }
         for node in range(nodes)
@@ -105,7 +105,7 @@ def program(steps: Plan, pushers: list[Pushers], pairwise: bool, pairs: dict) ->
     elif n > STEP_RANGE_MAX_NODES:
         mine = [(no_range,) * steps.steps] * n
     else:
-        mine = [tuple(nvtx_ranges.pusher(s.name) for s in steps.node_steps(i)) for i in range(n)]
+        mine = [tuple(nvtx.pusher(s.name) for s in steps.node_steps(i)) for i in range(n)]
     waits = _waits(steps)
     used = {
         (j, i)

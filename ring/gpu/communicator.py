@@ -14,7 +14,7 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
   scratch, then the kernel), as the original study's single-GPU trick did; on one GPU that
   runs exactly the code path of a multi-GPU ring.
 * **Reduction.** Right after a chunk lands, one kernel on the receiving node's stream
-  reduces it into the node's own chunk (:mod:`ring.gpu_kernels`: ours, with 16-byte vector
+  reduces it into the node's own chunk (:mod:`ring.gpu.kernels`: ours, with 16-byte vector
   accesses, or CuPy's ufunc for what ours does not cover); no host round trip.
 * **Synchronisation.** A stream per node and an event per node per step.  Step ``t`` on
   node ``i`` waits (``cudaStreamWaitEvent``) only on node ``i - 1``'s event from step
@@ -26,16 +26,16 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
   Every call starts after the work already queued on the caller's current stream of each
   device, and the host waits once, at the end, on a single event.
 * **Several streams per node** (``streams=``, two by default for ring-segmented): each
-  move then waits for exactly the moves whose ranges it depends on (:mod:`ring.gpu_hazards`)
+  move then waits for exactly the moves whose ranges it depends on (:mod:`ring.gpu.hazards`)
   and independent chains run on different streams, so node ``i`` copies block ``k + 1``
   while it reduces block ``k``.  Each stream has its own landing area.
 * **Graphs.** With ``graphs=True`` (the default) a collective that repeats on the same
   buffers is captured once as a CUDA graph and replayed with one launch
-  (:mod:`ring.gpu_graphs`), which takes the host's per-step cost off small calls.
+  (:mod:`ring.gpu.graphs`), which takes the host's per-step cost off small calls.
 
 The one schedule (:mod:`ring.schedule`) says which chunk moves when; this package only
-executes it: this module checks calls and holds the communicator, :mod:`ring.gpu_resources`
-its streams, events and scratch, :mod:`ring.gpu_run` one call, :mod:`ring.gpu_steps` the
+executes it: this module checks calls and holds the communicator, :mod:`ring.gpu.resources`
+its streams, events and scratch, :mod:`ring.gpu.run` one call, :mod:`ring.gpu.steps` the
 moves.
 """
 
@@ -46,9 +46,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import nvtx_ranges
-from .buffers import validate_buffers
-from .communicator import (
+from .. import nvtx
+from ..buffers import validate_buffers
+from ..communicator import (
     Call,
     CommunicatorClosedError,
     RingCommunicator,
@@ -56,7 +56,8 @@ from .communicator import (
     check_nodes,
     resolve_algorithm,
 )
-from .gpu_devices import (
+from ..schedule import Plan, check_collective, plan_for
+from .devices import (
     OPTIONS,
     DeviceUnavailableError,
     check_algorithm_choice,
@@ -67,11 +68,10 @@ from .gpu_devices import (
     import_cupy,
     node_devices,
 )
-from .gpu_graphs import GraphCache
-from .gpu_kernels import reducer
-from .gpu_resources import DeviceResources
-from .gpu_run import CallRunner, streams_for
-from .schedule import Plan, check_collective, plan_for
+from .graphs import GraphCache
+from .kernels import reducer
+from .resources import DeviceResources
+from .run import CallRunner, streams_for
 
 __all__ = [
     "OPTIONS",
@@ -120,7 +120,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
     Peer access is enabled once, here, for every ordered pair of distinct devices that
     supports it; ``pairs_without_peer_access`` lists the others (a warning names them too).
     ``streams``: CUDA streams per node (None: two for ring-segmented, whose blocks then
-    overlap, one for the other algorithms; see :mod:`ring.gpu_hazards`).  Use it as a
+    overlap, one for the other algorithms; see :mod:`ring.gpu.hazards`).  Use it as a
     context manager, or call :meth:`close`.
     """
 
@@ -245,7 +245,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             # auto's pick gets the defaults the algorithm gets when named (its segment).
             choice = self._with_segment({**choice, "algorithm": algorithm})
             steps = plan_for(name, self.nodes, count, dtype.itemsize, algorithm, choice)
-            with nvtx_ranges.call_range(name):
+            with nvtx.call_range(name):
                 self._run(steps, list(call.buffers), op, reduce, dtype)
 
     def _with_segment(self, choice: dict) -> dict:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._optional import require
-from .schedule import check_algorithm, check_algorithm_options
+from .._optional import require
+from ..schedule import check_algorithm, check_algorithm_options
 
 __all__ = [
     "ALGORITHM_OPTIONS",
@@ -100,7 +100,7 @@ def check_options(options: dict) -> tuple[tuple[int, ...] | None, bool, bool, bo
 
 def check_streams(options: dict) -> int | None:
     """``streams``: CUDA streams per node, or None (the default) for the backend's choice
-    per algorithm (:func:`ring.gpu_run.streams_for`)."""
+    per algorithm (:func:`ring.gpu.run.streams_for`)."""
     value = options.get("streams")
     if value is None:
         return None

@@ -28,7 +28,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .schedule import Plan
+from ..schedule import Plan
 
 __all__ = ["MoveOp", "StreamSchedule", "stream_schedule"]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .ops import accumulating_op, resolve_op
+from ..ops import accumulating_op, resolve_op
 
 __all__ = [
     "BLOCK",

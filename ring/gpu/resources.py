@@ -2,7 +2,7 @@
 access, streams, events and scratch, made once and grown when a call needs more.
 
 Every node has one stream from the start; a call that spreads its moves over more streams
-(:mod:`ring.gpu_hazards`) adds them, and the events its schedule records, the first time
+(:mod:`ring.gpu.hazards`) adds them, and the events its schedule records, the first time
 it runs.  Scratch is kept per node, role, stream and dtype: the ``landing`` area each
 stream receives into across a link, and the ``algorithm``'s own for plans that use one.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .gpu_devices import enable_peer_access
+from .devices import enable_peer_access
 
 __all__ = ["DeviceResources"]
 

@@ -2,11 +2,11 @@
 
 The call's memory is gathered first (buffers, landing areas, the algorithm's scratch),
 then node 0's first stream waits for the caller's queued work on every device, the plan
-is queued (or a CUDA graph of it replayed, :mod:`ring.gpu_graphs`) and the host waits
+is queued (or a CUDA graph of it replayed, :mod:`ring.gpu.graphs`) and the host waits
 once, on an event after every node's last move.  The plan runs on one stream per node
-with the plan's own step waits (:func:`ring.gpu_steps.enqueue_plan`), or, with several
+with the plan's own step waits (:func:`ring.gpu.steps.enqueue_plan`), or, with several
 streams per node, with the waits derived from its ranges
-(:func:`ring.gpu_steps.enqueue_streams`).
+(:func:`ring.gpu.steps.enqueue_streams`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from . import nvtx_ranges
-from .gpu_graphs import GraphCache
-from .gpu_hazards import stream_schedule
-from .gpu_steps import NodeMemory, enqueue_plan, enqueue_streams
-from .ops import AVERAGING
-from .schedule import Plan
+from .. import nvtx
+from ..ops import AVERAGING
+from ..schedule import Plan
+from .graphs import GraphCache
+from .hazards import stream_schedule
+from .steps import NodeMemory, enqueue_plan, enqueue_streams
 
 __all__ = ["MULTI_STREAM_ALGORITHMS", "CallRunner", "streams_for"]
 
@@ -49,7 +49,7 @@ class CallRunner:
     _timed: bool
     _pushers: dict
 
-    # Provided by ring.gpu_resources.DeviceResources.
+    # Provided by ring.gpu.resources.DeviceResources.
     _node_streams: list[list]
     _ready: dict
     _entry: Any
@@ -71,8 +71,7 @@ class CallRunner:
             if len(self._pushers) > 64:
                 self._pushers.clear()
             pushers = self._pushers[steps] = [
-                tuple(nvtx_ranges.pusher(s.name) for s in steps.node_steps(i))
-                for i in range(self.nodes)
+                tuple(nvtx.pusher(s.name) for s in steps.node_steps(i)) for i in range(self.nodes)
             ]
         return pushers
 

@@ -1,7 +1,7 @@
 """Any algorithm's plan enqueued on the GPU backend's streams (:class:`ring.gpu.GpuCommunicator`).
 
 Every node's step ``t`` runs on its own stream after the events of step ``t - 1`` of the
-peers it ``waits`` for (:mod:`ring.schedule_core`): the dependencies of the plan, nothing
+peers it ``waits`` for (:mod:`ring.schedule.steps`): the dependencies of the plan, nothing
 more, as the CPU backend's pairwise tokens.  A move that reads a peer on another device
 (or any peer, with ``force_peer_copies``) first copies the range across the link: into
 the node's landing area when it is accumulated (then the reduction kernel reads it there),
@@ -11,7 +11,7 @@ One landing area per node suffices: its copies and kernels run in stream order. 
 a move marks ``completes`` get ``avg``'s division right after, on the same stream.
 
 With several streams per node (:func:`enqueue_streams`) each move runs on the stream and
-after the events :mod:`ring.gpu_hazards` derived from its ranges instead, and every
+after the events :mod:`ring.gpu.hazards` derived from its ranges instead, and every
 stream has its own landing area, so moves on different streams of a node never share one.
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import nvtx_ranges
-from .gpu_hazards import StreamSchedule
-from .ops import divide_by_nodes
-from .schedule import Plan
+from .. import nvtx
+from ..ops import divide_by_nodes
+from ..schedule import Plan
+from .hazards import StreamSchedule
 
 __all__ = ["NodeMemory", "enqueue_plan", "enqueue_streams"]
 
@@ -46,7 +46,7 @@ def enqueue_plan(comm, fork, steps: Plan, memory: NodeMemory, reduce, average: b
     runtime = comm._runtime
     devices, streams, events = comm.devices, comm._streams, comm._events
     per_node = [steps.node_steps(i) for i in range(comm.nodes)]
-    pop = nvtx_ranges.pop
+    pop = nvtx.pop
     runtime.setDevice(devices[0])
     if fork is not comm._entry:
         fork.record(streams[0])
@@ -96,7 +96,7 @@ def enqueue_streams(
     runtime = comm._runtime
     devices, streams, events = comm.devices, comm._node_streams, comm._move_events
     per_node = [steps.node_steps(i) for i in range(comm.nodes)]
-    pop = nvtx_ranges.pop
+    pop = nvtx.pop
     runtime.setDevice(devices[0])
     first = streams[0][0]
     if fork is not comm._entry:

@@ -10,10 +10,10 @@ strides and writeable flag it had, and the same op) runs that list and nothing e
 A bound call holds a weak reference to each buffer, which makes NumPy refuse to resize it
 (even with ``refcheck=False``): the views would otherwise point at freed memory.
 
-By slices (:func:`bind`) the list is :func:`ring.cpu_slices.tile_operations` over every
-position, what :func:`ring.cpu_slices.run_slice` runs on one slice, in the same order.  By
-nodes (:func:`bind_steps`) it is what :meth:`ring.cpu_crew.Crew.run_inline` runs, step by
-step and node after node (:func:`ring.cpu_moves.inline_steps`), each node's step inside
+By slices (:func:`bind`) the list is :func:`ring.host.slices.tile_operations` over every
+position, what :func:`ring.host.slices.run_slice` runs on one slice, in the same order.  By
+nodes (:func:`bind_steps`) it is what :meth:`ring.cpu.crew.Crew.run_inline` runs, step by
+step and node after node (:func:`ring.host.moves.inline_steps`), each node's step inside
 its NVTX range, which the profiles read.  Either way the result is bit for bit the unbound
 call's.  The views keep the buffers alive until the next call of that collective on other
 buffers, or until the communicator closes.
@@ -28,9 +28,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .by_position import ByPosition
-from .cpu_moves import inline_steps, run_ranged
-from .cpu_slices import apply, tile_operations
+from .moves import inline_steps, run_ranged
+from .positions import ByPosition
+from .slices import apply, tile_operations
 
 __all__ = ["Bound", "bind", "bind_steps"]
 
@@ -41,11 +41,11 @@ class Bound(NamedTuple):
     buffers: tuple
     layouts: tuple  # per buffer: (the buffer, its dtype, its strides) when bound
     ufunc: Any
-    # (ring.cpu_slices.kind, destination, source, divide by N after); by nodes, per step and node
+    # (ring.host.slices.kind, destination, source, divide by N after); by nodes, per step and node
     # (push its NVTX range, its operations)
     program: tuple
     # Applies the program in order (an exception, Ctrl-C too, propagates): by slices
-    # ring.cpu_slices.apply, by nodes ring.cpu_moves.run_ranged, with their arguments.
+    # ring.host.slices.apply, by nodes ring.host.moves.run_ranged, with their arguments.
     run: Callable[[], None]
     generation: int = 0  # auto's (ring.communicator.auto_generation) when it picked
     # One weak reference per buffer, kept while bound: NumPy refuses to resize an array
@@ -95,7 +95,7 @@ def bind(
 
 
 def bind_steps(op: str | None, buffers: list, ufunc, job, pop) -> Bound:
-    """The inline call of a :class:`ring.cpu_crew` job bound to ``buffers``: per step,
+    """The inline call of a :class:`ring.cpu.crew` job bound to ``buffers``: per step,
     node after node, the push of the node's step range and its operations."""
     program = tuple((push, tuple(ops)) for push, ops in inline_steps(job))
     run = partial(run_ranged, program, ufunc, len(buffers), pop)

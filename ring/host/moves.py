@@ -1,6 +1,6 @@
 """How a node applies one step's moves to the arrays: what a CPU worker does at each step,
 what the calling thread does for every node in turn inline, and what a bound inline call
-keeps (:mod:`ring.cpu_bound`).
+keeps (:mod:`ring.host.bound`).
 
 A step whose moves all accumulate into one range (``direct`` reduces its chunk from every
 peer in one step, ``reduce-broadcast`` node 0 the whole buffer) runs tile by tile: every
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .cpu_slices import ACCUMULATE, apply, kind
-from .schedule_core import Move, Range, Step
+from ..schedule.steps import Move, Range, Step
+from .slices import ACCUMULATE, apply, kind
 
 __all__ = ["Tiled", "inline_steps", "move_operations", "run_moves", "run_ranged", "tiled_moves"]
 
@@ -69,8 +69,8 @@ def tiled_moves(step: Step) -> tuple:
 
 def move_operations(job: Any, node: int, moves: tuple):
     """One step's moves (and tiled runs of moves) on ``node``'s arrays of ``job`` (a
-    :class:`ring.cpu_crew` job: buffers, scratch, average, tile) as the operations of
-    :func:`ring.cpu_slices.apply`: (its kind, destination, source, divide by N after)."""
+    :class:`ring.cpu.crew` job: buffers, scratch, average, tile) as the operations of
+    :func:`ring.host.slices.apply`: (its kind, destination, source, divide by N after)."""
     buffers, average = job.buffers, job.average
     mine, own = buffers[node], job.scratch[node]
     for move in moves:

@@ -1,7 +1,7 @@
 """A plan read by position: the operations each element goes through, in the plan's order.
 
 Element ``j`` of every buffer is element ``j`` of the collective (moves between buffers
-have ``src == dst``, :mod:`ring.schedule_core`), so what a plan does to element ``j`` never
+have ``src == dst``, :mod:`ring.schedule.steps`), so what a plan does to element ``j`` never
 involves another element.  The positions therefore fall into runs (:class:`Segment`) over
 which one list of operations (:class:`Op`) applies: each run is the plan restricted to those
 positions, every step in order, and within a step every node's moves in order.  Scratch
@@ -22,8 +22,8 @@ import bisect
 from functools import lru_cache
 from typing import NamedTuple
 
-from .schedule import Plan
-from .schedule_core import Move
+from ..schedule import Plan
+from ..schedule.steps import Move
 
 __all__ = ["ByPosition", "Op", "Segment", "by_position"]
 

@@ -1,7 +1,7 @@
 """The CPU backend's ``executor="slices"``: a plan run by position, not by node.
 
 Every node's buffer lives in one address space, and a plan never mixes positions
-(:mod:`ring.by_position`), so the positions can be split between threads instead of the
+(:mod:`ring.host.positions`), so the positions can be split between threads instead of the
 nodes: each of ``parts`` threads (the caller and ``parts - 1`` of the communicator's
 workers) takes one slice of the positions and applies to it, tile by tile, every node's
 operations in the plan's order.  A tile of every buffer stays in the core's cache while
@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .by_position import ByPosition
-from .ops import divide_by_nodes
+from ..machine import cache_bytes
+from ..ops import divide_by_nodes
+from .positions import ByPosition
 
 __all__ = [
     "ACCUMULATE",
@@ -29,8 +30,21 @@ __all__ = [
     "kind",
     "run_slice",
     "slice_bounds",
+    "tile_bytes",
+    "tile_elements",
     "tile_operations",
 ]
+
+
+def tile_bytes() -> int:
+    """Bytes of one tile of a tiled step: a quarter of the per-core L2, so the target
+    tile and the source streaming past it stay in it (16 KiB at least)."""
+    return max(16 << 10, cache_bytes()[0] // 4)
+
+
+def tile_elements(dtype: np.dtype) -> int:
+    """Elements of ``dtype`` in one tile (:func:`tile_bytes`)."""
+    return max(1, tile_bytes() // dtype.itemsize)
 
 
 class SliceJob(NamedTuple):
@@ -86,7 +100,7 @@ COPY, ACCUMULATE, SOURCE_FIRST = 0, 1, 2
 
 def kind(accumulate: bool, source_first: bool) -> int:
     """An operation's :data:`COPY`, :data:`ACCUMULATE` (``dst = dst op src``) or
-    :data:`SOURCE_FIRST` (``dst = src op dst``, see ``ring.schedule_core.Move``)."""
+    :data:`SOURCE_FIRST` (``dst = src op dst``, see ``ring.schedule.steps.Move``)."""
     if not accumulate:
         return COPY
     return SOURCE_FIRST if source_first else ACCUMULATE

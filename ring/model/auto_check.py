@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from ..bench.results import read_csv, samples_path, schema_problem
-from ..bootstrap import DRAWS, percentile_interval, resampled_medians
 from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
+from .bootstrap import DRAWS, percentile_interval, resampled_medians
 from .costs import ModelInputError
 from .data import run_meta, unpriced
 from .fit import Fit

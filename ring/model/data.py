@@ -11,8 +11,8 @@ from pathlib import Path
 from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import check_pair, read_csv, schema_problem
 from ..machine import host_label
-from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
-from ..mpi_agree import rides_preflight as plan_rides_preflight
+from ..mpi.agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
+from ..mpi.agree import rides_preflight as plan_rides_preflight
 from ..schedule import default_segment_bytes
 from .costs import (
     ALGORITHMS,
@@ -194,8 +194,8 @@ def _whole(csv_path: Path, line: int, row: dict, column: str) -> int:
 
 def rides_preflight(backend: str, algorithm: str, nodes: int, nbytes: int) -> bool:
     """Whether an MPI call's buffer travels in the pre-flight exchange every call makes
-    (ring.mpi_agree.GATHERED_BYTES, host buffers): ``direct`` and ``reduce-broadcast``
-    (ring.mpi_agree.PREFLIGHT_ALGORITHMS) then send no other message, so no algorithm can
+    (ring.mpi.agree.GATHERED_BYTES, host buffers): ``direct`` and ``reduce-broadcast``
+    (ring.mpi.agree.PREFLIGHT_ALGORITHMS) then send no other message, so no algorithm can
     cost less.  Such rows are left out of the fit: a call of no step of
     its own is not the α–β–γ form (fitted with them, the reference MPI fit priced direct's
     steps low at every size, and picked it at N = 4 from 2 to 32 KiB where recursive

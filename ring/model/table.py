@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from ..mpi_agree import PREFLIGHT_ALGORITHMS
+from ..mpi.agree import PREFLIGHT_ALGORITHMS
 from ..report.fmt import format_bytes
 from .costs import ModelInputError, check_point
 from .data import rides_preflight

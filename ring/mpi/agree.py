@@ -3,14 +3,14 @@ when they do not.
 
 Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allgather``):
 status, collective, length, dtype, op, buffer kind, segment size, algorithm, group
-size and shared allocation (:mod:`ring.mpi_shared`).  Every rank sees the same table, so
+size and shared allocation (:mod:`ring.mpi.shared`).  Every rank sees the same table, so
 every rank raises the same error, naming each rank's value, instead of some ranks waiting
 forever for a message that never comes.
 
 Each rank's slot of the exchange also carries its buffer when that is at most
 :data:`GATHERED_BYTES` (the slot's size is fixed, so the exchange matches whatever the
 ranks passed): then ``direct``, and a ``reduce-broadcast`` allreduce, need no other message
-(:func:`rides_preflight`, :func:`ring.mpi_steps.compile_gathered`).
+(:func:`rides_preflight`, :func:`ring.mpi.steps.compile_gathered`).
 
 What a rank's checks found is a :class:`CallForm`, made once per (collective, op, dtype,
 length, options) and kept by the ring: a repeated call is checked by one key lookup and
@@ -27,11 +27,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .buffers import validate_buffers
-from .communicator import resolve_algorithm
-from .mpi_cuda import device_backend, is_device_array
-from .ops import AVERAGING, OPS, resolve_op
-from .schedule import ALGORITHMS, AUTO, COLLECTIVES, check_algorithm, check_algorithm_options
+from ..buffers import validate_buffers
+from ..communicator import resolve_algorithm
+from ..ops import AVERAGING, OPS, resolve_op
+from ..schedule import ALGORITHMS, AUTO, COLLECTIVES, check_algorithm, check_algorithm_options
+from .cuda import device_backend, is_device_array
 
 __all__ = [
     "ALGORITHM_CODE",
@@ -254,7 +254,7 @@ class CallForm(NamedTuple):
     group: int
     average: bool
     gathered: bool  # the buffer travels in the pre-flight exchange (direct, small, host)
-    shared: int  # the buffer's shared allocation (ring.mpi_shared), 0 for none
+    shared: int  # the buffer's shared allocation (ring.mpi.shared), 0 for none
     row: bytes  # this rank's pre-flight row
     table: bytes  # the pre-flight table when every rank's row is this one
 
@@ -264,7 +264,7 @@ _PLAIN_OPTION = (int, type(None))
 
 def rides_preflight(name: str, algorithm: str) -> bool:
     """Whether every copy of this plan takes a range its owner's input holds or one rank
-    completes whole (what :func:`ring.mpi_steps.compile_gathered` computes from the
+    completes whole (what :func:`ring.mpi.steps.compile_gathered` computes from the
     exchanged inputs): every collective of ``direct``, the allreduce of
     ``reduce-broadcast`` (whose scatter and all-gather copy parts of node 0's result)."""
     return algorithm == "direct" or (algorithm == "reduce-broadcast" and name == "allreduce")

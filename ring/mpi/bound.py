@@ -7,15 +7,15 @@ new memoryview.  When a call repeats on the same buffer object with the same op 
 ring's own options (a training loop's gradient bucket, a benchmark's timed calls), none of
 that changes.  :class:`Bound` keeps one function made for the call, holding its form's
 row, its compiled program and a byte view of its buffer: a call it takes runs the exchange,
-the same check of every rank's row (:func:`ring.mpi_agree.check_table`: a rank whose call
+the same check of every rank's row (:func:`ring.mpi.agree.check_table`: a rank whose call
 differs still raises the same error on every rank) and the program, nothing else.  (With
-no NVTX tool attached, :mod:`ring.nvtx_ranges`, a gathered program is built as one list of
+no NVTX tool attached, :mod:`ring.nvtx`, a gathered program is built as one list of
 moves, without the step ranges nobody would record: ``MpiRing._host_program``.)
 
 What that leaves of a small call, measured against ``MPI_Allreduce``:
 docs/notes/mpi-bound-call.md.
 
-Only NumPy calls the form cache keeps (:func:`ring.mpi_agree.form_key`) are bound, and
+Only NumPy calls the form cache keeps (:func:`ring.mpi.agree.form_key`) are bound, and
 only calls without per-call options: a call with options, or on another buffer, takes the
 full path (and binds itself in turn).  The bound views keep the buffer alive until the
 next call of that collective on another buffer, or until the ring closes.
@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import nvtx_ranges
-from .mpi_agree import SLOT_DATA, check_table
+from .. import nvtx
+from .agree import SLOT_DATA, check_table
 
 __all__ = ["Bound", "bind"]
 
@@ -58,7 +58,7 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     the outer range; the call's row in the pre-flight slot unless the slot holds it
     already, and a gathered call's buffer with it; the exchange and the check of every
     rank's row (any difference, or a local error on some rank, raises the same error on
-    every rank through :func:`ring.mpi_agree.check_table`, before anything moves); the
+    every rank through :func:`ring.mpi.agree.check_table`, before anything moves); the
     program.  A Ctrl-C in the exchange, or a failure once data moves, aborts the job
     (``ring._abort``), as a call in full does.  Written out rather than through the ring's
     methods: at 1 KiB each call layer costs a tenth of the call, and under ``mpirun -n 2``
@@ -70,7 +70,7 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     # dropped without close() would keep its bound buffers until the cyclic collector runs.
     ring_ref = weakref.ref(ring)
     allgather = comm.Allgather
-    push, pop, ranged = ring._outer[name], nvtx_ranges.pop, nvtx_ranges.AVAILABLE
+    push, pop, ranged = ring._outer[name], nvtx.pop, nvtx.AVAILABLE
     place = data = None
     if form.gathered:
         place = ring._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes]

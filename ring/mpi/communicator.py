@@ -6,7 +6,7 @@ step it sends the chunk its right neighbour takes from it and receives the chunk
 from its left neighbour, with one ``Sendrecv`` so the two directions overlap and no pair
 of blocking calls can deadlock; reduce-scatter receives into a preallocated scratch
 segment and accumulates with the op's ufunc and ``out=``; all-gather receives straight
-into place.  Every other algorithm runs through :mod:`ring.mpi_steps`: each step's
+into place.  Every other algorithm runs through :mod:`ring.mpi.steps`: each step's
 messages posted at once, then its moves applied in order (idle steps do nothing).
 Ranges travel as ``MPI.BYTE``: the reduction is NumPy's (or CuPy's), so every dtype the
 CPU backend takes works, whatever datatypes the MPI library knows.
@@ -19,14 +19,14 @@ that size so the scratch stays in cache.
 
 Every call first exchanges one small row per rank (``Allgather``): the collective, length,
 dtype, op, buffer kind, algorithm, its options and whether the local buffer passed
-validation (:mod:`ring.mpi_agree`).  All ranks see the same table, so a mismatch raises
+validation (:mod:`ring.mpi.agree`).  All ranks see the same table, so a mismatch raises
 the same error on every rank before any data moves.  What a call needs is made on its
 first occurrence and kept: its checked form and row (per collective, op, dtype, length
-and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi_steps`), so a
+and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi.steps`), so a
 repeated call costs little more than its messages; a call that repeats on the same buffer
 object, without per-call options, is bound to it and skips even the look-ups
-(:mod:`ring.mpi_bound`); a call on arrays of :meth:`MpiRing.shared_buffer` (memory all
-ranks on the host map) runs by position, with no messages (:mod:`ring.mpi_shared`).  An
+(:mod:`ring.mpi.bound`); a call on arrays of :meth:`MpiRing.shared_buffer` (memory all
+ranks on the host map) runs by position, with no messages (:mod:`ring.mpi.shared`).  An
 error *after* data started moving (a reduction that raises) cannot be undone: the rank
 prints it and calls ``Abort``, so the job fails instead of its peers waiting forever; a
 rank that dies outright is handled by the MPI runtime (``mpirun`` ends the job).
@@ -56,10 +56,12 @@ from typing import Any
 
 import numpy as np
 
-from . import nvtx_ranges
-from ._optional import require
-from .communicator import Call, CommunicatorClosedError, RingCommunicator
-from .mpi_agree import (
+from .. import nvtx
+from .._optional import require
+from ..communicator import Call, CommunicatorClosedError, RingCommunicator
+from ..ops import OPS, divide_by_nodes
+from ..schedule import COLLECTIVES, check_collective
+from .agree import (
     SLOT,
     SLOT_DATA,
     CallForm,
@@ -70,12 +72,10 @@ from .mpi_agree import (
     local_form,
     shared_group_size,
 )
-from .mpi_bound import Bound, bind
-from .mpi_cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
-from .mpi_shared import SharedArrays
-from .mpi_steps import Programs, apply_moves, run_gathered, run_steps, weakrefable
-from .ops import OPS, divide_by_nodes
-from .schedule import COLLECTIVES, check_collective
+from .bound import Bound, bind
+from .cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
+from .shared import SharedArrays
+from .steps import Programs, apply_moves, run_gathered, run_steps, weakrefable
 
 __all__ = [
     "CUDA_AWARE_ENV",
@@ -157,7 +157,7 @@ class MpiRing(RingCommunicator):
         self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
         self._shared = SharedArrays(self.rank, self.nodes)
-        self._outer = {name: nvtx_ranges.pusher(name) for name in COLLECTIVES}
+        self._outer = {name: nvtx.pusher(name) for name in COLLECTIVES}
 
     @property
     def comm(self):
@@ -194,7 +194,7 @@ class MpiRing(RingCommunicator):
 
     def allreduce(self, buffers: Sequence, op: str = "sum") -> None:
         """As :meth:`RingCommunicator.allreduce`; a bound call is taken first, one call
-        layer less, at 1 KiB a measurable share of the call (ring.mpi_bound)."""
+        layer less, at 1 KiB a measurable share of the call (ring.mpi.bound)."""
         bound = self._bound.get("allreduce")
         if bound is None or not bound.call(buffers, op):
             self._collective("allreduce", buffers, op)
@@ -207,7 +207,7 @@ class MpiRing(RingCommunicator):
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         bound = None if options else self._bound.get(name)
         if bound is not None and bound.call(buffers, op):
-            return  # the same call again (ring.mpi_bound)
+            return  # the same call again (ring.mpi.bound)
         with self._call_lock:
             self._outer[name]()
             try:
@@ -218,7 +218,7 @@ class MpiRing(RingCommunicator):
                     settings = tuple(d if v is None else v for v, d in pairs)
                 self._call(name, buffers, op, settings, bindable=not options)
             finally:
-                nvtx_ranges.pop()
+                nvtx.pop()
 
     def execute(self, call: Call) -> None:
         """Run a call :func:`check_call` accepted, with its per-call options."""
@@ -261,12 +261,12 @@ class MpiRing(RingCommunicator):
     def _host_program(self, form: CallForm, buf, block) -> partial:
         """A NumPy call's program, ready to run (on a shared ``block``, by position)."""
         ufunc, finish = self._reduction(form, np)
-        if block is not None and not form.gathered:  # ring.mpi_shared
+        if block is not None and not form.gathered:  # ring.mpi.shared
             run = self._shared.program(form, buf, block, ufunc, self._comm.Barrier)
             if run is not None:
                 return run
         program = self._programs.get(form, buf, None)
-        if form.gathered and not nvtx_ranges.AVAILABLE:  # no step ranges: one list of moves
+        if form.gathered and not nvtx.AVAILABLE:  # no step ranges: one list of moves
             return partial(
                 apply_moves, tuple(m for _, step in program for m in step), ufunc, finish
             )
@@ -282,7 +282,7 @@ class MpiRing(RingCommunicator):
     def _preflight(self, name: str, key, buffers, op: str | None, settings: tuple, shared: int):
         """This rank's buffer and the call's form, once every rank agrees; raises the same
         error on every rank otherwise, before any data moves.  ``key``: the call's
-        :func:`ring.mpi_agree.form_key`."""
+        :func:`ring.mpi.agree.form_key`."""
         form: CallForm | None = self._forms.get(key) if key is not None else None
         buf: Any = None
         error = None
@@ -308,7 +308,7 @@ class MpiRing(RingCommunicator):
         return buf, form
 
     def _agree(self, name: str, form: CallForm | None, error) -> None:
-        """The pre-flight exchange, and its check (:func:`ring.mpi_agree.check_table`)."""
+        """The pre-flight exchange, and its check (:func:`ring.mpi.agree.check_table`)."""
         try:
             self._comm.Allgather(*self._exchange)
             check_table(self._comm, self._rows, form, error)
@@ -337,7 +337,7 @@ class MpiRing(RingCommunicator):
 
     def shared_buffer(self, count: int, dtype: Any = np.float32) -> np.ndarray:
         """This rank's array of ``count`` ``dtype``, in memory every rank of the ring maps
-        (collective; one host): calls on it run by position (:mod:`ring.mpi_shared`)."""
+        (collective; one host): calls on it run by position (:mod:`ring.mpi.shared`)."""
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         with self._call_lock:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._optional import require
+from .._optional import require
 
 __all__ = ["CUDA_AWARE_ENV", "cuda_aware", "device_backend", "import_mpi", "is_device_array"]
 

@@ -11,8 +11,8 @@ its part and removing it (``SIGKILL``, or a job aborted while its ranks waited) 
 remove it; the next allocation on the host does (:func:`remove_stale`).
 
 A call on such arrays (every rank its own, from the same allocation) runs the plan the
-way ``CpuCommunicator(executor="slices")`` does (:mod:`ring.cpu_slices`): a plan never mixes
-positions (:mod:`ring.by_position`), so rank ``r`` takes slice ``r`` of the positions and
+way ``CpuCommunicator(executor="slices")`` does (:mod:`ring.host.slices`): a plan never mixes
+positions (:mod:`ring.host.positions`), so rank ``r`` takes slice ``r`` of the positions and
 applies every node's operations there, tile by tile, on every rank's memory.  The
 pre-flight exchange is the barrier before (every rank has entered the call, so its buffer
 holds its input) and one ``Barrier`` after (no rank returns while another still writes its
@@ -33,11 +33,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import cpu_crew, nvtx_ranges
-from .by_position import by_position
-from .cpu_moves import run_ranged
-from .cpu_slices import scratch_slots, slice_bounds, tile_operations
-from .mpi_steps import form_plan
+from .. import nvtx
+from ..host.moves import run_ranged
+from ..host.positions import by_position
+from ..host.slices import scratch_slots, slice_bounds, tile_elements, tile_operations
+from .steps import form_plan
 
 __all__ = [
     "SHM_DIR_ENV",
@@ -226,28 +226,28 @@ def allocate(comm, count: Any, dtype: Any) -> tuple[np.ndarray, list[np.ndarray]
 
 
 def run_shared(ranged: tuple, ufunc, nodes: int, barrier) -> None:
-    """Apply this rank's operations inside its range (:func:`ring.cpu_moves.run_ranged`),
+    """Apply this rank's operations inside its range (:func:`ring.host.moves.run_ranged`),
     then wait for every rank's (``barrier``)."""
-    run_ranged(ranged, ufunc, nodes, nvtx_ranges.pop)
+    run_ranged(ranged, ufunc, nodes, nvtx.pop)
     barrier()
 
 
 def bind_shared(rank: int, steps, memory, dtype, ufunc, average: bool, barrier):
     """A ready call of ``steps`` on the shared ``memory`` (:func:`run_shared` with its
     arguments), or None when the plan cannot be read by position.  Tiles are the cpu
-    backend's (:func:`ring.cpu_crew.tile_elements`)."""
+    backend's (:func:`ring.host.slices.tile_elements`)."""
     positions = by_position(steps)
     if positions is None:
         return None
     length, nodes = steps.length, steps.nodes
-    tile = cpu_crew.tile_elements(dtype)
+    tile = tile_elements(dtype)
     views = [m[: length * dtype.itemsize].view(dtype) for m in memory]
     granule = max(1, _GRANULE_BYTES // dtype.itemsize)
     lo, hi = slice_bounds(length, nodes, granule)[rank]
     slots = scratch_slots(1, nodes, tile, dtype)[0] if positions.uses_scratch else None
     tiles = tile_operations(positions, lo, hi, tile, views, slots, average)
     operations = [operation for tile_ops in tiles for operation in tile_ops]
-    push = nvtx_ranges.pusher(f"{steps.algorithm} by position rank {rank}")
+    push = nvtx.pusher(f"{steps.algorithm} by position rank {rank}")
     return partial(run_shared, ((push, operations),), ufunc, nodes, barrier)
 
 
@@ -287,7 +287,7 @@ class SharedArrays:
         return block if block is not None and block.array() is buffers[0] else None
 
     def program(self, form, buf, block: SharedBlock, ufunc, barrier):
-        """A call of ``form`` (:class:`ring.mpi_agree.CallForm`) on ``block``'s array
+        """A call of ``form`` (:class:`ring.mpi.agree.CallForm`) on ``block``'s array
         ``buf``, ready to run (:func:`bind_shared`), made on the form's first call; None
         when its plan cannot be read by position."""
         kept = block.programs.get(id(form))

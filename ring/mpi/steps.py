@@ -9,7 +9,7 @@ message each way uses one ``Sendrecv``.  A received range is accumulated from a 
 area, or, when it is copied and nothing else in the step reads this rank's memory, lands
 in place.  Moves that read this rank's own buffer or scratch need no message.  Empty
 ranges send nothing on either side (both sides know the range).  After the messages the
-moves are applied in order, which is all the plan asks (see :mod:`ring.schedule_core`).
+moves are applied in order, which is all the plan asks (see :mod:`ring.schedule.steps`).
 
 Small ``direct`` and ``reduce-broadcast`` calls run on the pre-flight exchange
 (:func:`compile_gathered`).
@@ -32,8 +32,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import nvtx_ranges
-from .schedule import COLLECTIVES, plan, plan_for
+from .. import nvtx
+from ..schedule import COLLECTIVES, plan, plan_for
 
 __all__ = [
     "Programs",
@@ -78,7 +78,7 @@ Compiled = tuple[Callable[[], Any], tuple[Round, ...]]
 
 
 def form_plan(form, nodes: int, buf):
-    """The plan of a call of ``form`` (:class:`ring.mpi_agree.CallForm`) on ``buf``, with
+    """The plan of a call of ``form`` (:class:`ring.mpi.agree.CallForm`) on ``buf``, with
     the form's options."""
     options = {"segment_bytes": form.segment, "group_size": form.group}
     itemsize = buf.dtype.itemsize
@@ -169,7 +169,7 @@ def compile_plan(steps: tuple, rank: int, memory: StepBuffers, byte, pushers) ->
 
 
 def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
-    """A plan of ring.mpi_agree.rides_preflight (``direct``, a ``reduce-broadcast``
+    """A plan of ring.mpi.agree.rides_preflight (``direct``, a ``reduce-broadcast``
     allreduce) when every rank's buffer came with the pre-flight exchange (``slots[j]``:
     rank j's input): its moves read the peers' inputs from there instead of messages, and
     a range it would copy from the rank that completed it is completed here instead, by
@@ -215,7 +215,7 @@ def compile_gathered(steps, rank: int, buf, slots, pushers) -> tuple:
 def run_gathered(program: tuple, ufunc, finish: Callable[[Any], None] | None) -> None:
     """Run a :func:`compile_gathered` program: per step, its range and its moves (no
     messages: the inputs came with the pre-flight exchange)."""
-    pop = nvtx_ranges.pop
+    pop = nvtx.pop
     for push, applies in program:
         push()
         try:
@@ -282,7 +282,7 @@ def run_steps(
     ``synchronize`` (device buffers) runs before every round: MPI reads and writes device
     memory outside the stream, so the kernels of the round before must have finished."""
     sendrecv, irecv, isend = comm.Sendrecv, comm.Irecv, comm.Isend
-    pop = nvtx_ranges.pop
+    pop = nvtx.pop
     for push, rounds in program:
         push()
         try:
@@ -389,7 +389,7 @@ class Programs:
         return compile_plan(mine, self.rank, memory, self._byte, self._pushers(mine))
 
     def _pushers(self, steps: tuple) -> tuple:
-        return tuple(nvtx_ranges.pusher(f"{s.name} rank {self.rank}") for s in steps)
+        return tuple(nvtx.pusher(f"{s.name} rank {self.rank}") for s in steps)
 
     def _area(self, buf, nbytes: int, cupy=None, role: str = "landing"):
         """A preallocated area of ``nbytes`` on the memory that holds ``buf``."""

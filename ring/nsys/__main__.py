@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..outputs import directory_problem, file_problem
+from ..bench.outputs import directory_problem, file_problem
 from .pipeline import run_profile
 from .summary import write_summary
 from .tables import NsysCsvError, write_tables

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..schedule_core import ALL_GATHER, REDUCE_SCATTER
+from ..schedule.steps import ALL_GATHER, REDUCE_SCATTER
 
 __all__ = ["PHASES", "calls_by_nodes"]
 
-# The ring's phases in the order they run. ring.schedule_core.PHASES adds the other
+# The ring's phases in the order they run. ring.schedule.steps.PHASES adds the other
 # algorithms' fold, exchange and unfold, whose step counts the arithmetic here does not fit.
 PHASES = (REDUCE_SCATTER, ALL_GATHER)
 

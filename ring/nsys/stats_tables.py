@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from .. import nvtx_ranges
+from .. import nvtx
 from .gputrace import GPU_COLUMNS
 from .stats_csv import NsysCsvError, Report
 from .waits import is_sync_wait
@@ -66,12 +66,12 @@ def split_range(name: str) -> dict:
         "node": "",
         "rank": "",
     }
-    if domain != nvtx_ranges.DOMAIN:
+    if domain != nvtx.DOMAIN:
         return parts
-    if message in nvtx_ranges.COLLECTIVES:
+    if message in nvtx.COLLECTIVES:
         parts.update(kind="call", phase=message)
         return parts
-    step = nvtx_ranges.STEP_RANGE.match(message)
+    step = nvtx.STEP_RANGE.match(message)
     if step:
         parts.update(
             kind="step",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..outputs import directory_problem
+from ..bench.outputs import directory_problem
 from .build import build_report, collect_inputs
 from .inputs import ReportInputError
 

@@ -96,7 +96,7 @@ def label_series(rows: pd.DataFrame) -> pd.DataFrame:
     other = (rows["algorithm"] != PLAIN) & (rows["algorithm"] != rows["backend"])
     base = base.where(~other, base + " " + rows["algorithm"])
     if "graphs" in rows:
-        # Replayed CUDA graphs (ring.gpu_graphs); rows without the column enqueued eagerly.
+        # Replayed CUDA graphs (ring.gpu.graphs); rows without the column enqueued eagerly.
         graphs = pd.to_numeric(rows["graphs"], errors="coerce").fillna(0) == 1
         base = base.where(~graphs, base + " (graphs)")
     if "inline_bytes" in rows:

@@ -167,7 +167,7 @@ def _kernel_table(model: ReportModel) -> Table | None:
         ["run", "device", "kernel", "largest size", "kernel (GB/s)", "copy (GB/s)", "kernel / copy",
          "highest kernel / copy (at)"],
         rows,
-        "Kernel: two reads and one write per element (ring: ours, ring.gpu_kernels; ufunc: "
+        "Kernel: two reads and one write per element (ring: ours, ring.gpu.kernels; ufunc: "
         "CuPy's); copy: one read and one write, of the same bytes on the same device in the "
         "same run.",
     )  # fmt: skip

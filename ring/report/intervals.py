@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..bench.results import samples_path
-from ..bootstrap import DRAWS, bootstrap_ratio
+from ..model.bootstrap import DRAWS, bootstrap_ratio
 
 __all__ = ["DRAWS", "bootstrap_ratio", "one_run_ratios", "samples_of", "sides_of_one"]
 

@@ -1,7 +1,7 @@
 """The algorithms beyond the ring family, built as whole tables of moves.
 
 Each builder returns a table: one entry per step, ``(phase, moves)`` with ``moves[i]`` the
-:class:`~ring.schedule_core.Move` s of node ``i`` (empty when it is idle).
+:class:`~ring.schedule.steps.Move` s of node ``i`` (empty when it is idle).
 :func:`ring.schedule.plan` adds what follows from the table (each node's sends, and the
 peers it waits for) in one place.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .schedule_core import ALL_GATHER, REDUCE_SCATTER, Move, Range, chunk_bounds, owned_chunk
+from .steps import ALL_GATHER, REDUCE_SCATTER, Move, Range, chunk_bounds, owned_chunk
 
 __all__ = ["TABLE_BUILDERS", "Table"]
 
@@ -80,7 +80,7 @@ def reduce_broadcast(collective: str, nodes: int, length: int, **_) -> Table:
     lacks.  Node 0 takes and sends N - 1 buffers: the ring's opposite on links.  On one
     shared memory an allreduce is 2(N - 1) moves whatever N, what a hand-written reduction
     does, where ``direct`` cuts the buffer into chunks and makes 2N(N - 1): at small sizes,
-    where each move is one NumPy call, the cheapest plan (ring.cpu_slices, ring.cpu_bound)."""
+    where each move is one NumPy call, the cheapest plan (ring.host.slices, ring.host.bound)."""
     bounds = chunk_bounds(length, nodes)
     whole = _ranges(bounds, range(nodes))
     table: Table = []

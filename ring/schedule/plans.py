@@ -3,14 +3,14 @@
 :func:`plan` turns an algorithm into what one call needs: for a collective, a node count,
 a buffer length and the algorithm's options, every node's :class:`Step` list with the
 element ranges already cut (:func:`chunk_bounds`, the one cache of chunk boundaries).  The
-step shape is described in :mod:`ring.schedule_core`; in short, at each step each node
+step shape is described in :mod:`ring.schedule.steps`; in short, at each step each node
 applies zero or more :class:`Move` s (a range of a named peer's buffer, or of its own
 scratch, accumulated into or copied over a range of its own buffer or scratch), lists the
 :class:`Send` s its peers take from it, and names the peers it ``waits`` for.  The
 threaded, CUDA and MPI backends execute nothing else.
 
-Algorithms (:data:`ALGORITHMS`): the ring family (:mod:`ring.schedule_ring`, computed per
-node in closed form) and the table-built ones (:mod:`ring.schedule_algorithms`).  Every
+Algorithms (:data:`ALGORITHMS`): the ring family (:mod:`ring.schedule.ring`, computed per
+node in closed form) and the table-built ones (:mod:`ring.schedule.algorithms`).  Every
 algorithm keeps the ring's ownership (after reduce-scatter node ``i`` holds chunk
 :func:`owned_chunk` fully reduced), so the three collectives mean the same whichever runs.
 """
@@ -22,8 +22,16 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from .schedule_algorithms import TABLE_BUILDERS
-from .schedule_core import (
+from .algorithms import TABLE_BUILDERS
+from .ring import (
+    Phase,
+    RingSchedule,
+    Transfer,
+    cache_bytes,
+    ring_family_steps,
+    ring_schedule,
+)
+from .steps import (
     ALL_GATHER,
     COLLECTIVE_PHASES,
     COLLECTIVES,
@@ -32,19 +40,11 @@ from .schedule_core import (
     Move,
     Send,
     Step,
-    _check_int,
     check_collective,
+    check_int,
     chunk_bounds,
     chunk_range,
     owned_chunk,
-)
-from .schedule_ring import (
-    Phase,
-    RingSchedule,
-    Transfer,
-    cache_bytes,
-    ring_family_steps,
-    ring_schedule,
 )
 
 __all__ = [
@@ -122,9 +122,9 @@ def check_algorithm_options(algorithm: str, nodes: int, options: dict[str, Any])
             )
     checked = {}
     if options.get("segment_bytes") is not None:
-        checked["segment_bytes"] = _check_int("segment_bytes", options["segment_bytes"], 1)
+        checked["segment_bytes"] = check_int("segment_bytes", options["segment_bytes"], 1)
     if options.get("group_size") is not None:
-        size = _check_int("group_size", options["group_size"], 1)
+        size = check_int("group_size", options["group_size"], 1)
         if nodes % size:
             divisors = [d for d in range(1, nodes + 1) if nodes % d == 0]
             raise ValueError(
@@ -285,10 +285,10 @@ def plan(
     check_collective(collective)
     if check_algorithm(algorithm, collective) == AUTO:
         raise ValueError("a plan needs a concrete algorithm: resolve 'auto' first")
-    nodes = _check_int("nodes", nodes, 1)
-    length = _check_int("length", length, 0)
-    segment = _check_int("segment", segment, 0)
-    group_size = _check_int("group_size", group_size, 0)
+    nodes = check_int("nodes", nodes, 1)
+    length = check_int("length", length, 0)
+    segment = check_int("segment", segment, 0)
+    group_size = check_int("group_size", group_size, 0)
     if algorithm == "ring-segmented":
         segment = segment or max(1, default_segment_bytes(nodes) // 4)
     else:

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from .machine import cache_bytes
-from .schedule_core import (
+from ..machine import cache_bytes
+from .steps import (
     ALL_GATHER,
     COLLECTIVE_PHASES,
     REDUCE_SCATTER,
@@ -34,7 +34,7 @@ from .schedule_core import (
     Range,
     Send,
     Step,
-    _check_int,
+    check_int,
     chunk_bounds,
     chunk_range,
 )
@@ -63,7 +63,7 @@ class Transfer:
 
     @property
     def name(self) -> str:
-        """The NVTX range name of this step on this node (see :mod:`ring.nvtx_ranges`)."""
+        """The NVTX range name of this step on this node (see :mod:`ring.nvtx`)."""
         return f"{self.phase} step {self.step} node {self.node}"
 
 
@@ -140,7 +140,7 @@ class RingSchedule:
 @lru_cache(maxsize=256)
 def ring_schedule(nodes: int) -> RingSchedule:
     """The complete schedule for ``nodes`` nodes (empty phases when ``nodes == 1``)."""
-    nodes = _check_int("nodes", nodes, 1)
+    nodes = check_int("nodes", nodes, 1)
     return RingSchedule(nodes=nodes)
 
 
@@ -186,7 +186,7 @@ def ring_family_steps(
     pieces = lanes.pieces
     neighbour = {1: (node - 1) % n, -1: (node + 1) % n}
     # The left-going ring needs both neighbours done; the ring alone needs only its left
-    # one (see ring.cpu_sync for why that suffices).
+    # one (see ring.cpu.sync for why that suffices).
     waits = tuple(dict.fromkeys(neighbour[d] for d in directions))
     steps: list[Step] = []
     for block in range(blocks):

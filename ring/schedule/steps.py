@@ -47,6 +47,7 @@ __all__ = [
     "Send",
     "Step",
     "check_collective",
+    "check_int",
     "chunk_bounds",
     "chunk_range",
     "owned_chunk",
@@ -65,7 +66,7 @@ COLLECTIVE_PHASES: dict[str, tuple[PhaseName, ...]] = {
 COLLECTIVES = tuple(COLLECTIVE_PHASES)
 
 
-def _check_int(name: str, value: object, minimum: int | None = None) -> int:
+def check_int(name: str, value: object, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     number = value.__index__()
@@ -81,9 +82,9 @@ def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
     The first ``total % num_chunks`` chunks hold one extra element; when ``total`` is
     smaller than ``num_chunks`` the trailing chunks are empty.
     """
-    total = _check_int("total", total, 0)
-    num_chunks = _check_int("num_chunks", num_chunks, 1)
-    index = _check_int("index", index)
+    total = check_int("total", total, 0)
+    num_chunks = check_int("num_chunks", num_chunks, 1)
+    index = check_int("index", index)
     if not 0 <= index < num_chunks:
         raise ValueError(f"index must be in [0, {num_chunks}), got {index}")
     base, extra = divmod(total, num_chunks)
@@ -93,8 +94,8 @@ def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
 
 def owned_chunk(node: int, nodes: int) -> int:
     """The chunk that ``node`` holds fully reduced after reduce-scatter."""
-    node = _check_int("node", node)
-    nodes = _check_int("nodes", nodes, 1)
+    node = check_int("node", node)
+    nodes = check_int("nodes", nodes, 1)
     if not 0 <= node < nodes:
         raise ValueError(f"node must be in [0, {nodes}), got {node}")
     return (node + 1) % nodes
@@ -166,7 +167,7 @@ class Step(NamedTuple):
 
     @property
     def name(self) -> str:
-        """The NVTX range name of this step on this node (see :mod:`ring.nvtx_ranges`):
+        """The NVTX range name of this step on this node (see :mod:`ring.nvtx`):
         the ring's names carry no algorithm, every other algorithm's do."""
         name = f"{self.phase} step {self.number} node {self.node}"
         return name if self.algorithm == "ring" else f"{self.algorithm} {name}"

@@ -57,7 +57,7 @@ class ConfigError(ValueError):
 
 def size_bytes(value: object) -> int:
     """Bytes of a size written as 4096 or 4K/64M/1G, read as the harness reads ``-b``/``-e``."""
-    from .bench.flags import BenchInputError, parse_size
+    from ..bench.flags import BenchInputError, parse_size
 
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -165,7 +165,7 @@ def _itemsize(dtype: str) -> int:
 def _check_library_dtypes(config: Mapping, kind: str, settings: dict) -> None:
     import numpy as np
 
-    from .ops import resolve_op
+    from ..ops import resolve_op
 
     for dtype in settings["dtypes"]:
         try:
@@ -173,7 +173,7 @@ def _check_library_dtypes(config: Mapping, kind: str, settings: dict) -> None:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"config: {kind}.op {settings['op']!r} with {dtype}: {exc}") from None
     if "seed-cpp" in config.get(kind, {}).get("backends", ()):
-        from .bench.seed_cpp import DTYPE_CODES
+        from ..bench.seed_cpp import DTYPE_CODES
 
         refused = [dtype for dtype in settings["dtypes"] if dtype not in DTYPE_CODES]
         if refused:

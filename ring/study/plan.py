@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..study_config import algorithm_settings, profile_nodes, results_dir, sweep_settings
+from .config import algorithm_settings, profile_nodes, results_dir, sweep_settings
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 

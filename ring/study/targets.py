@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..study_config import PROFILE_GPUS
+from .config import PROFILE_GPUS
 
 __all__ = [
     "COMPILED_BACKENDS",

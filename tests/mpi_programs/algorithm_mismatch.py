@@ -56,7 +56,7 @@ def main() -> int:
             "allreduce", [buf], "sum", algorithm="direct"
         ),
     }
-    # float64: 200 elements are above ring.mpi_agree.GATHERED_BYTES, 100 within it.
+    # float64: 200 elements are above ring.mpi.agree.GATHERED_BYTES, 100 within it.
     counts = {"direct_lengths_straddle_the_slot": 200 if rank == 0 else 100}
     for name, call in scenarios.items():
         buf = base(counts.get(name, 11))

@@ -3,7 +3,7 @@
 ``python rank_dies.py exit``: rank 1 exits (no MPI_Finalize) inside its first reduction.
 ``python rank_dies.py raise``: rank 1's reduction raises; the backend aborts the job.
 ``python rank_dies.py raise-bound``: the same in a repeated call, bound to its buffer
-(:mod:`ring.mpi_bound`), which runs the ufunc it was bound with.
+(:mod:`ring.mpi.bound`), which runs the ufunc it was bound with.
 ``python rank_dies.py raise-shared``: the same in a call on shared buffers, where the
 peers wait at its closing barrier.
 ``python rank_dies.py interrupt``: rank 1 gets a real SIGINT (Ctrl-C) as its pre-flight
@@ -58,7 +58,7 @@ elif mode == "raise-bound":
     assert comm._bound["allreduce"].buf is other  # the next call takes the bound path
     armed = True
     comm.allreduce([other])
-elif mode == "raise-shared":  # by position on memory every rank maps (ring.mpi_shared)
+elif mode == "raise-shared":  # by position on memory every rank maps (ring.mpi.shared)
     shared = comm.shared_buffer(100_000, np.float64)
     shared[...] = 1.0
     ring.ops.OPS["sum"] = failing_add

@@ -6,11 +6,11 @@ steps) must never stand in for what changed, and small ``direct`` calls (and
   several calls and ops (as the harness restores its buffers): every result is checked
   against the float64 / exact reference, so a program compiled for an earlier call that
   read stale views, or a kept form that skipped a needed check, shows up here.
-* ``direct`` and a ``reduce-broadcast`` allreduce at most ``ring.mpi_agree.GATHERED_BYTES``
+* ``direct`` and a ``reduce-broadcast`` allreduce at most ``ring.mpi.agree.GATHERED_BYTES``
   per rank send no point-to-point message (counted by a proxy around the ring's
   communicator); just above it, they do.  Computed from the exchanged inputs, the
   reduce-broadcast result is bit for bit node 0's chain, rank 0 + rank 1 + ... in order.
-* A repeated call without per-call options is bound to its buffer (``ring.mpi_bound``):
+* A repeated call without per-call options is bound to its buffer (``ring.mpi.bound``):
   every collective and algorithm, the same buffer refilled between calls, the op changed,
   the ring's algorithm changed between calls on one buffer, the buffer's dtype set in place
   or made read-only (refused on every rank, untouched): never the bound call's result.
@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mpi4py import MPI
 from reference import check, random_inputs
 
-from ring import nvtx_ranges
+from ring import nvtx
 from ring.mpi import MpiRing
-from ring.mpi_agree import GATHERED_BYTES
+from ring.mpi.agree import GATHERED_BYTES
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range, owned_chunk, plan
 
 world = MPI.COMM_WORLD
@@ -175,8 +175,8 @@ def one_group_as_ring() -> dict:
     """Messages of a ring and of a one-group hierarchical allreduce, cut into 1 KiB
     segments, and the step ranges the hierarchical one pushed."""
     pushed: list[str] = []
-    made = nvtx_ranges._make
-    nvtx_ranges._make = lambda message: lambda: pushed.append(message)
+    made = nvtx._make
+    nvtx._make = lambda message: lambda: pushed.append(message)
     counts = {}
     try:
         for algorithm in ("ring", "hierarchical"):
@@ -192,7 +192,7 @@ def one_group_as_ring() -> dict:
             comm.close()
             counts[algorithm] = counting.calls
     finally:
-        nvtx_ranges._make = made
+        nvtx._make = made
     steps = plan("allreduce", nodes, 5003, "hierarchical", 0, nodes).node_steps(rank)
     return {
         "messages": counts,
@@ -245,7 +245,7 @@ def main() -> int:
         "one group": one_group_as_ring(),
         "freed": freed(),
         "dropped": dropped(),
-        "ranges": nvtx_ranges.AVAILABLE,  # bound gathered calls step by step, in ranges
+        "ranges": nvtx.AVAILABLE,  # bound gathered calls step by step, in ranges
     }
     reports = world.gather(report, root=0)
     if rank == 0:

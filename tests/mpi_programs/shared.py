@@ -42,7 +42,7 @@ from reference import check, ops_for, random_inputs
 from reuse import CountingComm, _check_collective
 
 from ring.mpi import MpiRing
-from ring.mpi_shared import SHM_DIR_ENV, shared_directory
+from ring.mpi.shared import SHM_DIR_ENV, shared_directory
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range, owned_chunk
 
 world = MPI.COMM_WORLD

@@ -4,7 +4,7 @@
 (``SIGKILL``) while it maps its peers' parts, after every rank made its own, so no rank
 removes its part: the job ends with every part still in the shared directory.
 ``python shared_leftovers.py allocate``: a healthy allocation, which removes the parts of
-processes that no longer run (:func:`ring.mpi_shared.remove_stale`); rank 0 prints
+processes that no longer run (:func:`ring.mpi.shared.remove_stale`); rank 0 prints
 ``allocated``.
 """
 
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-import ring.mpi_shared
+import ring.mpi.shared
 from ring.mpi import MpiRing
 
 world = MPI.COMM_WORLD
@@ -29,7 +29,7 @@ if sys.argv[1] == "die" and rank == 1:
     def killed(path: str, nbytes: int):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    ring.mpi_shared._map = killed
+    ring.mpi.shared._map = killed
 array = comm.shared_buffer(1000, np.float64)
 array[...] = rank + 1
 comm.allreduce([array])

@@ -297,7 +297,7 @@ class MpiSession(HostSession):
 
     def shared_array(self, count: int, dtype) -> np.ndarray:
         """An array in memory every rank on the host maps (``--buffers shared``)."""
-        from ...mpi_shared import allocate  # only for that option
+        from ...mpi.shared import allocate  # only for that option
 
         return allocate(self.world.comm, count, dtype)[0]
 

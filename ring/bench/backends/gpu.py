@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import gpu as ring_gpu
-from ...gpu_run import streams_for
+from ...gpu.run import streams_for
 from ..algorithms import library_algorithms
 from ..cli import BenchInputError
 from ..gpu_ceilings import (

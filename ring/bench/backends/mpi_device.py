@@ -8,7 +8,7 @@ column ``buffers`` when given):
   MPI_Allreduce treats as any other);
 - ``device``, like ``osu_allreduce -d cuda``: each rank's working buffers live on a GPU
   (CuPy) and MPI reads and writes device memory directly, which needs a CUDA-aware MPI
-  library (:func:`ring.mpi_cuda.cuda_aware`).
+  library (:func:`ring.mpi.cuda.cuda_aware`).
 
 The inputs are still drawn on the host, copied to the device when a size is loaded and
 restored on the device before each call (outside the timed region: the copy is waited for
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..._optional import require
-from ...mpi_cuda import device_backend
-from ...mpi_shared import shared_directory
+from ...mpi.cuda import device_backend
+from ...mpi.shared import shared_directory
 from ..cli import BenchInputError
 from ..flags import split_list
 from ..nccl_compat import RANK_MEAN_COLUMNS
