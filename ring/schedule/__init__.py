@@ -22,7 +22,7 @@ from .plans import (
     plan,
     plan_for,
 )
-from .ring import Phase, RingSchedule, Transfer, ring_schedule
+from .ring import Phase, RingSchedule, Transfer, owned_chunk, ring_chunk, ring_schedule
 from .steps import (
     ALL_GATHER,
     COLLECTIVE_PHASES,
@@ -35,7 +35,6 @@ from .steps import (
     check_collective,
     chunk_bounds,
     chunk_range,
-    owned_chunk,
 )
 
 __all__ = [
@@ -67,5 +66,6 @@ __all__ = [
     "owned_chunk",
     "plan",
     "plan_for",
+    "ring_chunk",
     "ring_schedule",
 ]

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .steps import ALL_GATHER, REDUCE_SCATTER, Move, Range, chunk_bounds, owned_chunk
+from .ring import owned_chunk
+from .steps import ALL_GATHER, REDUCE_SCATTER, Move, Range, chunk_bounds
 
 __all__ = ["TABLE_BUILDERS", "Table"]
 

@@ -1,18 +1,15 @@
-"""The schedule: computed once here, executed by every backend.
+"""A plan: every node's steps for one call, by any algorithm, and the algorithms' names and
+options.
 
 :func:`plan` turns an algorithm into what one call needs: for a collective, a node count,
 a buffer length and the algorithm's options, every node's :class:`Step` list with the
 element ranges already cut (:func:`chunk_bounds`, the one cache of chunk boundaries).  The
-step shape is described in :mod:`ring.schedule.steps`; in short, at each step each node
-applies zero or more :class:`Move` s (a range of a named peer's buffer, or of its own
-scratch, accumulated into or copied over a range of its own buffer or scratch), lists the
-:class:`Send` s its peers take from it, and names the peers it ``waits`` for.  The
-threaded, CUDA and MPI backends execute nothing else.
-
-Algorithms (:data:`ALGORITHMS`): the ring family (:mod:`ring.schedule.ring`, computed per
-node in closed form) and the table-built ones (:mod:`ring.schedule.algorithms`).  Every
-algorithm keeps the ring's ownership (after reduce-scatter node ``i`` holds chunk
-:func:`owned_chunk` fully reduced), so the three collectives mean the same whichever runs.
+step shape is described in :mod:`ring.schedule.steps`.  The ring family's steps are
+computed per node in closed form (:mod:`ring.schedule.ring`, which holds the ring's chunk
+arithmetic); the other algorithms are built as whole tables (:mod:`ring.schedule.algorithms`),
+to which :attr:`Plan._table` adds each node's sends and waits.  Every algorithm keeps the
+ring's ownership (after reduce-scatter node ``i`` holds chunk ``owned_chunk(i, N)`` fully
+reduced), so the three collectives mean the same whichever runs.
 """
 
 from __future__ import annotations
@@ -23,57 +20,32 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from .algorithms import TABLE_BUILDERS
-from .ring import (
-    Phase,
-    RingSchedule,
-    Transfer,
-    cache_bytes,
-    ring_family_steps,
-    ring_schedule,
-)
+from .ring import cache_bytes, ring_family_steps
 from .steps import (
-    ALL_GATHER,
     COLLECTIVE_PHASES,
     COLLECTIVES,
-    PHASES,
-    REDUCE_SCATTER,
-    Move,
     Send,
     Step,
     check_collective,
     check_int,
     chunk_bounds,
     chunk_range,
-    owned_chunk,
 )
 
 __all__ = [
     "ALGORITHMS",
+    "ALGORITHM_COLLECTIVES",
     "ALGORITHM_OPTIONS",
-    "ALL_GATHER",
     "AUTO",
-    "COLLECTIVES",
-    "COLLECTIVE_PHASES",
-    "PHASES",
-    "REDUCE_SCATTER",
-    "Move",
-    "Phase",
+    "CACHED_NODES",
+    "RING_FAMILY",
     "Plan",
-    "RingSchedule",
-    "Send",
-    "Step",
-    "Transfer",
     "check_algorithm",
     "check_algorithm_options",
-    "check_collective",
-    "chunk_bounds",
-    "chunk_range",
     "default_group_size",
     "default_segment_bytes",
-    "owned_chunk",
     "plan",
     "plan_for",
-    "ring_schedule",
 ]
 
 RING_FAMILY = ("ring", "ring-segmented", "ring-bidirectional")

@@ -44,9 +44,34 @@ __all__ = [
     "RingSchedule",
     "Transfer",
     "cache_bytes",
+    "owned_chunk",
+    "ring_chunk",
     "ring_family_steps",
     "ring_schedule",
 ]
+
+
+def ring_chunk(phase: PhaseName, step: int, node: int, nodes: int, direction: int = 1) -> int:
+    """The chunk ``node`` receives at ``step`` of ``phase``: the ring's arithmetic, the one
+    place it lives (the backends run it through :func:`ring_family_steps`).
+
+    On the right-going ring (``direction`` 1) node ``i`` receives from ``i - 1``: chunk
+    ``i - 1 - s`` in reduce-scatter, ``i - s`` in all-gather.  The left-going ring of
+    ``ring-bidirectional`` (``direction`` -1) receives from ``i + 1`` and mirrors it so that
+    node ``i`` still completes chunk ``i + 1``: ``i + s + 3`` and ``i + s + 2``."""
+    if direction > 0:
+        return (node - step - (1 if phase == REDUCE_SCATTER else 0)) % nodes
+    return (node + step + (3 if phase == REDUCE_SCATTER else 2)) % nodes
+
+
+def owned_chunk(node: int, nodes: int) -> int:
+    """The chunk that ``node`` holds fully reduced after reduce-scatter: the one it
+    receives at the last step (every algorithm keeps this ownership)."""
+    node = check_int("node", node)
+    nodes = check_int("nodes", nodes, 1)
+    if not 0 <= node < nodes:
+        raise ValueError(f"node must be in [0, {nodes}), got {node}")
+    return ring_chunk(REDUCE_SCATTER, nodes - 2, node, nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +101,13 @@ class Phase:
 
 @dataclass(frozen=True)
 class RingSchedule:
-    """The schedule for ``nodes`` nodes.
+    """The plain ring on ``nodes`` nodes, chunk by chunk: read off the steps the backends
+    run (:func:`ring_family_steps`) for a buffer of one element per chunk, where a move's
+    range is its chunk.
 
-    One node's steps (:meth:`for_node`) are computed directly, so a backend that needs only
-    its own node's steps does O(N) work; the full per-step tables (:attr:`phases`, N · 2(N - 1)
-    transfers) are built on first use, for the checks that read the whole schedule.
+    One node's steps (:meth:`for_node`) take O(N) work; the full per-step tables
+    (:attr:`phases`, N · 2(N - 1) transfers) are built on first use, for the checks that
+    read the whole schedule.
     """
 
     nodes: int
@@ -105,30 +132,15 @@ class RingSchedule:
         """The neighbour ``node`` sends to."""
         return (node + 1) % self.nodes
 
-    def shift(self, phase: PhaseName, step: int) -> int:
-        """At ``step`` of ``phase`` every node ``i`` takes chunk ``(i + shift) mod N`` from its
-        left neighbour: the ring is the same at every node up to rotation, which lets a backend
-        keep one O(N) plan for all nodes.  The one place the ring's arithmetic lives."""
-        return -step - (1 if phase == REDUCE_SCATTER else 0)
-
     def transfer(self, phase: PhaseName, step: int, node: int) -> Transfer:
         """What ``node`` does at ``step`` of ``phase``."""
-        return Transfer(
-            phase=phase,
-            step=step,
-            node=node,
-            src=self.left(node),
-            chunk=(node + self.shift(phase, step)) % self.nodes,
-            accumulate=phase == REDUCE_SCATTER,
-        )
+        return _transfers(self.nodes, node)[phase][step]
 
     def for_node(self, node: int, phases: tuple[PhaseName, ...]) -> tuple[Transfer, ...]:
         """Everything ``node`` does, in order, for the requested phases."""
+        mine = _transfers(self.nodes, node)
         return tuple(
-            self.transfer(phase, s, node)
-            for phase in (REDUCE_SCATTER, ALL_GATHER)
-            if phase in phases
-            for s in range(self.nodes - 1)
+            t for phase in (REDUCE_SCATTER, ALL_GATHER) if phase in phases for t in mine[phase]
         )
 
     def _phase(self, name: PhaseName) -> Phase:
@@ -144,14 +156,17 @@ def ring_schedule(nodes: int) -> RingSchedule:
     return RingSchedule(nodes=nodes)
 
 
-# (direction, chunk offset) of the chunk a node receives at step s of a phase, and of the
-# chunk its receiver takes from it: the right-going ring's arithmetic is RingSchedule's;
-# the left-going ring receives from i + 1 and mirrors it so that node i still completes
-# chunk i + 1 (RS: chunk i + s + 3; AG: chunk i + s + 2).
-def _lane_chunk(direction: int, phase: PhaseName, node: int, s: int, n: int) -> int:
-    if direction > 0:
-        return (node - s - (1 if phase == REDUCE_SCATTER else 0)) % n
-    return (node + s + (3 if phase == REDUCE_SCATTER else 2)) % n
+@lru_cache(maxsize=1024)
+def _transfers(nodes: int, node: int) -> dict[str, tuple[Transfer, ...]]:
+    """Per phase, ``node``'s transfers: its allreduce steps on one element per chunk."""
+    steps = ring_family_steps("ring", "allreduce", nodes, nodes, node, 1) if nodes > 1 else ()
+    transfers: dict[str, list[Transfer]] = {REDUCE_SCATTER: [], ALL_GATHER: []}
+    for step in steps:
+        (move,) = step.moves
+        transfers[step.phase].append(
+            Transfer(step.phase, step.number, node, move.peer, move.dst[0], move.accumulate)
+        )
+    return {phase: tuple(ts) for phase, ts in transfers.items()}
 
 
 @dataclass(frozen=True)
@@ -196,12 +211,12 @@ def ring_family_steps(
                 moves, sends = [], []
                 for lane, d in enumerate(directions):
                     ranges = pieces[block * len(directions) + lane]
-                    got = ranges[_lane_chunk(d, phase, node, s, n)]
+                    got = ranges[ring_chunk(phase, s, node, n, d)]
                     moves.append(
                         Move(neighbour[d], got, got, accumulate, accumulate and s == n - 2)
                     )
                     taker = neighbour[-d]
-                    sends.append(Send(taker, ranges[_lane_chunk(d, phase, taker, s, n)]))
+                    sends.append(Send(taker, ranges[ring_chunk(phase, s, taker, n, d)]))
                 number = block * (n - 1) + s
                 # Blocks touch disjoint ranges, so a block's first step waits for no one:
                 # a node may start block k + 1 while its neighbour still finishes block k.

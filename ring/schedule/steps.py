@@ -50,7 +50,6 @@ __all__ = [
     "check_int",
     "chunk_bounds",
     "chunk_range",
-    "owned_chunk",
 ]
 
 REDUCE_SCATTER: Literal["reduce_scatter"] = "reduce_scatter"
@@ -90,15 +89,6 @@ def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
     base, extra = divmod(total, num_chunks)
     start = index * base + min(index, extra)
     return start, start + base + (1 if index < extra else 0)
-
-
-def owned_chunk(node: int, nodes: int) -> int:
-    """The chunk that ``node`` holds fully reduced after reduce-scatter."""
-    node = check_int("node", node)
-    nodes = check_int("nodes", nodes, 1)
-    if not 0 <= node < nodes:
-        raise ValueError(f"node must be in [0, {nodes}), got {node}")
-    return (node + 1) % nodes
 
 
 def check_collective(name: object) -> str:
