@@ -1,0 +1,63 @@
+"""The library (everything under ring/ but the study tools) stands alone: it imports no study
+tool, and ``import ring`` needs NumPy only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+TOOLS = ("bench", "model", "nsys", "report", "study")
+# (library file, tool module) imports still allowed.  The lead removes this one when
+# algorithm="auto" reads a decision table instead of importing the model's fitting code.
+ALLOWED = {("ring/communicator.py", "ring.model.auto")}
+
+
+def _library_files() -> list[Path]:
+    ring = ROOT / "ring"
+    return [
+        path for path in sorted(ring.rglob("*.py")) if path.relative_to(ring).parts[0] not in TOOLS
+    ]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth (functions too), as an absolute name."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_library_imports_no_study_tool():
+    files = _library_files()
+    assert any(path.name == "api.py" for path in files)
+    assert not any("bench" in path.parts for path in files)
+    tools = tuple(f"ring.{tool}" for tool in TOOLS)
+    crossing = {
+        (path.relative_to(ROOT).as_posix(), module)
+        for path in files
+        for module in _imports(path)
+        if module in tools or module.startswith(tuple(f"{tool}." for tool in tools))
+    }
+    # A from-import names its module and each name taken: keep the module, whose pair is
+    # the one ALLOWED lists (``from .model.auto import choose`` -> ring.model.auto).
+    crossing = {(f, m) for f, m in crossing if (f, m.rsplit(".", 1)[0]) not in ALLOWED}
+    assert crossing <= ALLOWED, sorted(crossing - ALLOWED)
+
+
+def test_import_ring_needs_numpy_only():
+    heavy = "{'pandas', 'scipy', 'seaborn', 'matplotlib', 'snakemake'}"
+    code = f"import ring, sys; print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy}))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
