@@ -105,7 +105,7 @@ class annotate:
 
 
 # One reusable context manager per collective, built on first use: building an annotation
-# costs about 0.7 µs, more than a bound 1 KiB call's own operations (ring.host.bound).
+# costs about 0.7 µs, more than a bound 1 KiB call's own operations (ring.host.moves).
 _CALL_RANGES: dict[str, annotate] = {}
 
 

@@ -15,7 +15,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AVERAGING", "OPS", "accumulating_op", "check_dtype", "divide_by_nodes", "resolve_op"]
+__all__ = [
+    "ACCUMULATE",
+    "AVERAGING",
+    "COPY",
+    "OPS",
+    "SOURCE_FIRST",
+    "accumulating_op",
+    "apply",
+    "check_dtype",
+    "divide_by_nodes",
+    "kind",
+    "resolve_op",
+]
 
 # Each op is the NumPy ufunc a backend applies with ``out=`` when a chunk arrives.
 OPS: dict[str, np.ufunc] = {
@@ -80,3 +92,30 @@ def divide_by_nodes(values: Any, nodes: int, xp: Any = np, scratch: Any = None) 
     xp.fmod(values, nodes, out=remainder)
     xp.subtract(values, remainder, out=values)
     xp.floor_divide(values, nodes, out=values)
+
+
+# What an operation does with its source (the first field of an operation tuple).
+COPY, ACCUMULATE, SOURCE_FIRST = 0, 1, 2
+
+
+def kind(accumulate: bool, source_first: bool) -> int:
+    """An operation's :data:`COPY`, :data:`ACCUMULATE` (``dst = dst op src``) or
+    :data:`SOURCE_FIRST` (``dst = src op dst``, see ``ring.schedule.steps.Move``)."""
+    if not accumulate:
+        return COPY
+    return SOURCE_FIRST if source_first else ACCUMULATE
+
+
+def apply(operations, ufunc, nodes: int) -> None:
+    """Run ``(kind, destination, source, divide by N after)`` operations in order: what every
+    host executor (:mod:`ring.host`) does to the arrays, by node step or by position."""
+    for how, dst, src, divide in operations:
+        if how == ACCUMULATE:
+            ufunc(dst, src, out=dst)
+        elif how:
+            ufunc(src, dst, out=dst)
+        else:
+            dst[...] = src
+            continue
+        if divide:
+            divide_by_nodes(dst, nodes)

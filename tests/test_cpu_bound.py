@@ -1,4 +1,4 @@
-"""A repeated call on the calling thread runs bound to its buffers (ring/host/bound.py), by
+"""A repeated call on the calling thread runs bound to its buffers (ring/host/moves.py), by
 either executor: right against the independent reference and bit for bit the node threads'
 result on every repeat, by nodes with every node's step range, checked again in full
 whenever a buffer, the list or the op changed, re-planned when ``auto`` picks another
@@ -27,7 +27,7 @@ from ring.schedule import ALGORITHMS, plan
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of 5 elements: a bound call crosses tile and segment edges."""
-    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 40)
+    monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 40)
 
 
 EXECUTORS = ("slices", "nodes")

@@ -152,7 +152,7 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
     milliseconds, so the SIGINT lands inside one: the communicator closes and refuses the
     next call, as after an interrupted threaded call, and no result is wrong.  (On a
     communicator every call after the first repeats on the same buffers and runs bound, node
-    after node: ring.host.bound.)"""
+    after node: ring.host.moves.)"""
     nodes, count = 8, INLINE_BYTES // 8 - 1
     rounds = _interrupt_rounds("pairwise", mode, rounds=4, seed=5, nodes=nodes, count=count)
     for r in rounds:
@@ -165,7 +165,7 @@ def test_ctrl_c_mid_inline_call_ends_it_as_on_the_threads(mode):
 @pytest.mark.slow
 def test_ctrl_c_mid_bound_inline_call_ends_it_as_on_the_threads():
     """executor="slices" just under INLINE_BYTES on 8 nodes: every call after the first
-    repeats on the same buffers and runs bound by position (ring.host.bound; bound by nodes:
+    repeats on the same buffers and runs bound by position (ring.host.moves; bound by nodes:
     the test above), milliseconds each, so the
     SIGINT lands inside one: the communicator closes and refuses the next call, and no
     result is wrong."""

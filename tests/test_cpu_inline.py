@@ -93,7 +93,7 @@ def test_every_dtype_and_op_inline(dtype):
 def test_inline_is_bit_for_bit_the_threaded_result(algorithm, nodes, monkeypatch):
     """Same plan, same operations in the same order per element: same bits, for float
     sums whose value depends on the order, and for avg (its last touch)."""
-    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 40)  # direct: many tiles
+    monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 40)  # direct: many tiles
     rng = np.random.default_rng(nodes + 7 * len(algorithm))
     options = _options(algorithm, nodes)
     make = CpuCommunicator

@@ -11,7 +11,7 @@ import pytest
 from reference import check, random_inputs
 
 from ring import CpuCommunicator
-from ring.cpu.sync import node_pushers, program
+from ring.cpu.crew import node_pushers, program
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, plan
 
 

@@ -1,4 +1,4 @@
-"""``executor="slices"``: a plan run by position (ring/host/positions.py, ring/host/slices.py).
+"""``executor="slices"``: a plan run by position (ring/host/positions.py).
 Results against the independent reference, bit for bit the node threads' results, how
 many threads a call wakes, scratch that cannot be read by position, bad input, and a
 failure on any thread ending the call.  (Ctrl-C mid-call: tests/test_cpu_faults.py.)"""
@@ -16,8 +16,7 @@ from test_cpu_inline import _every_collective, _record_threads, assert_same_bits
 
 import ring
 from ring import CommunicatorClosedError, CpuCommunicator
-from ring.host.positions import _Scratch, by_position
-from ring.host.slices import slice_bounds
+from ring.host.positions import _Scratch, by_position, slice_bounds
 from ring.schedule import ALGORITHMS, plan
 
 DTYPES = [np.float32, np.int64, np.uint8, np.complex128]
@@ -26,7 +25,7 @@ DTYPES = [np.float32, np.int64, np.uint8, np.complex128]
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of 5 elements: every call crosses tile and segment edges."""
-    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 40)
+    monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 40)
 
 
 @pytest.mark.parametrize("threads", ["caller", "parts"])
@@ -115,7 +114,7 @@ def test_threads_for_follows_inline_bytes_nodes_cores_and_tiles(small_tiles, mon
         assert [comm.threads_for(b) for b in (1, 100, 101)] == [1, 1, 2]
         assert comm.threads_for(101, executor="nodes") == 4
         assert comm.threads_for(101, inline_bytes=200) == 1
-        monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 150)
+        monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 150)
         assert [comm.threads_for(b, inline_bytes=0) for b in (150, 151)] == [1, 2]
     with CpuCommunicator(1, executor="slices", inline_bytes=0) as comm:
         assert comm.threads_for(1 << 30) == 1
@@ -157,7 +156,7 @@ def test_a_failure_on_any_thread_ends_the_call_and_closes(where, monkeypatch):
     """The caller's slice fails, or a worker's: the error reaches the caller, every worker
     is joined, and the communicator refuses the next call."""
     monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 2)
-    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 800)
+    monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 800)
     failing = "MainThread" if where == "caller" else "ring-cpu-node0"
     add = np.add
 

@@ -9,7 +9,7 @@ import pytest
 from reference import check, random_inputs
 
 import ring
-from ring.cpu.crew import Tiled, tiled_moves
+from ring.host.moves import Tiled, tiled_moves
 from ring.schedule import ALGORITHMS, plan
 from ring.schedule.steps import Move, Step
 
@@ -62,7 +62,7 @@ def test_no_ring_family_step_and_only_direct_and_reduce_broadcast_are_tiled(algo
 @pytest.mark.parametrize("nodes", [2, 3, 5])
 def test_tiles_that_split_chunks_at_odd_places_match_the_reference(monkeypatch, dtype, op, nodes):
     itemsize = np.dtype(dtype).itemsize
-    monkeypatch.setattr("ring.host.slices.tile_bytes", lambda: 7 * itemsize)
+    monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 7 * itemsize)
     rng = np.random.default_rng(nodes)
     for count in (1, 6, 7, 8, 101, 1000):
         inputs = random_inputs(rng, nodes, count, dtype, op)

@@ -1,5 +1,5 @@
 """The threaded NumPy backend: one worker thread per logical node (:mod:`ring.cpu.communicator`),
-the threads and how they wait for each other (:mod:`ring.cpu.crew`, :mod:`ring.cpu.sync`); what
+the threads and how they wait for each other (:mod:`ring.cpu.crew`); what
 a node does to the arrays at each step is :mod:`ring.host`'s."""
 
 from .communicator import (

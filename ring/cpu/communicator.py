@@ -5,15 +5,15 @@ range the plan names (:mod:`ring.schedule`; any algorithm, nothing else); reduct
 NumPy ufuncs with ``out=``, which release the GIL on large ranges so nodes really run in
 parallel.  Plans that land data in scratch get one scratch array per node.
 
-How nodes wait for each other: :mod:`ring.cpu.sync`; the threads and how a node runs
-its steps (tiled where a step reduces many peers into one range): :mod:`ring.cpu.crew`.
+The threads, how they wait for each other and how a node runs its steps:
+:mod:`ring.cpu.crew`; what a step does to the arrays: :mod:`ring.host`.
 
 A call of at most ``inline_bytes`` bytes per node (default :data:`INLINE_BYTES`) runs the
 same plan on the calling thread instead, node after node within each step
 (:meth:`~ring.cpu.crew.Crew.run_inline`): below it, waking N threads costs more than the
 work they share.  ``inline_bytes=0`` always uses the threads.
 
-``executor="slices"`` runs the plan by position instead (:mod:`ring.host.slices`): the caller
+``executor="slices"`` runs the plan by position instead (:mod:`ring.host.positions`): the caller
 and some workers each take a slice of the positions and apply every node's operations to it,
 tile by tile, with no wait between threads; bit for bit the result of the default,
 ``"nodes"`` (one thread per node, steps synchronised as above).
@@ -37,7 +37,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import nvtx
-from ..buffers import validate_buffers
 from ..communicator import (
     Call,
     CommunicatorClosedError,
@@ -46,8 +45,10 @@ from ..communicator import (
     check_buffer_list,
     check_nodes,
     resolve_algorithm,
+    validate_buffers,
 )
-from ..host import slices
+from ..host import positions
+from ..host.moves import Bound
 from ..ops import AVERAGING, resolve_op
 from ..schedule import (
     AUTO,
@@ -59,8 +60,7 @@ from ..schedule import (
     plan_for,
 )
 from ..schedule.steps import check_int
-from .crew import Bound, Crew
-from .sync import Pushers
+from .crew import Crew, Pushers
 
 __all__ = [
     "EXECUTORS",
@@ -248,7 +248,7 @@ class CpuCommunicator(RingCommunicator):
             and bound.takes(buffers, op)
             and (self.algorithm != AUTO or self._same_pick(name, bound))
         ):
-            self._guarded(name, bound.run)  # the same call again (ring.host.bound)
+            self._guarded(name, bound.run)  # the same call again (ring.host.moves)
             return
         self._check_open()
         options = self._options.get(name)
@@ -262,7 +262,7 @@ class CpuCommunicator(RingCommunicator):
         self._execute(_checked_call(name, buffers, op, options), bind=True)
 
     def _bind(self, call: Call, steps: Plan, executor: str) -> Bound | None:
-        """The call bound to its buffers (ring.host.bound), or None where its plan cannot be
+        """The call bound to its buffers (ring.host.moves), or None where its plan cannot be
         (see ring.cpu.crew.Crew.bind)."""
         ufunc, _, average = call.checked
         bound = self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
@@ -318,7 +318,7 @@ class CpuCommunicator(RingCommunicator):
 
     def _execute(self, call: Call, bind: bool) -> None:
         """:meth:`execute`; ``bind``: a call on the calling thread is bound to its
-        buffers for the next call of the collective to take (ring.host.bound)."""
+        buffers for the next call of the collective to take (ring.host.moves)."""
         self._check_call_backend(call)
         if call.nodes != self.nodes:
             raise ValueError(
@@ -364,7 +364,7 @@ class CpuCommunicator(RingCommunicator):
         if self.nodes == 1 or nbytes <= inline_bytes:
             return 1
         if (self.executor if executor is None else executor) == "slices":
-            tiles = -(-nbytes // slices.tile_bytes())  # a slice is whole tiles
+            tiles = -(-nbytes // positions.tile_bytes())  # a slice is whole tiles
             return min(self.nodes, self.cores, tiles)
         return self.nodes
 

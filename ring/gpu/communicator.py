@@ -47,7 +47,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import nvtx
-from ..buffers import validate_buffers
 from ..communicator import (
     Call,
     CommunicatorClosedError,
@@ -55,6 +54,7 @@ from ..communicator import (
     check_buffer_list,
     check_nodes,
     resolve_algorithm,
+    validate_buffers,
 )
 from ..schedule import Plan, check_collective, plan_for
 from .devices import (

@@ -1,4 +1,5 @@
-"""A plan read by position: the operations each element goes through, in the plan's order.
+"""A plan read and run by position: the operations each element goes through, in the plan's
+order, and the slices of positions that threads run tile by tile.
 
 Element ``j`` of every buffer is element ``j`` of the collective (moves between buffers
 have ``src == dst``, :mod:`ring.schedule.steps`), so what a plan does to element ``j`` never
@@ -13,19 +14,41 @@ Running the runs in any order, cut into tiles, or split between threads that eac
 some positions, applies to every element the plan's operations in the plan's order: bit
 for bit the result of running the plan step by step, node by node.  (Within a step no node
 reads what another writes at that step, so the order of nodes within a step is free.)
-:class:`ring.CpuCommunicator`'s ``executor="slices"`` runs plans this way.
+
+That is the CPU backend's ``executor="slices"`` (and MPI's calls on shared buffers): each of
+``parts`` threads (the caller and ``parts - 1`` of the communicator's workers) takes one
+slice of the positions and applies to it, tile by tile, every node's operations in the
+plan's order.  A tile of every buffer stays in the core's cache while all its operations
+run, so memory sees each input read once and each result written once (the 2N·S of a
+hand-written shared-memory reduction), and no thread waits for another until the call ends.
 """
 
 from __future__ import annotations
 
 import bisect
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import numpy as np
+
+from ..machine import cache_bytes
+from ..ops import apply, kind
 from ..schedule import Plan
 from ..schedule.steps import Move
 
-__all__ = ["ByPosition", "Op", "Segment", "by_position"]
+__all__ = [
+    "ByPosition",
+    "Op",
+    "Segment",
+    "SliceJob",
+    "by_position",
+    "run_slice",
+    "scratch_slots",
+    "slice_bounds",
+    "tile_bytes",
+    "tile_elements",
+    "tile_operations",
+]
 
 
 class Op(NamedTuple):
@@ -146,3 +169,72 @@ def _segments(placed: list[tuple[int, int, Op]], length: int) -> tuple[Segment, 
             ops[i].append(op)
     runs = zip(cuts, cuts[1:], ops, strict=False)  # ops: one shorter than cuts
     return tuple(Segment(lo, hi, tuple(run)) for lo, hi, run in runs if run)
+
+
+def tile_bytes() -> int:
+    """Bytes of one tile of a tiled step: a quarter of the per-core L2, so the target
+    tile and the source streaming past it stay in it (16 KiB at least)."""
+    return max(16 << 10, cache_bytes()[0] // 4)
+
+
+def tile_elements(dtype: np.dtype) -> int:
+    """Elements of ``dtype`` in one tile (:func:`tile_bytes`)."""
+    return max(1, tile_bytes() // dtype.itemsize)
+
+
+class SliceJob(NamedTuple):
+    buffers: list
+    ufunc: Any
+    average: bool
+    plan: ByPosition
+    bounds: list[tuple[int, int]]  # per part: its positions
+    tile: int  # positions per tile
+    scratch: list  # per part: each node's scratch slots for one tile (or None)
+    finished: Any  # itertools.count: workers done with this call
+    workers: int  # parts run by workers (all but the caller's)
+
+
+def slice_bounds(length: int, parts: int, tile: int) -> list[tuple[int, int]]:
+    """``parts`` slices of ``[0, length)``, cut at whole tiles so no tile is split."""
+    tiles = -(-length // tile)
+    cuts = [min(length, tile * (tiles * p // parts)) for p in range(parts + 1)]
+    return [(cuts[p], cuts[p + 1]) for p in range(parts)]
+
+
+def scratch_slots(parts: int, nodes: int, tile: int, dtype: np.dtype) -> list:
+    """Per part, one tile of scratch per node."""
+    return [[np.empty(tile, dtype) for _ in range(nodes)] for _ in range(parts)]
+
+
+def tile_operations(
+    plan: ByPosition, lo: int, hi: int, tile: int, buffers: list, slots, average: bool
+):
+    """Per tile of positions ``[lo, hi)``, in the plan's order: its operations on views of
+    ``buffers`` (and of ``slots``, each node's scratch tile, where the plan uses scratch) as
+    (:func:`kind`, destination, source, divide by N after)."""
+    for start, stop, ops in plan.segments:
+        a, b = max(start, lo), min(stop, hi)
+        for t0 in range(a, b, tile):
+            t1 = min(t0 + tile, b)
+            views = [buffer[t0:t1] for buffer in buffers]
+            own = [slot[: t1 - t0] for slot in slots] if slots else views
+            yield [
+                (
+                    kind(accumulate, first),
+                    own[node] if to_scratch else views[node],
+                    own[node] if from_scratch else views[peer],
+                    accumulate and completes and average,
+                )
+                for node, peer, accumulate, completes, from_scratch, to_scratch, first in ops
+            ]
+
+
+def run_slice(job: SliceJob, part: int, stopped) -> None:
+    """Apply the plan to ``part``'s positions; ``stopped()`` is asked before each tile, and
+    when it says another thread failed the slice raises ``stopped.error``."""
+    lo, hi = job.bounds[part]
+    slots = job.scratch[part] if job.plan.uses_scratch else None
+    tiles = tile_operations(job.plan, lo, hi, job.tile, job.buffers, slots, job.average)
+    for operations in tiles:
+        stopped()
+        apply(operations, job.ufunc, len(job.buffers))

@@ -27,8 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..buffers import validate_buffers
-from ..communicator import resolve_algorithm
+from ..communicator import resolve_algorithm, validate_buffers
 from ..ops import AVERAGING, OPS, resolve_op
 from ..schedule import ALGORITHMS, AUTO, COLLECTIVES, check_algorithm, check_algorithm_options
 from .cuda import device_backend, is_device_array

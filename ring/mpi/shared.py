@@ -11,7 +11,7 @@ its part and removing it (``SIGKILL``, or a job aborted while its ranks waited) 
 remove it; the next allocation on the host does (:func:`remove_stale`).
 
 A call on such arrays (every rank its own, from the same allocation) runs the plan the
-way ``CpuCommunicator(executor="slices")`` does (:mod:`ring.host.slices`): a plan never mixes
+way ``CpuCommunicator(executor="slices")`` does (:mod:`ring.host.positions`): a plan never mixes
 positions (:mod:`ring.host.positions`), so rank ``r`` takes slice ``r`` of the positions and
 applies every node's operations there, tile by tile, on every rank's memory.  The
 pre-flight exchange is the barrier before (every rank has entered the call, so its buffer
@@ -35,8 +35,13 @@ import numpy as np
 
 from .. import nvtx
 from ..host.moves import run_ranged
-from ..host.positions import by_position
-from ..host.slices import scratch_slots, slice_bounds, tile_elements, tile_operations
+from ..host.positions import (
+    by_position,
+    scratch_slots,
+    slice_bounds,
+    tile_elements,
+    tile_operations,
+)
 from .steps import form_plan
 
 __all__ = [
@@ -235,7 +240,7 @@ def run_shared(ranged: tuple, ufunc, nodes: int, barrier) -> None:
 def bind_shared(rank: int, steps, memory, dtype, ufunc, average: bool, barrier):
     """A ready call of ``steps`` on the shared ``memory`` (:func:`run_shared` with its
     arguments), or None when the plan cannot be read by position.  Tiles are the cpu
-    backend's (:func:`ring.host.slices.tile_elements`)."""
+    backend's (:func:`ring.host.positions.tile_elements`)."""
     positions = by_position(steps)
     if positions is None:
         return None

@@ -81,7 +81,7 @@ def reduce_broadcast(collective: str, nodes: int, length: int, **_) -> Table:
     lacks.  Node 0 takes and sends N - 1 buffers: the ring's opposite on links.  On one
     shared memory an allreduce is 2(N - 1) moves whatever N, what a hand-written reduction
     does, where ``direct`` cuts the buffer into chunks and makes 2N(N - 1): at small sizes,
-    where each move is one NumPy call, the cheapest plan (ring.host.slices, ring.host.bound)."""
+    where each move is one NumPy call, the cheapest plan (ring.host)."""
     bounds = chunk_bounds(length, nodes)
     whole = _ranges(bounds, range(nodes))
     table: Table = []

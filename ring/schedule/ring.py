@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import cast
 
 from ..machine import cache_bytes
 from .steps import (
@@ -163,8 +164,9 @@ def _transfers(nodes: int, node: int) -> dict[str, tuple[Transfer, ...]]:
     transfers: dict[str, list[Transfer]] = {REDUCE_SCATTER: [], ALL_GATHER: []}
     for step in steps:
         (move,) = step.moves
-        transfers[step.phase].append(
-            Transfer(step.phase, step.number, node, move.peer, move.dst[0], move.accumulate)
+        phase = cast(PhaseName, step.phase)
+        transfers[phase].append(
+            Transfer(phase, step.number, node, move.peer, move.dst[0], move.accumulate)
         )
     return {phase: tuple(ts) for phase, ts in transfers.items()}
 
@@ -201,7 +203,7 @@ def ring_family_steps(
     pieces = lanes.pieces
     neighbour = {1: (node - 1) % n, -1: (node + 1) % n}
     # The left-going ring needs both neighbours done; the ring alone needs only its left
-    # one (see ring.cpu.sync for why that suffices).
+    # one (see ring.cpu.crew for why that suffices).
     waits = tuple(dict.fromkeys(neighbour[d] for d in directions))
     steps: list[Step] = []
     for block in range(blocks):
