@@ -10,9 +10,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
 TOOLS = ("bench", "model", "nsys", "report", "study")
-# (library file, tool module) imports still allowed.  The lead removes this one when
-# algorithm="auto" reads a decision table instead of importing the model's fitting code.
-ALLOWED = {("ring/communicator.py", "ring.model.auto")}
 
 
 def _library_files() -> list[Path]:
@@ -42,16 +39,13 @@ def test_the_library_imports_no_study_tool():
     assert any(path.name == "api.py" for path in files)
     assert not any("bench" in path.parts for path in files)
     tools = tuple(f"ring.{tool}" for tool in TOOLS)
-    crossing = {
+    crossing = sorted(
         (path.relative_to(ROOT).as_posix(), module)
         for path in files
         for module in _imports(path)
         if module in tools or module.startswith(tuple(f"{tool}." for tool in tools))
-    }
-    # A from-import names its module and each name taken: keep the module, whose pair is
-    # the one ALLOWED lists (``from .model.auto import choose`` -> ring.model.auto).
-    crossing = {(f, m) for f, m in crossing if (f, m.rsplit(".", 1)[0]) not in ALLOWED}
-    assert crossing <= ALLOWED, sorted(crossing - ALLOWED)
+    )
+    assert crossing == []
 
 
 def test_import_ring_needs_numpy_only():

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..auto import DECISIONS, SCHEMA
-from ..mpi_agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS, rides_preflight
+from ..mpi.agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS, rides_preflight
 from ..schedule import ALGORITHM_COLLECTIVES, COLLECTIVES
 from .costs import ModelInputError
 from .fit import Fit, Host

@@ -55,8 +55,8 @@ ALGORITHMS = (*RING_FAMILY, *TABLE_BUILDERS)
 ALGORITHM_COLLECTIVES = {a: COLLECTIVES for a in ALGORITHMS} | {
     "recursive-doubling": ("allreduce", "all_gather")
 }
-# algorithm="auto": each call runs the algorithm the fitted cost model predicts fastest for
-# its backend, N and size (ring.model.auto; ring.communicator.resolve_algorithm).
+# algorithm="auto": each call runs the algorithm a decision table names for its backend, N
+# and size (ring.auto; ring.communicator.resolve_algorithm).
 AUTO = "auto"
 # The options each algorithm takes through the API (a plan takes them in elements).
 ALGORITHM_OPTIONS: dict[str, tuple[str, ...]] = {
