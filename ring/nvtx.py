@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from typing import Any
+
+from .schedule import plan
 
 DOMAIN = "ring"
 COLLECTIVES = ("allreduce", "reduce_scatter", "all_gather")
@@ -115,3 +119,27 @@ def call_range(name: str) -> annotate:
     if found is None:
         found = _CALL_RANGES[name] = annotate(name)
     return found
+
+
+# Per-step NVTX ranges are named for communicators up to this size.  A call makes
+# 2N(N - 1) step ranges, more than a profile can show beyond this; above it only the call's
+# outer range is recorded, and every node shares one table of no-op ranges, so the state
+# stays linear in N.
+STEP_RANGE_MAX_NODES = 64
+
+Pushers = dict[str, tuple[Callable[[], Any], ...]]
+
+
+def no_range() -> None:
+    """Push and pop of a step above STEP_RANGE_MAX_NODES: records nothing."""
+
+
+def node_pushers(nodes: int) -> list[Pushers]:
+    """Per node and collective, the NVTX range pusher of each of the node's ring steps."""
+    if nodes > STEP_RANGE_MAX_NODES:
+        shared = {c: (no_range,) * plan(c, nodes, 0).steps for c in COLLECTIVES}
+        return [shared] * nodes
+    return [
+        {c: tuple(pusher(s.name) for s in plan(c, nodes, 0).node_steps(node)) for c in COLLECTIVES}
+        for node in range(nodes)
+    ]

@@ -210,7 +210,7 @@ def test_a_plan_of_more_moves_than_bound_moves_runs_unbound(executor, monkeypatc
     million) runs unbound, and right."""
     buffers = [np.full(10, i + 1.0) for i in range(2)]
     for limit, bound in ((3, False), (4, True)):  # the ring on 2 nodes: 2 steps, 4 moves
-        monkeypatch.setattr("ring.cpu.crew.BOUND_MOVES", limit)
+        monkeypatch.setattr("ring.host.moves.BOUND_MOVES", limit)
         with _sliced(2, executor=executor) as comm:
             for _ in range(2):
                 for i, buffer in enumerate(buffers):

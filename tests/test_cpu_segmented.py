@@ -11,7 +11,8 @@ import pytest
 from reference import check, random_inputs
 
 from ring import CpuCommunicator
-from ring.cpu.crew import node_pushers, program
+from ring.cpu.crew import program
+from ring.nvtx import node_pushers
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, plan
 
 

@@ -20,7 +20,9 @@ from test_mpi import MPIRUN, json_lines, mpirun
 import ring
 import ring.auto
 import ring.cpu
+import ring.cpu.communicator
 import ring.gpu
+import ring.gpu.communicator
 from ring.auto import AutoTableError
 from ring.model import ALGORITHMS, Params, auto
 from ring.model.__main__ import main
@@ -154,7 +156,7 @@ def record_plans(monkeypatch, backend) -> list[str]:
 
 def test_cpu_auto_runs_the_models_pick(tmp_path, use_fit, monkeypatch):
     use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "recursive-doubling"]))
-    ran = record_plans(monkeypatch, ring.cpu)
+    ran = record_plans(monkeypatch, ring.cpu.communicator)
     rng = np.random.default_rng(3)
     for count in (16, 1 << 19):
         buffers = [rng.standard_normal(count) for _ in range(3)]
@@ -172,7 +174,7 @@ def test_cpu_auto_runs_the_models_pick(tmp_path, use_fit, monkeypatch):
 
 def test_gpu_auto_runs_the_models_pick_on_the_simulator(tmp_path, use_fit, monkeypatch):
     use_fit(write_fit(tmp_path / "fit.json", "gpu", ["ring", "recursive-doubling"]))
-    ran = record_plans(monkeypatch, ring.gpu)
+    ran = record_plans(monkeypatch, ring.gpu.communicator)
     rng = np.random.default_rng(5)
     sim = FakeCuda(1, seed=2)
     with fake_cupy(sim):

@@ -49,6 +49,7 @@ from ..communicator import (
 )
 from ..host import positions
 from ..host.moves import Bound
+from ..nvtx import Pushers
 from ..ops import AVERAGING, resolve_op
 from ..schedule import (
     AUTO,
@@ -60,7 +61,7 @@ from ..schedule import (
     plan_for,
 )
 from ..schedule.steps import check_int
-from .crew import Crew, Pushers
+from .crew import Crew
 
 __all__ = [
     "EXECUTORS",

@@ -1,11 +1,5 @@
 """The CPU backend's worker threads, one per logical node: how they wait for each other and
-how a node runs its steps.
-
-All nodes share one address space, so a "link" is a node reading a peer's array at the
-range the plan names; reductions are NumPy ufuncs with ``out=``, which release the GIL on
-large ranges so nodes really run in parallel.  What a node does to the arrays at a step
-(tile by tile where several peers accumulate into one range) is :mod:`ring.host.moves`'s;
-this module is the threads, and what they synchronise with, worked out once per plan.
+how a node runs its steps (what a step does to the arrays is :mod:`ring.host.moves`'s).
 
 Synchronisation uses one ``queue.SimpleQueue`` per node as a counting signal: it is
 implemented in C, a blocking ``get`` costs one lock round trip like a raw lock (a
@@ -15,14 +9,12 @@ ahead of its consumer without a separate signal per step, so the state stays lin
 * ``sync="pairwise"``: a node waits only for the peers its step ``waits`` for, one queue
   per (peer, node) pair: after step ``t`` node ``j`` puts a token in the queue of every
   node whose step ``t + 1`` waits for it, which takes one before that step.  On the ring
-  node ``i`` waits only for its left neighbour, as the original study's GPU code does
-  with events; non-neighbours run ahead.  This is enough: node ``i`` at step ``t``
-  transitively waits for node ``i + 1`` at step ``t - (N - 1)``, the last step at which
-  node ``i + 1`` reads a chunk that node ``i`` overwrites at step ``t``
-  (``tests/test_schedule.py`` checks every hazard of every algorithm).  ring-segmented's
-  blocks touch disjoint ranges, so this holds block by block and a block's first step
-  waits for no one: one wakeup fewer per block.  A plan whose
-  waits pair more than ``8 N`` nodes (``direct``) runs with the barrier instead.
+  node ``i`` waits only for its left neighbour (as the original study's GPU code does with
+  events), which is enough: node ``i`` at step ``t`` transitively waits for node ``i + 1``
+  at step ``t - (N - 1)``, the last step at which node ``i + 1`` reads a chunk that node
+  ``i`` overwrites at step ``t`` (``tests/test_schedule.py`` checks every hazard of every
+  algorithm); a ring-segmented block's first step waits for no one.  A plan whose waits
+  pair more than ``8 N`` nodes (``direct``) runs with the barrier instead.
 * ``sync="barrier"``: after every step all nodes wait for each other, as the original
   study's CPU code does with ``std::barrier``.  The last node to arrive puts a token in
   every other node's ``ready`` queue.
@@ -34,13 +26,21 @@ import contextlib
 import itertools
 import queue
 import threading
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import nvtx
-from ..host.moves import Bound, bind, bind_steps, inline_steps, run_moves, run_ranged, tiled_moves
+from ..host.moves import (
+    Bound,
+    bind,
+    bind_steps,
+    bindable,
+    inline_steps,
+    run_moves,
+    run_ranged,
+    tiled_moves,
+)
 from ..host.positions import (
     SliceJob,
     by_position,
@@ -49,50 +49,12 @@ from ..host.positions import (
     slice_bounds,
     tile_elements,
 )
-from ..schedule import COLLECTIVES, RING_FAMILY, Plan, plan
+from ..nvtx import STEP_RANGE_MAX_NODES, Pushers, no_range, node_pushers
+from ..schedule import RING_FAMILY, Plan
 
-__all__ = [
-    "BOUND_MOVES",
-    "PAIRS_PER_NODE",
-    "PROGRAMS",
-    "STEP_RANGE_MAX_NODES",
-    "Aborted",
-    "Between",
-    "Crew",
-    "Program",
-    "Pushers",
-    "no_range",
-    "node_pushers",
-    "program",
-]
+__all__ = ["PAIRS_PER_NODE", "PROGRAMS", "Aborted", "Between", "Crew", "Program", "program"]
 
-# Per-step NVTX ranges are named for communicators up to this size.  A call makes
-# 2N(N - 1) step ranges, more than a profile can show beyond this; above it only the call's
-# outer range is recorded, and every node shares one table of no-op ranges, so the state
-# stays linear in N.
-STEP_RANGE_MAX_NODES = 64
-# A plan whose waits pair more nodes than this many per node runs with the barrier.
-PAIRS_PER_NODE = 8
-
-Pushers = dict[str, tuple[Callable[[], Any], ...]]
-
-
-def no_range() -> None:
-    """Push and pop of a step above STEP_RANGE_MAX_NODES: records nothing."""
-
-
-def node_pushers(nodes: int) -> list[Pushers]:
-    """Per node and collective, the NVTX range pusher of each of the node's ring steps."""
-    if nodes > STEP_RANGE_MAX_NODES:
-        shared = {c: (no_range,) * plan(c, nodes, 0).steps for c in COLLECTIVES}
-        return [shared] * nodes
-    return [
-        {
-            c: tuple(nvtx.pusher(s.name) for s in plan(c, nodes, 0).node_steps(node))
-            for c in COLLECTIVES
-        }
-        for node in range(nodes)
-    ]
+PAIRS_PER_NODE = 8  # a plan whose waits pair more nodes per node runs with the barrier
 
 
 class Between:
@@ -181,10 +143,6 @@ def _waits(steps: Plan) -> list:
 
 # Programs kept per communicator (one per plan: collective, algorithm, length, options).
 PROGRAMS = 32
-# A call binds (ring.host.moves) only a plan of at most this many moves: binding keeps a view
-# of each, and saves a few µs a call, which only a short call notices (a ring on 1,024
-# nodes has two million moves).
-BOUND_MOVES = 4096
 _STOP = None  # what a worker's start queue receives instead of a job when it must exit
 
 
@@ -203,14 +161,6 @@ class _Job(NamedTuple):
     tile: int  # elements per tile
     finished: Any  # itertools.count: workers done with this call
     workers: int  # every node's worker runs its steps
-
-
-def _most_moves(steps: Plan) -> int:
-    """At least as many moves as every node's steps of ``steps`` hold, without building
-    them (a ring-family plan computes a node's steps on request)."""
-    if steps.algorithm in RING_FAMILY:
-        return steps.steps * steps.nodes * (2 if steps.algorithm == "ring-bidirectional" else 1)
-    return sum(len(step.moves) for node in range(steps.nodes) for step in steps.node_steps(node))
 
 
 class Crew:
@@ -297,7 +247,7 @@ class Crew:
         """A call of ``steps`` on the calling thread bound to ``buffers``
         (:mod:`ring.host.moves`), by position or node after node as ``executor`` says;
         None where a plan cannot be read by position or has more than BOUND_MOVES moves."""
-        if _most_moves(steps) > BOUND_MOVES:
+        if not bindable(steps):
             return None
         if executor == "nodes":
             job = self.job(buffers, ufunc, steps, average)
