@@ -33,7 +33,7 @@ ONLY_RING = "only the ring was measured in this run"
 # The rows of one panel come from one run, one sync mode and one dtype/op.
 _CHOICE = ["machine", "run", "sync", "dtype", "op"]
 # How a line's rows ran, where it is not the default (node threads, host buffers): a cpu
-# algorithm by slices, an MPI one on shared buffers (ring.mpi_shared).  Each is a line of
+# algorithm by slices, an MPI one on shared buffers (ring.mpi.shared).  Each is a line of
 # its own, in its algorithm's colour, dashed (dotted) with its strip hatched.
 _DASHES = {"": "-", "slices": "--", "shared": ":"}
 _HATCHES = {"slices": "///", "shared": "..."}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..nsys.node_counts import PHASES
-from ..study_config import PROFILE_GPUS
+from ..study.config import PROFILE_GPUS
 from .inputs import Profile
 
 __all__ = ["profile_kind", "step_and_wait_tables"]

@@ -39,7 +39,7 @@ rule nsys_profile_gpu:
     log:
         f"{RESULTS}/logs/profiles/{{nodes}}gpu.log",
     wildcard_constraints:
-        # The GPU profiles' N, from their names (ring.study_config.PROFILE_GPUS).
+        # The GPU profiles' N, from their names (ring.study.config.PROFILE_GPUS).
         nodes="|".join(str(nodes) for nodes in PROFILE_GPUS.values()),
     conda:
         "../../envs/gpu.yaml"
