@@ -54,7 +54,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
-        # A submodule (ring.nvtx_ranges, ring.ops...), as after an eager import of the names.
+        # A submodule (ring.nvtx, ring.ops...), as after an eager import of the names.
         try:
             return importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as exc:
