@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..bootstrap import bootstrap_ratio
+from ..model.bootstrap import bootstrap_ratio
 from .analysis import PEERS, PLAIN, RING_BACKENDS
 from .best_of import _labelled
 from .fmt import format_bytes, format_number, format_ratio
