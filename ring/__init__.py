@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .ops import OPS
     from .schedule import Transfer, chunk_range, owned_chunk, ring_schedule
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 # Each public name and the module that defines it.
 _HOMES = {

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import auto
 from .ops import check_dtype
-from .schedule import AUTO, check_collective
+from .schedule import ALGORITHMS, AUTO, check_collective
 
 __all__ = [
     "MAX_NODES",
@@ -36,6 +36,7 @@ __all__ = [
     "CommunicatorClosedError",
     "RingCommunicator",
     "auto_generation",
+    "check_auto_pick",
     "check_buffer_list",
     "check_nodes",
     "resolve_algorithm",
@@ -82,7 +83,16 @@ def resolve_algorithm(
     ``inline_bytes``: the cpu communicator's, which says how its call runs."""
     if algorithm != AUTO:
         return algorithm
-    return auto.choose(backend, collective, nodes, nbytes, inline_bytes)
+    return check_auto_pick(backend, auto.choose(backend, collective, nodes, nbytes, inline_bytes))
+
+
+def check_auto_pick(backend: str, name: str) -> str:
+    """``name``, a decision table's pick, if it is one of the library's algorithms (a table
+    is data a user may write: it is refused naming its file, not run)."""
+    if name not in ALGORITHMS:
+        path = auto.table_for(backend)[1]
+        raise auto.AutoTableError(f"{path}: the {backend} table names {name!r}")
+    return name
 
 
 def auto_generation() -> int:
@@ -143,6 +153,11 @@ class RingCommunicator:
         raise NotImplementedError
 
     def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
+        raise NotImplementedError
+
+    def _keyed(self, key: object, name: str, buffers: list, op: str | None, options: dict):
+        """A call with the options ``ring.api`` passes on, under the key it made of them:
+        what a backend whose module sets ``CALLS_TAKE_OPTIONS`` implements."""
         raise NotImplementedError
 
     def _check_call_backend(self, call: Call) -> None:

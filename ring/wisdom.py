@@ -33,6 +33,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._version import __version__
 from .machine import host_label
 
 __all__ = [
@@ -58,12 +59,6 @@ DROP = 2.0
 
 class WisdomWarning(UserWarning):
     """A wisdom file that could not be used: the plans are measured again."""
-
-
-def _version() -> str:
-    from . import __version__
-
-    return __version__
 
 
 def wisdom_path() -> Path | None:
@@ -144,7 +139,7 @@ class Wisdom:
 
     @staticmethod
     def _header() -> dict:
-        return {"schema": SCHEMA, "library": _version(), "host": host_label()}
+        return {"schema": SCHEMA, "library": __version__, "host": host_label()}
 
     def _read(self, path: Path) -> dict[str, dict]:
         if not path.exists():

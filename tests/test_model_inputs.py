@@ -112,11 +112,18 @@ def _spoiled_table(tmp_path: Path, pick: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("spoil", ["unknown algorithm", "not json"])
+@pytest.mark.parametrize("spoil", ["unknown algorithm", "unknown candidate", "not json"])
 def test_auto_with_a_bad_table_names_the_file(tmp_path, monkeypatch, spoil):
     path = _spoiled_table(tmp_path, "bogo-sort")
     if spoil == "not json":
         path.write_text("{")
+    if spoil == "unknown candidate":  # a name the library lacks, consistent within the table
+        document = json.loads(path.read_text())
+        table = document["tables"][0]
+        table["candidates"]["allreduce"].insert(0, "bogo-sort")
+        for runs in table["picks"]["allreduce"]["2"].values():
+            runs[0][1] = ["bogo-sort"]
+        path.write_text(json.dumps(document))
     monkeypatch.setenv(ring.auto.TABLE_ENV, str(path))
     ring.auto.reset()
     try:

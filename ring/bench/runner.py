@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import auto
+from .. import auto, wisdom
+from ..communicator import check_auto_pick
 from ..schedule import AUTO
 from .backends import Backend, get_backend
 from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings
@@ -176,6 +177,14 @@ def plan_run(config: BenchConfig) -> Plan:
     return Plan(config, world, stages)
 
 
+def _planning_document() -> dict:
+    """What ``algorithm="auto"`` spent planning by measuring in this process (ring.wisdom):
+    the calls that ran to time a candidate and their seconds, and where its plans are kept."""
+    mine = wisdom.wisdom()
+    path = None if mine.path is None else str(mine.path)
+    return {"calls": mine.calls, "seconds": mine.seconds, "wisdom": path}
+
+
 def _check_auto_table(config: BenchConfig) -> None:
     """A ``RING_AUTO_TABLE`` that ``--algorithm auto`` would read is checked before anything
     is measured: a bad table is the run's input, not a failure of its first point."""
@@ -184,7 +193,10 @@ def _check_auto_table(config: BenchConfig) -> None:
     path = os.environ.get(auto.TABLE_ENV)
     if path:
         try:
-            auto.load_tables(Path(path))
+            for table in auto.load_tables(Path(path)):
+                for names in table["candidates"].values():
+                    for name in names:
+                        check_auto_pick(table["backend"], name)
         except auto.AutoTableError as exc:
             raise BenchInputError(f"{auto.TABLE_ENV}: {exc}") from None
 
@@ -257,6 +269,7 @@ def _run_plan(config: BenchConfig, plans: list[Plan], command: list[str]) -> int
             "backends": {s.backend.name: s.backend.describe() for s in plan.stages},
             "wrong_total": wrong_total if config.check else None,
             "warnings": run_warnings(ceilings),
+            "planning": _planning_document(),
         }
         if failure is not None:
             document["partial"] = _partial_document(failure)
