@@ -32,9 +32,15 @@ _cache_lock = threading.Lock()
 
 
 def _backend(backend: str):
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    return importlib.import_module(BACKENDS[backend])
+    module = _modules.get(backend) if isinstance(backend, str) else None
+    if module is None:
+        if not isinstance(backend, str) or backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+        module = _modules[backend] = importlib.import_module(BACKENDS[backend])
+    return module
+
+
+_modules: dict[str, object] = {}
 
 
 def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingCommunicator:
@@ -69,8 +75,13 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     module = _backend(backend)
     # Validated and run from one snapshot of the list: another thread that changes the
     # caller's list meanwhile cannot swap in a buffer that was never checked.
-    check_buffer_list(buffers)
-    call = module.check_call(name, list(buffers), op, **options)
+    if type(buffers) is not list:
+        check_buffer_list(buffers)
+    snapshot = list(buffers)
+    if getattr(module, "CALLS_TAKE_OPTIONS", False):
+        _run_direct(module, name, snapshot, op, backend, options)
+        return
+    call = module.check_call(name, snapshot, op, **options)
     while True:
         comm = _cached(module, call.nodes, options)
         try:
@@ -80,6 +91,33 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
             # Closed by another thread's failed or interrupted call before this call
             # started any work: the cache now hands out a new communicator.
             continue
+
+
+# (backend, N, options...) -> the communicator a call of those options runs on.
+_direct: dict[tuple, RingCommunicator] = {}
+
+
+def _run_direct(module, name: str, buffers: list, op, backend: str, options: dict) -> None:
+    """A call on a backend whose communicators take each call's options (cpu): it runs as
+    a held communicator's call does, bound when it repeats on the same buffers, so the
+    module function costs what the communicator does.  Its first call of these options is
+    checked in full before a communicator is made."""
+    given = tuple(sorted(options.items())) if options else ()
+    key = (backend, len(buffers), given)
+    while True:
+        try:
+            comm = _direct.get(key)
+        except TypeError:  # an option of no plain type: refused by the full checks
+            module.check_call(name, buffers, op, **options)
+            raise
+        if comm is None or comm.closed:
+            module.check_call(name, buffers, op, **options)
+            comm = _direct[key] = _cached(module, len(buffers), options)
+        try:
+            comm._keyed(((name, *given) if given else name), name, buffers, op, options)
+            return
+        except CommunicatorClosedError:
+            continue  # as in _run: closed before this call started any work
 
 
 def allreduce(buffers: Sequence, op: str = "sum", *, backend: str = "cpu", **options) -> None:
@@ -105,3 +143,4 @@ def _close_cached() -> None:
         for comm in _cache.values():
             comm.close()
         _cache.clear()
+        _direct.clear()

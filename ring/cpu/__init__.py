@@ -3,6 +3,7 @@ the threads and how they wait for each other (:mod:`ring.cpu.crew`); what
 a node does to the arrays at each step is :mod:`ring.host`'s."""
 
 from .communicator import (
+    CALLS_TAKE_OPTIONS,
     EXECUTORS,
     INLINE_BYTES,
     SYNC_MODES,
@@ -16,6 +17,7 @@ from .communicator import (
 )
 
 __all__ = [
+    "CALLS_TAKE_OPTIONS",
     "EXECUTORS",
     "INLINE_BYTES",
     "SYNC_MODES",

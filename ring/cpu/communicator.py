@@ -13,6 +13,11 @@ same plan on the calling thread instead, node after node within each step
 (:meth:`~ring.cpu.crew.Crew.run_inline`): below it, waking N threads costs more than the
 work they share.  ``inline_bytes=0`` always uses the threads.
 
+``algorithm="auto"`` plans by measuring (:mod:`ring.cpu.planning`, :mod:`ring.wisdom`): the
+first calls of a call shape try the algorithms the decision table leaves in, by either
+executor, inline and on the workers, and the fastest stays; ``planning="estimate"`` runs the
+table's pick with the default executor and threshold, measuring nothing.
+
 ``executor="slices"`` runs the plan by position instead (:mod:`ring.host.positions`): the caller
 and some workers each take a slice of the positions and apply every node's operations to it,
 tile by tile, with no wait between threads; bit for bit the result of the default,
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 
@@ -61,9 +67,12 @@ from ..schedule import (
     plan_for,
 )
 from ..schedule.steps import check_int
+from ..wisdom import Trial
 from .crew import Crew
+from .planning import PLANNING, Planner
 
 __all__ = [
+    "CALLS_TAKE_OPTIONS",
     "EXECUTORS",
     "INLINE_BYTES",
     "SYNC_MODES",
@@ -77,17 +86,17 @@ __all__ = [
 ]
 
 SYNC_MODES = ("pairwise", "barrier")
+# ring.api passes a call's options to CpuCommunicator._collective, which checks them once
+# per collective and options and binds repeated calls (the module function's fast path).
+CALLS_TAKE_OPTIONS = True
 EXECUTORS = ("nodes", "slices")
 _OPTIONS = frozenset(
-    {"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes", "executor"}
+    {"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes", "executor", "planning"}
 )
-# Calls of at most this many bytes per node run on the calling thread (inline_bytes): the
-# crossover measured on the 2-core reference machine with python -m ring.bench
-# --inline-bytes 64M,0 (direct and ring, N = 2 and 4, 1 MiB to 64 MiB): the best algorithm
-# on the calling thread was faster than on the workers up to 4 MiB at both N (N = 2: 400
-# against 590 us; N = 4: 2.1 against 2.4 ms), even with 8 MiB, and slower from 16 MiB on.
-# Below it waking the workers (50-100 us a hand-over here) and contending for two cores
-# cost more than the second core's share of the memory bandwidth gives back.
+# Calls of at most this many bytes per node run on the calling thread (inline_bytes) unless
+# the caller says otherwise or auto measures where this machine's crossover lies: a
+# starting guess (below it, waking the workers costs more than the second core's share of
+# the memory bandwidth gives back; python -m ring.bench --inline-bytes 64M,0 measures it).
 INLINE_BYTES = 4 << 20
 
 
@@ -103,9 +112,15 @@ def check_executor(executor: object) -> str:
     return executor
 
 
+def check_planning(planning: object) -> str:
+    if not isinstance(planning, str) or planning not in PLANNING:
+        raise ValueError(f"unknown planning {planning!r}: expected one of {', '.join(PLANNING)}")
+    return planning
+
+
 def _check_options(options: dict, nodes: int, collective: str | None = None) -> tuple:
-    """(sync, algorithm, the algorithm's options, inline_bytes, executor), or one line
-    saying what is wrong."""
+    """(sync, algorithm, the algorithm's options, inline_bytes, executor, planning), or one
+    line saying what is wrong."""
     unknown = set(options) - _OPTIONS
     if unknown:
         raise TypeError(
@@ -117,8 +132,10 @@ def _check_options(options: dict, nodes: int, collective: str | None = None) -> 
     extra = {k: v for k, v in options.items() if k in ("segment_bytes", "group_size")}
     inline = options.get("inline_bytes")
     inline = INLINE_BYTES if inline is None else check_int("inline_bytes", inline, 0)
-    executor = check_executor(options.get("executor", "nodes"))
-    return sync, algorithm, check_algorithm_options(algorithm, nodes, extra), inline, executor
+    executor = check_executor(options.get("executor") or "nodes")
+    planning = check_planning(options.get("planning", "measure"))
+    extra = check_algorithm_options(algorithm, nodes, extra)
+    return sync, algorithm, extra, inline, executor, planning
 
 
 def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **options) -> Call:
@@ -131,9 +148,13 @@ def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **optio
 
 
 def _call_options(options: dict, nodes: int, name: str) -> dict:
-    """A call's options, checked for ``name``, as :meth:`CpuCommunicator.execute` reads them."""
-    _, algorithm, extra, inline, executor = _check_options(options, nodes, name)
-    return {"algorithm": algorithm, "inline_bytes": inline, "executor": executor, **extra}
+    """A call's options, checked for ``name``, as :meth:`CpuCommunicator.execute` reads them:
+    an executor, threshold or planning the call does not give is the communicator's."""
+    _, algorithm, extra, inline, executor, planning = _check_options(options, nodes, name)
+    given = {"inline_bytes": inline, "executor": executor, "planning": planning}
+    return {"algorithm": algorithm, **extra} | {
+        k: v for k, v in given.items() if options.get(k) is not None
+    }
 
 
 def _checked_call(name: str, buffers: Sequence[np.ndarray], op: str | None, options: dict) -> Call:
@@ -170,6 +191,9 @@ class CpuCommunicator(RingCommunicator):
     ``inline_bytes`` bytes per node (default :data:`INLINE_BYTES`; 0: none) run on the
     calling thread, without waking the workers.  ``executor="slices"``: larger calls run by
     position on the caller and up to min(N, cores) - 1 workers (:meth:`threads_for`).
+    ``algorithm="auto"`` measures which algorithm, executor and thread count is fastest for
+    each call shape (``planning="measure"``, the default) over the executor and threshold
+    the caller did not give; ``planning="estimate"`` takes the decision table's pick.
 
     Use it as a context manager, or call :meth:`close`; a closed communicator refuses work.
     If a worker fails mid-collective, or the caller is interrupted, every worker stops at
@@ -188,19 +212,24 @@ class CpuCommunicator(RingCommunicator):
         segment_bytes: int | None = None,
         group_size: int | None = None,
         inline_bytes: int | None = None,
-        executor: str = "nodes",
+        executor: str | None = None,
+        planning: str = "measure",
     ):
         self.nodes = check_nodes(nodes)
         options: dict[str, object] = {"sync": sync, "algorithm": algorithm}
         options |= {"segment_bytes": segment_bytes, "group_size": group_size}
-        options |= {"inline_bytes": inline_bytes, "executor": executor}
+        options |= {"inline_bytes": inline_bytes, "executor": executor, "planning": planning}
         given = {k: v for k, v in options.items() if v is not None}
         checked = _check_options(given, self.nodes)
         self.sync, self.algorithm, self.algorithm_options = checked[:3]
-        self.inline_bytes, self.executor = checked[3:]
+        self.inline_bytes, self.executor, self.planning = checked[3:]
+        # What auto keeps as given rather than planning over it.
+        self._fixed = {k: given[k] for k in ("inline_bytes", "executor") if k in given}
         self.cores = _cores()
-        self._options: dict[str, dict] = {}  # per collective: the calls' checked options
-        self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
+        self._planner = Planner(self.nodes, self.sync, self.inline_bytes)
+        # Per collective and per-call options: the checked options, and the last call, if bound.
+        self._options: dict[object, dict] = {}
+        self._bound: dict[object, Bound] = {}
         self._call_pushers = {name: nvtx.pusher(name) for name in COLLECTIVES}
         self._closed = False
         self._call_lock = threading.Lock()
@@ -242,47 +271,46 @@ class CpuCommunicator(RingCommunicator):
 
     # -- the caller's side -------------------------------------------------------------
 
-    def _collective(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> None:
-        bound = self._bound.get(name)  # none once closed
+    def _collective(
+        self, name: str, buffers: Sequence[np.ndarray], op: str | None, **options
+    ) -> None:
+        """A call of this communicator's options, or of ``options`` given with it (what
+        ``ring.allreduce`` passes on): either way a repeated call on the same buffers runs
+        bound, and bad input is refused before anything is touched."""
+        key = (name, *sorted(options.items())) if options else name
+        self._keyed(key, name, buffers, op, options)
+
+    def _keyed(self, key: object, name: str, buffers, op: str | None, options: dict) -> None:
+        """:meth:`_collective` with its key made (ring.api makes it once per call)."""
+        bound = self._bound.get(key)  # none once closed
         if (
             bound is not None
             and bound.takes(buffers, op)
-            and (self.algorithm != AUTO or self._same_pick(name, bound))
+            and (bound.generation < 0 or bound.generation == auto_generation())
         ):
             self._guarded(name, bound.run)  # the same call again (ring.host.moves)
             return
         self._check_open()
-        options = self._options.get(name)
-        if options is None:  # the communicator's own options, checked once per collective
-            mine = {"algorithm": self.algorithm, "inline_bytes": self.inline_bytes}
-            mine |= {"executor": self.executor, **self.algorithm_options}
-            options = self._options[name] = _call_options(mine, self.nodes, name)
+        checked = self._options.get(key)
+        if checked is None:  # the call's options, checked once per collective and options
+            mine = {"algorithm": self.algorithm, "planning": self.planning}
+            mine |= self._fixed | self.algorithm_options | options
+            checked = self._options[key] = _call_options(mine, self.nodes, name)
         check_buffer_list(buffers)
         buffers = list(buffers)  # one snapshot, checked and run (see ring.api)
-        self._bound.pop(name, None)
-        self._execute(_checked_call(name, buffers, op, options), bind=True)
+        self._bound.pop(key, None)
+        self._execute(_checked_call(name, buffers, op, checked), bind=True, key=key)
 
     def _bind(self, call: Call, steps: Plan, executor: str) -> Bound | None:
         """The call bound to its buffers (ring.host.moves), or None where its plan cannot be
         (see ring.cpu.crew.Crew.bind)."""
         ufunc, _, average = call.checked
         bound = self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
-        if bound is not None and self.algorithm == AUTO:  # picked under this generation
-            bound = bound._replace(generation=auto_generation())
-        return bound
-
-    def _same_pick(self, name: str, bound: Bound) -> bool:
-        """Whether ``auto`` still picks what the bound call ran: asked again only once its
-        picks were reset since (a cached pick costs 0.25 µs, 8 % of a bound 1 KiB call)."""
-        now = auto_generation()
-        if bound.generation == now:
-            return True
-        nbytes = bound.buffers[0].nbytes
-        picked = resolve_algorithm(self.backend, name, self.nodes, nbytes, AUTO, self.inline_bytes)
-        if picked != bound.algorithm:
-            return False
-        self._bound[name] = bound._replace(generation=now)
-        return True
+        if bound is None:
+            return None
+        # auto's pick stands while its tables stay (ring.auto.generation); others always.
+        auto_pick = call.options.get("algorithm", self.algorithm) == AUTO
+        return bound._replace(generation=auto_generation() if auto_pick else -1)
 
     def _guarded(self, name: str, run, *args) -> None:
         """``run(*args)`` as collective ``name``, once the communicator is known open; it
@@ -317,9 +345,10 @@ class CpuCommunicator(RingCommunicator):
         """
         self._execute(call, bind=False)
 
-    def _execute(self, call: Call, bind: bool) -> None:
+    def _execute(self, call: Call, bind: bool, key: object = None) -> None:
         """:meth:`execute`; ``bind``: a call on the calling thread is bound to its
-        buffers for the next call of the collective to take (ring.host.moves)."""
+        buffers for the next call of the collective (and options: ``key``) to take
+        (ring.host.moves).  A call that a trial of ``auto`` runs is timed for it."""
         self._check_call_backend(call)
         if call.nodes != self.nodes:
             raise ValueError(
@@ -331,29 +360,48 @@ class CpuCommunicator(RingCommunicator):
             self._check_open()
             return
         buffers = list(call.buffers)
-        steps, threads, executor = self._plan_call(call)
+        steps, threads, executor, trying = self._plan_call(call)
+        if trying is not None:
+            started = time.perf_counter()
+            self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
+            trying[0].record(trying[1], time.perf_counter() - started)
+            return
         if bind and threads == 1:
             bound = self._bind(call, steps, executor)
             if bound is not None:
-                self._bound[name] = bound
+                self._bound[name if key is None else key] = bound
                 self._guarded(name, bound.run)
                 return
         self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
 
-    def _plan_call(self, call: Call) -> tuple[Plan, int, str]:
-        """The plan a checked call runs, on how many threads, by which executor."""
+    def _plan_call(self, call: Call) -> tuple[Plan, int, str, tuple[Trial, tuple] | None]:
+        """The plan a checked call runs, on how many threads, by which executor, and the
+        trial of ``auto`` that times it with the candidate it runs (None: no trial)."""
         options = dict(call.options)
         count = call.checked[1]
         itemsize = call.buffers[0].dtype.itemsize
+        nbytes = count * itemsize
         algorithm = options.pop("algorithm", self.algorithm)
-        inline_bytes = options.pop("inline_bytes", self.inline_bytes)
-        executor = options.pop("executor", self.executor)
-        threads = self.threads_for(count * itemsize, inline_bytes, executor)
+        given_inline = options.pop("inline_bytes", self._fixed.get("inline_bytes"))
+        given_executor = options.pop("executor", self._fixed.get("executor"))
+        planning = options.pop("planning", self.planning)
+        inline_bytes = self.inline_bytes if given_inline is None else given_inline
+        executor = given_executor or self.executor
+        trying = None
+        if algorithm == AUTO and planning == "measure":
+            dtype = call.buffers[0].dtype.str
+            choice, trial = self._planner.plan(
+                call.name, dtype, call.op, nbytes, given_inline, given_executor
+            )
+            trying = None if trial is None else (trial, choice)
+            algorithm, executor, inline = choice
+            inline_bytes = nbytes if inline else 0
+        threads = self.threads_for(nbytes, inline_bytes, executor)
         algorithm = resolve_algorithm(
-            self.backend, call.name, self.nodes, count * itemsize, algorithm, inline_bytes
+            self.backend, call.name, self.nodes, nbytes, algorithm, inline_bytes
         )
         steps = plan_for(call.name, self.nodes, count, itemsize, algorithm, options)
-        return steps, threads, executor
+        return steps, threads, executor, trying
 
     def threads_for(
         self, nbytes: int, inline_bytes: int | None = None, executor: str | None = None

@@ -1,0 +1,101 @@
+"""How a cpu call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.wisdom`).
+
+A candidate is (algorithm, executor, inline): the algorithms the decision table leaves in
+for the call's N and size (:func:`ring.auto.ranked`, the model's pick first), each by
+nodes and by position, on the calling thread and on the workers; an executor or an
+``inline_bytes`` the caller gave is kept, not planned over.  The first candidate is what
+``planning="estimate"`` runs (the table's pick on the default executor and threshold), so
+a trial cut short by its budget still ends with a plan at least as fast as that.
+
+What planning measures would otherwise be machine constants: the executor, and where a
+call stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's
+threshold).  Calls above :data:`INLINE_CAP` are not tried on the calling thread alone.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .. import auto, wisdom
+from ..communicator import check_auto_pick
+
+__all__ = ["INLINE_CAP", "PLANNING", "TOP", "Planner"]
+
+PLANNING = ("measure", "estimate")
+# The table's candidates tried per column (the model prunes: its first few).
+TOP = 3
+# Above this, one thread streaming every node's buffers is not tried against the workers.
+INLINE_CAP = 64 << 20
+
+Choice = tuple  # (algorithm, executor, inline)
+
+
+class Planner:
+    """The plans of one communicator's call shapes, and the trials still under way."""
+
+    def __init__(self, nodes: int, sync: str, inline_bytes: int):
+        self.nodes, self.sync, self.inline_bytes = nodes, sync, inline_bytes
+        self._plans: dict[str, Choice] = {}
+        self._trials: dict[str, wisdom.Trial] = {}
+        self._generation = auto.generation()
+        self._lock = threading.Lock()
+
+    def candidates(
+        self, name: str, nbytes: int, inline_given: int | None, executor_given: str | None
+    ) -> list[Choice]:
+        """The candidates of a call, the estimate's first."""
+        if inline_given is not None:
+            runs = [nbytes <= inline_given]
+        else:
+            runs = [nbytes <= self.inline_bytes, nbytes > self.inline_bytes]
+            runs = [r for r in runs if not r or nbytes <= INLINE_CAP]
+        executors = [executor_given] if executor_given else ["nodes", "slices"]
+        ranked = {
+            inline: [
+                check_auto_pick("cpu", a)
+                for a in auto.ranked("cpu", name, self.nodes, nbytes, nbytes if inline else 0)[:TOP]
+            ]
+            for inline in runs
+        }
+        found: list[Choice] = []
+        for rank in range(TOP):
+            for inline in runs:
+                if rank < len(ranked[inline]):
+                    found += [(ranked[inline][rank], e, inline) for e in executors]
+        return list(dict.fromkeys(found))
+
+    def plan(
+        self,
+        name: str,
+        dtype: str,
+        op: str | None,
+        nbytes: int,
+        inline_given: int | None,
+        executor_given: str | None,
+    ) -> tuple[Choice, wisdom.Trial | None]:
+        """The choice a call runs, and the trial to record its time in (None once the
+        shape's plan is made)."""
+        fixed = (inline_given, executor_given, self.sync)
+        key = wisdom.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
+        if self._generation != auto.generation():  # other tables: other candidates
+            self._plans, self._trials = {}, {}
+            self._generation = auto.generation()
+        choice = self._plans.get(key)
+        if choice is not None:
+            return choice, None
+        with self._lock:
+            known = wisdom.wisdom().get(key)
+            if known is not None:
+                self._plans[key] = known
+                return known, None
+            trial = self._trials.get(key)
+            if trial is None:
+                found = self.candidates(name, nbytes, inline_given, executor_given)
+                trial = self._trials[key] = wisdom.Trial(found, wisdom.budget_seconds())
+            candidate = trial.next()
+            if candidate is not None:
+                return candidate, trial
+            del self._trials[key]
+            wisdom.wisdom().put(key, trial)
+            choice = self._plans[key] = trial.winner()
+            return choice, None

@@ -1,0 +1,216 @@
+"""``algorithm="auto"`` plans by measuring on the cpu backend (ring/wisdom.py): the first
+calls of a shape try the candidates the table leaves in, on every executor and inline or
+on the threads, the fastest stays and reaches the wisdom file, a second process starts
+tuned, a Ctrl-C mid-planning leaves no partial wisdom and a right next call, and
+``planning="estimate"`` measures nothing.  The module function reaches the bound path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from ctrl_c import let_children_see_sigint
+from reference import check, random_inputs
+from test_bench import bench, outside_mpirun, small_ceilings  # noqa: F401 - autouse fixtures
+
+import ring
+import ring.auto
+from ring import wisdom
+from ring.cpu import CpuCommunicator
+
+let_children_see_sigint()
+
+
+@pytest.fixture
+def fresh_wisdom(tmp_path, monkeypatch):
+    """An empty wisdom file of this test's own."""
+    path = tmp_path / "wisdom.json"
+    monkeypatch.setenv(wisdom.WISDOM_ENV, str(path))
+    wisdom.forget_process()
+    yield path
+    wisdom.forget_process()
+
+
+def _slowed(monkeypatch, costs: dict[str, float]) -> list[str]:
+    """Each plan of algorithm A runs ``costs[A]`` seconds longer; returns the algorithms run."""
+    ran: list[str] = []
+    real = CpuCommunicator._run
+
+    def run(self, buffers, ufunc, steps, average, threads, executor):
+        ran.append(steps.algorithm)
+        time.sleep(costs.get(steps.algorithm, 0.0))
+        return real(self, buffers, ufunc, steps, average, threads, executor)
+
+    monkeypatch.setattr(CpuCommunicator, "_run", run)
+    return ran
+
+
+def test_planning_keeps_the_fastest_candidate_and_every_call_is_right(fresh_wisdom, monkeypatch):
+    monkeypatch.setattr(
+        ring.auto, "ranked", lambda *a, **k: ("ring", "recursive-doubling", "direct")
+    )
+    ran = _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
+    rng = np.random.default_rng(2)
+    with CpuCommunicator(3, algorithm="auto", inline_bytes=0, executor="nodes") as comm:
+        for _ in range(12):
+            inputs = random_inputs(rng, 3, 1000, np.float64, "sum")
+            buffers = [x.copy() for x in inputs]
+            comm.allreduce(buffers)
+            for b in buffers:
+                check(b, inputs, "sum")
+    planned = wisdom.Wisdom(fresh_wisdom).plans
+    (plan,) = planned.values()
+    assert plan["choice"] == ["recursive-doubling", "nodes", False]
+    assert set(ran[:3]) == {"ring", "recursive-doubling", "direct"}  # each tried in turn
+    assert ran[-3:] == ["recursive-doubling"] * 3  # then only the fastest
+
+
+def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monkeypatch):
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    seen = set()
+    real = CpuCommunicator._run
+
+    def run(self, buffers, ufunc, steps, average, threads, executor):
+        seen.add((steps.algorithm, executor, threads == 1))
+        return real(self, buffers, ufunc, steps, average, threads, executor)
+
+    monkeypatch.setattr(CpuCommunicator, "_run", run)
+    with CpuCommunicator(2, algorithm="auto") as comm:
+        buffers = [np.ones(512), np.ones(512)]
+        for _ in range(30):
+            comm.allreduce(buffers)
+    assert {a for a, _, _ in seen} == {"direct", "ring"}
+    assert {e for _, e, _ in seen} == {"nodes", "slices"}
+    assert {i for _, _, i in seen} == {True, False}
+
+
+def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(fresh_wisdom, monkeypatch):
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    with CpuCommunicator(2, algorithm="auto", executor="slices", inline_bytes=0) as comm:
+        for _ in range(20):
+            comm.allreduce([np.ones(512), np.ones(512)])
+    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    assert sorted(plan["seconds"]) == ["direct/slices/False", "ring/slices/False"]
+
+
+def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):
+    ran = _slowed(monkeypatch, {})
+    with CpuCommunicator(2, algorithm="auto", planning="estimate", inline_bytes=0) as comm:
+        for _ in range(10):
+            comm.allreduce([np.ones(64), np.ones(64)])
+    assert not fresh_wisdom.exists()
+    assert set(ran) == {ring.auto.choose("cpu", "allreduce", 2, 512, 0)}
+
+
+def test_planning_cost_is_counted(fresh_wisdom, monkeypatch):
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=0) as comm:
+        for _ in range(10):
+            comm.allreduce([np.ones(64), np.ones(64)])
+    mine = wisdom.wisdom()
+    assert mine.calls == 2 * wisdom.REPEATS or 0 < mine.calls < 2 * wisdom.REPEATS
+    assert mine.seconds > 0
+
+
+_SECOND_PROCESS = """
+import json, numpy as np
+import ring
+from ring import wisdom
+buffers = [np.ones(4096) for _ in range(3)]
+for _ in range(40):
+    ring.allreduce(buffers, algorithm="auto")
+print(json.dumps({"calls": wisdom.wisdom().calls, "plans": wisdom.wisdom().plans}))
+"""
+
+
+def _python(code: str, env: dict) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_wisdom_survives_a_restart_so_the_second_process_starts_tuned(tmp_path):
+    env = {**os.environ, wisdom.WISDOM_ENV: str(tmp_path / "wisdom.json")}
+    first = _python(_SECOND_PROCESS, env)
+    assert first["calls"] > 0 and first["plans"]
+    second = _python(_SECOND_PROCESS, env)
+    assert second["calls"] == 0
+    assert second["plans"] == first["plans"]
+
+
+_INTERRUPTED = """
+import numpy as np, sys
+import ring
+buffers = [np.ones(1 << 21) for _ in range(2)]
+print("planning", flush=True)
+while True:
+    ring.allreduce(buffers, algorithm="auto")
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_planning_leaves_no_partial_wisdom_and_a_right_next_call(tmp_path):
+    path = tmp_path / "wisdom.json"
+    env = {**os.environ, wisdom.WISDOM_ENV: str(path), wisdom.BUDGET_ENV: "30"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert process.stdout.readline() == "planning\n"
+    time.sleep(0.5)  # inside the trial: a 30 s budget at 16 MiB a call
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) != 0
+    assert not path.exists() or json.loads(path.read_text())["plans"] is not None
+    assert [p.name for p in tmp_path.iterdir()] in ([], ["wisdom.json"])
+    check_code = textwrap.dedent("""
+        import json, numpy as np, ring
+        rng = np.random.default_rng(0)
+        inputs = [rng.uniform(0.5, 2, 1 << 21) for _ in range(2)]
+        buffers = [x.copy() for x in inputs]
+        ring.allreduce(buffers, algorithm="auto")
+        print(json.dumps(bool(np.allclose(buffers[1], inputs[0] + inputs[1]))))
+    """)
+    assert _python(check_code, env) is True
+
+
+def test_the_module_function_reaches_the_bound_path(monkeypatch):
+    """Repeated ``ring.allreduce`` calls on the same buffers run the bound call, and bad
+    input is still refused before anything is touched."""
+    bound_runs = []
+    buffers = [np.full(256, 1.5), np.full(256, 2.0)]
+    ring.allreduce(buffers, algorithm="reduce-broadcast")
+    comm = ring.get_communicator(2)
+    real = comm._guarded
+
+    def guarded(name, run, *args):
+        bound_runs.append(not args)  # the bound call runs with no arguments
+        return real(name, run, *args)
+
+    monkeypatch.setattr(comm, "_guarded", guarded)
+    for _ in range(3):
+        for b, value in zip(buffers, (1.5, 2.0), strict=True):
+            b[...] = value
+        ring.allreduce(buffers, algorithm="reduce-broadcast")
+        assert all((b == 3.5).all() for b in buffers)
+    assert bound_runs == [True, True, True]
+    with pytest.raises(ValueError):
+        ring.allreduce([buffers[0], np.ones(3)], algorithm="reduce-broadcast")
+    assert (buffers[0] == 3.5).all()
+
+
+def test_the_harness_reports_the_planning_cost(tmp_path, fresh_wisdom):
+    sweep = ["-b", "1K", "-e", "4K", "-f", "4", "-n", "8", "--nodes", "2", "--algorithm", "auto"]
+    code, out = bench(tmp_path, *sweep)
+    assert code == 0
+    planning = json.loads(out.with_suffix(".json").read_text())["planning"]
+    assert planning["calls"] > 0 and planning["seconds"] > 0
+    assert planning["wisdom"] == str(fresh_wisdom)
