@@ -45,6 +45,8 @@ __all__ = [
     "Wisdom",
     "WisdomWarning",
     "budget_seconds",
+    "forget_process",
+    "generation",
     "shape_key",
     "wisdom",
     "wisdom_path",
@@ -209,11 +211,20 @@ def wisdom() -> Wisdom:
         return _wisdom
 
 
+_generation = 0
+
+
+def generation() -> int:
+    """How many times :func:`forget_process` ran: a plan memo of an older one is stale."""
+    return _generation
+
+
 def forget_process() -> None:
     """Drop the plans this process holds (the next call reads the file again)."""
-    global _wisdom
+    global _wisdom, _generation
     with _wisdom_lock:
         _wisdom = None
+        _generation += 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,10 @@ session), and the workflow tests' copy of the workflow and stub executables (per
 
 Two tiers: ``pytest -m "not slow"`` runs the unit tests in a couple of minutes; ``pytest``
 (.ci/run) runs everything. A test that starts Snakemake, mypy, pre-commit or a wheel build
-fails unless marked slow (tests/tiers.py)."""
+fails unless marked slow (tests/tiers.py).
+
+Every test plans ``algorithm="auto"`` afresh: its wisdom file (ring.wisdom) is a file of its
+own, so no plan measured in one test, or left in the user's cache, decides another."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import tiers
 from report_helpers import THREAD_BACKENDS, run_bench, run_tables
 from workflow_helpers import copy_workflow
 
+from ring import wisdom
 from ring.report import build_report, collect_inputs
 
 
@@ -75,6 +79,14 @@ def stubs(tmp_path_factory) -> dict[str, str]:
         path.chmod(0o755)
         paths[name] = str(path)
     return paths
+
+
+@pytest.fixture(autouse=True)
+def own_wisdom(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv(wisdom.WISDOM_ENV, str(tmp_path_factory.mktemp("wisdom") / "wisdom.json"))
+    wisdom.forget_process()
+    yield
+    wisdom.forget_process()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -267,9 +267,9 @@ def test_plan_refuses_bad_arguments(args, error, message):
         plan(*args)
 
 
-_CORE = {"schedule", "ops", "buffers", "communicator", "nvtx", "_optional", "machine"}
+_CORE = {"schedule", "ops", "buffers", "communicator", "nvtx", "_optional", "machine", "auto"}
 _ALLOWED = {
-    "cpu": _CORE | {"cpu", "host"},
+    "cpu": _CORE | {"cpu", "host", "wisdom"},
     "gpu": _CORE | {"gpu"},
     "mpi": _CORE | {"mpi", "host"},
     "host": {"schedule", "ops", "machine", "host"},

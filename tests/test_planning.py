@@ -188,14 +188,13 @@ def test_the_module_function_reaches_the_bound_path(monkeypatch):
     bound_runs = []
     buffers = [np.full(256, 1.5), np.full(256, 2.0)]
     ring.allreduce(buffers, algorithm="reduce-broadcast")
-    comm = ring.get_communicator(2)
-    real = comm._guarded
+    real = CpuCommunicator._guarded
 
-    def guarded(name, run, *args):
+    def guarded(self, name, run, *args):
         bound_runs.append(not args)  # the bound call runs with no arguments
-        return real(name, run, *args)
+        return real(self, name, run, *args)
 
-    monkeypatch.setattr(comm, "_guarded", guarded)
+    monkeypatch.setattr(CpuCommunicator, "_guarded", guarded)
     for _ in range(3):
         for b, value in zip(buffers, (1.5, 2.0), strict=True):
             b[...] = value

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import data
-from .algorithms import resolved_columns
+from .algorithms import RESOLVED_COLUMN, resolved_columns
 from .backends import Session
 from .nccl_compat import OOP_KEYS, rank_mean_stats, should_check
 from .results import make_row
@@ -140,9 +140,11 @@ class Point:
         nbytes = count * config.dtype.itemsize
         extras = self.session.row_extras()
         extras.update(self._rank_statistics(places, times, oop_times))
-        resolved = resolved_columns(
-            backend.name, series.algorithm, nodes, nbytes, extras.get("inline_bytes")
-        )
+        resolved = {}
+        if RESOLVED_COLUMN not in extras:  # the session did not say what auto ran
+            resolved = resolved_columns(
+                backend.name, series.algorithm, nodes, nbytes, extras.get("inline_bytes")
+            )
         common = dict(
             backend=backend.name,
             sync=series.sync,

@@ -403,6 +403,15 @@ class CpuCommunicator(RingCommunicator):
         steps = plan_for(call.name, self.nodes, count, itemsize, algorithm, options)
         return steps, threads, executor, trying
 
+    def planned(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> tuple | None:
+        """(algorithm, executor, inline) that ``auto`` settled on for calls like this one
+        of the communicator's own options, None while it measures (or without auto)."""
+        if self.algorithm != AUTO or self.planning != "measure" or not buffers:
+            return None
+        dtype, nbytes = buffers[0].dtype.str, buffers[0].nbytes
+        fixed = self._fixed.get("inline_bytes"), self._fixed.get("executor")
+        return self._planner.planned(name, dtype, op, nbytes, *fixed)
+
     def threads_for(
         self, nbytes: int, inline_bytes: int | None = None, executor: str | None = None
     ) -> int:

@@ -37,7 +37,7 @@ class Planner:
         self.nodes, self.sync, self.inline_bytes = nodes, sync, inline_bytes
         self._plans: dict[str, Choice] = {}
         self._trials: dict[str, wisdom.Trial] = {}
-        self._generation = auto.generation()
+        self._generation = (auto.generation(), wisdom.generation())
         self._lock = threading.Lock()
 
     def candidates(
@@ -64,6 +64,14 @@ class Planner:
                     found += [(ranked[inline][rank], e, inline) for e in executors]
         return list(dict.fromkeys(found))
 
+    def planned(
+        self, name: str, dtype: str, op: str | None, nbytes: int, inline_given, executor_given
+    ) -> Choice | None:
+        """The plan a call shape settled on (None while it is still being measured)."""
+        fixed = (inline_given, executor_given, self.sync)
+        key = wisdom.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
+        return self._plans.get(key) or wisdom.wisdom().get(key)
+
     def plan(
         self,
         name: str,
@@ -77,9 +85,10 @@ class Planner:
         shape's plan is made)."""
         fixed = (inline_given, executor_given, self.sync)
         key = wisdom.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
-        if self._generation != auto.generation():  # other tables: other candidates
+        now = (auto.generation(), wisdom.generation())
+        if self._generation != now:  # other tables or wisdom: measure again
             self._plans, self._trials = {}, {}
-            self._generation = auto.generation()
+            self._generation = now
         choice = self._plans.get(key)
         if choice is not None:
             return choice, None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...cpu import INLINE_BYTES, SYNC_MODES, CpuCommunicator, check_executor
-from ..algorithms import library_algorithms
+from ..algorithms import RESOLVED_COLUMN, library_algorithms
 from ..ceilings import copy_traffic_bytes
 from ..flags import BenchInputError, parse_size, split_list
 from ..placement import add_pin_argument, pin_native_threads, pin_requested
@@ -84,7 +84,12 @@ class CpuSession(HostSession):
 
     def row_extras(self) -> dict[str, Any]:
         inline = {"inline_bytes": self.communicator.inline_bytes, "inline": int(self.inline)}
-        return {**super().row_extras(), **inline, "executor": self.communicator.executor}
+        extras = {**super().row_extras(), **inline, "executor": self.communicator.executor}
+        # What auto ran, as it measured it on this machine (ring.cpu.planning).
+        planned = self.communicator.planned("allreduce", self.buffers, self.op)
+        if planned is not None:
+            extras[RESOLVED_COLUMN] = planned[0]
+        return extras
 
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
