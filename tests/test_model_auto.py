@@ -196,7 +196,8 @@ def test_auto_is_looked_up_once_per_call_shape(tmp_path, use_fit):
     for _ in range(5):
         ring.allreduce(buffers, algorithm="auto", planning="estimate")
     info = ring.auto.choose.cache_info()
-    assert (info.misses, info.hits) == (1, 4)
+    # Looked up once: the repeats run bound to the buffers, or take the cached pick.
+    assert info.misses == 1 and info.hits <= 4
     assert ring.auto.table_for.cache_info().misses == 1
 
 
