@@ -114,7 +114,7 @@ def test_profile_of_the_bench_cpu_target(tmp_path):
     bench = [
         sys.executable, "-m", "ring.bench", "--backend", "cpu", "--sync", "pairwise",
         "--nodes", "2,4", "-b", sizes[0], "-e", sizes[-1], "-f", "2", "-w", str(warmup),
-        "-n", str(iters), "--out", str(tmp_path / "bench.csv"),
+        "-n", str(iters), "--out-of-place", "0", "--out", str(tmp_path / "bench.csv"),
     ]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "ring.nsys", "profile", "--name", "cpu", "--root",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ring.gpu.count import count_gpus
+from ring.machine import count_gpus
 from ring.nsys import GpuNotFoundError, require_gpus
 from ring.report.inputs import load_not_measured
 from ring.study import EXPECTED, TARGETS, LeftOut, command

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..gpu.count import count_gpus
+from ..machine import count_gpus
 
 __all__ = [
     "INSTALL_HINT",

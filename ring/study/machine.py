@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..gpu.count import count_gpus
+from ..machine import count_gpus
 
 __all__ = ["Machine", "Probe", "job_environment", "probe_machine"]
 
