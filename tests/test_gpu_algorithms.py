@@ -20,6 +20,9 @@ from ring import owned_chunk
 from ring.gpu import GpuCommunicator
 from ring.schedule import ALGORITHMS, check_algorithm, chunk_range
 
+# Every algorithm on the simulated GPU (fakecuda): an end-to-end sweep, full suite only.
+pytestmark = pytest.mark.slow
+
 PLACEMENTS = {  # name: (devices of the simulator, GpuCommunicator options)
     "shared": (1, {"shared_devices": True}),
     "separate": (8, {}),

@@ -27,6 +27,9 @@ from ring.gpu.hazards import stream_schedule
 from ring.gpu.run import streams_for
 from ring.schedule import ALGORITHMS, plan, plan_for
 
+# Every algorithm on the simulated GPU (fakecuda): an end-to-end sweep, full suite only.
+pytestmark = pytest.mark.slow
+
 
 def _forced(nodes: int, algorithm: str, **options) -> GpuCommunicator:
     """One shared device, every received range copied as between GPUs, no graphs: the

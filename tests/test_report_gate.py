@@ -168,6 +168,7 @@ def reference_report(runs, tmp_path_factory):
     )
 
 
+@pytest.mark.slow  # builds a whole report from the references
 def test_report_is_short_and_opens_with_the_findings(reference_report):
     text = reference_report.markdown.read_text(encoding="utf-8")
     lines = text.splitlines()
