@@ -39,6 +39,7 @@ __all__ = [
     "TABLE_ENV",
     "AutoTableError",
     "choose",
+    "closeness",
     "generation",
     "load_tables",
     "ranked",
@@ -93,7 +94,7 @@ def load_tables(path: Path) -> list[dict]:
     return tables
 
 
-def _closeness(label: str, local: str) -> int:
+def closeness(label: str, local: str) -> int:
     """2: the same machine label; 1: the same CPU model; 0: another machine."""
     if label == local:
         return 2
@@ -118,7 +119,7 @@ def table_for(backend: str) -> tuple[dict, str]:
             f"in {TABLE_ENV}"
         )
     local = host_label()
-    return max(found, key=lambda f: (_closeness(f[0]["machine"], local), _richest(f[0])))
+    return max(found, key=lambda f: (closeness(f[0]["machine"], local), _richest(f[0])))
 
 
 def _next_up(values: list[int], value: int) -> int:

@@ -26,6 +26,7 @@ import functools
 import os
 from pathlib import Path
 
+from ..auto import closeness
 from ..machine import host_label
 from ..schedule import ALGORITHM_COLLECTIVES
 from .costs import ModelInputError
@@ -39,10 +40,10 @@ __all__ = [
     "choose",
     "default_fit_files",
     "fit_for",
-    "generation",
     "local_cores",
     "local_host",
     "reset",
+    "richest",
 ]
 
 FIT_ENV = "RING_MODEL_FIT"
@@ -76,15 +77,7 @@ def local_host(inline_bytes: int | None = None) -> Host:
     return Host(local_cores(), cache_bytes(), inline)
 
 
-def _closeness(fit: Fit, local: str) -> int:
-    """2: the same machine label; 1: the same CPU model; 0: another machine."""
-    label = fit.key.get("machine", "")
-    if label == local:
-        return 2
-    return int(label.split(",")[0] == local.split(",")[0])
-
-
-def _richest(fits: list[Fit]) -> Fit:
+def richest(fits: list[Fit]) -> Fit:
     """The fit with the most algorithms, then the most points (first on a tie)."""
     return max(fits, key=lambda f: (len(f.algorithms), len(f.nodes) * len(f.sizes)))
 
@@ -100,7 +93,7 @@ def fit_for(backend: str) -> tuple[Fit, str]:
                 f"{FIT_ENV}={path} has no fit for backend {backend!r}: fit a sweep of that "
                 f"backend (python -m ring.model fit) or unset {FIT_ENV} for the default"
             )
-        return _richest(fits), path
+        return richest(fits), path
     local = _local_label()
     found = [
         (f, str(p))
@@ -113,9 +106,9 @@ def fit_for(backend: str) -> tuple[Fit, str]:
             f"no committed default fit for backend {backend!r}: set {FIT_ENV} to a fit of "
             "your own sweep (python -m ring.model fit CSV...)"
         )
-    best = max(_closeness(f, local) for f, _ in found)
-    close = [(f, p) for f, p in found if _closeness(f, local) == best]
-    fit = _richest([f for f, _ in close])
+    best = max(closeness(f.key.get("machine", ""), local) for f, _ in found)
+    close = [(f, p) for f, p in found if closeness(f.key.get("machine", ""), local) == best]
+    fit = richest([f for f, _ in close])
     return fit, next(p for f, p in close if f is fit)
 
 
@@ -140,18 +133,7 @@ def choose(
     return fastest(fit, candidates(fit, collective), nodes, nbytes, host)
 
 
-_generation = 0
-
-
-def generation() -> int:
-    """How many times :func:`reset` ran: a pick made since the last one is still the pick
-    (``choose`` is cached), so a caller that kept one asks again only when this moves."""
-    return _generation
-
-
 def reset() -> None:
     """Forget the cached fits and choices (after ``RING_MODEL_FIT`` changed)."""
-    global _generation
     fit_for.cache_clear()
     choose.cache_clear()
-    _generation += 1

@@ -22,6 +22,7 @@ from typing import Any
 from ..auto import DECISIONS, SCHEMA
 from ..mpi.agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS, rides_preflight
 from ..schedule import ALGORITHM_COLLECTIVES, COLLECTIVES
+from .auto import richest
 from .costs import ModelInputError
 from .fit import Fit, Host
 from .table import load_fits, ranked
@@ -78,15 +79,10 @@ def _table(fit: Fit) -> dict:
     return table
 
 
-def _richest(fits: list[Fit]) -> Fit:
-    """The fit with the most algorithms, then the most points (first on a tie)."""
-    return max(fits, key=lambda f: (len(f.algorithms), len(f.nodes) * len(f.sizes)))
-
-
 def decisions(fits: list[Fit]) -> dict:
     """The decision document of ``fits``: one table per backend, from its richest fit."""
     backends = sorted({f.key.get("backend", "") for f in fits})
-    tables = [_table(_richest([f for f in fits if f.key.get("backend") == b])) for b in backends]
+    tables = [_table(richest([f for f in fits if f.key.get("backend") == b])) for b in backends]
     return {"schema": SCHEMA, "made_by": "python -m ring.model decisions", "tables": tables}
 
 
