@@ -112,7 +112,10 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
             raise
         if comm is None or comm.closed:
             module.check_call(name, buffers, op, **options)
-            comm = _direct[key] = _cached(module, len(buffers), options)
+            # One communicator per sync for every option set: the rest go with each call,
+            # so none of one call's options becomes a default of the next.
+            sync = {"sync": options["sync"]} if "sync" in options else {}
+            comm = _direct[key] = _cached(module, len(buffers), sync)
         try:
             comm._keyed(((name, *given) if given else name), name, buffers, op, options)
             return

@@ -213,3 +213,25 @@ def test_the_harness_reports_the_planning_cost(tmp_path, fresh_wisdom):
     planning = json.loads(out.with_suffix(".json").read_text())["planning"]
     assert planning["calls"] > 0 and planning["seconds"] > 0
     assert planning["wisdom"] == str(fresh_wisdom)
+
+
+def test_one_module_call_sets_no_default_of_the_next(fresh_wisdom):
+    """``ring.allreduce`` calls share a communicator per sync; the options one call names
+    are that call's, so a later call that names none plans by measuring, as the default is."""
+    nodes = 7  # a ring no other test of this module makes: the estimating call makes it
+    for _ in range(5):
+        ring.allreduce([np.ones(64) for _ in range(nodes)], algorithm="auto", planning="estimate")
+    assert wisdom.wisdom().calls == 0
+    buffers = [np.arange(96.0) + i for i in range(nodes)]
+    ring.allreduce(buffers, algorithm="auto")
+    assert wisdom.wisdom().calls == 1
+    np.testing.assert_array_equal(buffers[1], nodes * np.arange(96.0) + sum(range(nodes)))
+
+
+def test_cached_communicators_of_other_defaults_are_others():
+    direct = ring.get_communicator(3, algorithm="direct", executor="slices")
+    plain = ring.get_communicator(3)
+    assert plain is not direct
+    assert (plain.algorithm, plain.executor) == ("ring", "nodes")
+    assert (direct.algorithm, direct.executor) == ("direct", "slices")
+    assert ring.get_communicator(3, algorithm="direct", executor="slices") is direct

@@ -166,10 +166,12 @@ def _checked_call(name: str, buffers: Sequence[np.ndarray], op: str | None, opti
 
 
 def cache_key(nodes: int, **options) -> tuple:
-    """The key under which :func:`ring.get_communicator` caches a CPU communicator: the
-    algorithm is per call, so communicators differ only by sync."""
+    """The key under which :func:`ring.get_communicator` caches a CPU communicator: every
+    option, as checked (a call may name another algorithm, but one that names none runs
+    by the communicator's, so two communicators of other defaults are two)."""
     nodes = check_nodes(nodes)
-    return ("cpu", nodes, _check_options(options, nodes)[0])
+    sync, algorithm, extra, *rest = _check_options(options, nodes)
+    return ("cpu", nodes, sync, algorithm, tuple(sorted(extra.items())), *rest)
 
 
 def _cores() -> int:
