@@ -114,8 +114,11 @@ class Trial:
         return min(left, key=lambda c: len(self.times.get(c, ())), default=None)
 
     def record(self, candidate: tuple, seconds: float) -> None:
+        """One call's time; the process's planning cost counts it at once, so a shape still
+        being planned when the process reports is counted too."""
         self.spent += seconds
         self.times.setdefault(candidate, []).append(seconds)
+        wisdom().spend(seconds)
 
     def winner(self) -> tuple:
         """The timed candidate of least median time (the first candidate if none was)."""
@@ -171,13 +174,17 @@ class Wisdom:
         plan = self.plans.get(key)
         return None if plan is None else tuple(plan["choice"])
 
+    def spend(self, seconds: float) -> None:
+        """Count one call that ran to plan."""
+        with self._lock:
+            self.calls += 1
+            self.seconds += seconds
+
     def put(self, key: str, trial: Trial) -> None:
         """Keep the trial's winner, and write the file."""
         medians = {"/".join(map(str, c)): t for c, t in trial.medians().items()}
         with self._lock:
             self.plans[key] = {"choice": list(trial.winner()), "seconds": medians}
-            self.calls += sum(len(t) for t in trial.times.values())
-            self.seconds += trial.spent
             if self.path is not None:
                 self._write(self.path)
 
