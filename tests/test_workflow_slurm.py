@@ -99,11 +99,11 @@ def test_a_single_rank_mpi_sweep_is_refused_by_the_schema(workdir, tmp_path):
 
 STAND_IN = """#!/bin/sh
 # Stand-in {name}: records its arguments (and sbatch's script) and answers as SLURM would.
-log={log}
-n=$(ls "$log" | wc -l)
-printf '%s\\n' "$@" > "$log/{name}.$n.args"
+# Each call gets a file of its own (Snakemake submits jobs side by side), its PID the job id.
+call=$(mktemp "{log}/{name}.XXXXXXXX")
+printf '%s\\n' "$@" > "$call.args"
 case {name} in
-  sbatch) cat > "$log/{name}.$n.stdin"; echo $((1000 + n)) ;;
+  sbatch) cat > "$call.stdin"; echo $$ ;;
   sacctmgr) echo test-account ;;
 esac
 exit 0
