@@ -39,12 +39,15 @@ from .machine import host_label
 __all__ = [
     "BUDGET_ENV",
     "DROP",
+    "PLANNING",
     "REPEATS",
+    "TOP",
     "WISDOM_ENV",
     "Trial",
     "Wisdom",
     "WisdomWarning",
     "budget_seconds",
+    "check_planning",
     "forget_process",
     "generation",
     "shape_key",
@@ -57,6 +60,16 @@ BUDGET_ENV = "RING_PLAN_BUDGET"
 SCHEMA = 1
 REPEATS = 3
 DROP = 2.0
+# "measure": plan by measuring (this module); "estimate": the decision table's pick only.
+PLANNING = ("measure", "estimate")
+# The table's candidates a shape tries (the model prunes: its first few).
+TOP = 3
+
+
+def check_planning(planning: object) -> str:
+    if not isinstance(planning, str) or planning not in PLANNING:
+        raise ValueError(f"unknown planning {planning!r}: expected one of {', '.join(PLANNING)}")
+    return planning
 
 
 class WisdomWarning(UserWarning):

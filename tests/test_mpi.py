@@ -288,3 +288,25 @@ def test_watchdog_rejects_bad_timeouts():
             Watchdog(bad)
     assert Watchdog(0).seconds is None
     assert Watchdog(None).start()._timer is None
+
+
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
+    """Ranks whose local timings disagree (rank 0 slow on ring, rank 1 on direct) plan alike
+    by the slowest rank's time; a second ring starts tuned from rank 0's wisdom whatever
+    rank 1's says; a call that differs mid-planning raises the same error on every rank."""
+    code, out, err, _ = mpirun(nodes, "planning.py", str(tmp_path))
+    assert code == 0, err
+    (report,) = json_lines(out)
+    assert report["plans"] == [["recursive-doubling"]] * nodes
+    assert len(set(report["calls"])) == 1 and report["calls"][0] > 0
+    assert report["tuned"] == {"plans": [["recursive-doubling"]] * nodes, "calls": [0] * nodes}
+    for kind, message, untouched in report["differ"]:
+        assert kind == "ValueError" and "buffer lengths differ between ranks" in message
+        assert untouched
+    assert report["estimate"] == {"plans": [[]] * nodes, "calls": [0] * nodes}
+    assert report["correct"] == [True] * nodes
+    # Only rank 0 writes wisdom, and it holds the agreed plan.
+    document = json.loads((tmp_path / "wisdom-0.json").read_text())
+    assert {p["choice"][0] for p in document["plans"].values()} == {"recursive-doubling"}
+    assert not (tmp_path / "wisdom-1.json").exists()

@@ -67,9 +67,9 @@ from ..schedule import (
     plan_for,
 )
 from ..schedule.steps import check_int
-from ..wisdom import Trial
+from ..wisdom import Trial, check_planning
 from .crew import Crew
-from .planning import PLANNING, Planner
+from .planning import Planner
 
 __all__ = [
     "CALLS_TAKE_OPTIONS",
@@ -110,12 +110,6 @@ def check_executor(executor: object) -> str:
     if not isinstance(executor, str) or executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     return executor
-
-
-def check_planning(planning: object) -> str:
-    if not isinstance(planning, str) or planning not in PLANNING:
-        raise ValueError(f"unknown planning {planning!r}: expected one of {', '.join(PLANNING)}")
-    return planning
 
 
 def _check_options(options: dict, nodes: int, collective: str | None = None) -> tuple:

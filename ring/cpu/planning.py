@@ -19,11 +19,9 @@ import threading
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
 
-__all__ = ["INLINE_CAP", "PLANNING", "TOP", "Planner"]
+__all__ = ["INLINE_CAP", "Planner"]
 
-PLANNING = ("measure", "estimate")
-# The table's candidates tried per column (the model prunes: its first few).
-TOP = 3
+TOP = wisdom.TOP  # the table's candidates tried per column
 # Above this, one thread streaming every node's buffers is not tried against the workers.
 INLINE_CAP = 64 << 20
 

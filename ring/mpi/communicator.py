@@ -12,10 +12,11 @@ Ranges travel as ``MPI.BYTE``: the reduction is NumPy's (or CuPy's), so every dt
 CPU backend takes works, whatever datatypes the MPI library knows.
 
 ``algorithm`` (and ``group_size``, ``segment_bytes``) are per call, defaulting to the
-communicator's.  ``hierarchical`` groups the ranks of each host
-(``Split_type(COMM_TYPE_SHARED)``) unless ``group_size`` is given.  ``segment_bytes`` is
-ring-segmented's block; on the plain ring it cuts each received chunk into segments of
-that size so the scratch stays in cache.
+communicator's.  ``algorithm="auto"`` plans by measuring, every rank alike
+(:mod:`ring.mpi.planning`), unless the ring was made with ``planning="estimate"``.
+``hierarchical`` groups the ranks of each host (``Split_type(COMM_TYPE_SHARED)``) unless
+``group_size`` is given.  ``segment_bytes`` is ring-segmented's block; on the plain ring
+it cuts each received chunk into segments of that size so the scratch stays in cache.
 
 Every call first exchanges one small row per rank (``Allgather``): the collective, length,
 dtype, op, buffer kind, algorithm, its options and whether the local buffer passed
@@ -60,7 +61,8 @@ from .. import nvtx
 from .._optional import require
 from ..communicator import Call, CommunicatorClosedError, RingCommunicator
 from ..ops import OPS, divide_by_nodes
-from ..schedule import COLLECTIVES, check_collective
+from ..schedule import AUTO, COLLECTIVES, check_collective
+from ..wisdom import check_planning
 from .agree import (
     SLOT,
     SLOT_DATA,
@@ -74,6 +76,7 @@ from .agree import (
 )
 from .bound import Bound, bind
 from .cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
+from .planning import MpiPlanner
 from .shared import SharedArrays
 from .steps import Programs, apply_moves, run_gathered, run_steps, weakrefable
 
@@ -111,6 +114,9 @@ class MpiRing(RingCommunicator):
     collective ``Dup``), so a bad or different value on one rank raises the same error
     everywhere instead of leaving the others waiting.  ``algorithm`` and ``group_size``
     are the calls' defaults; they are checked, and compared across ranks, with each call.
+    ``planning``: how ``auto`` chooses, by measuring its candidates on the first calls of a
+    shape (``"measure"``, :mod:`ring.mpi.planning`) or by the decision table alone
+    (``"estimate"``).
     """
 
     backend = "mpi"
@@ -122,7 +128,9 @@ class MpiRing(RingCommunicator):
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         algorithm: str = "ring",
         group_size: int | None = None,
+        planning: str = "measure",
     ):
+        planning = check_planning(planning)
         MPI = import_mpi()
         if comm is None:
             comm = MPI.COMM_WORLD
@@ -153,6 +161,8 @@ class MpiRing(RingCommunicator):
         self._exchange = ([self._slot, MPI.BYTE], [self._table, MPI.BYTE])
         self.algorithm = algorithm
         self.group_size = group_size
+        self.planning = planning
+        self._planner = MpiPlanner(self._comm, self.rank, self.nodes, MPI.MAX)
         self._forms: dict = {}
         self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
@@ -228,12 +238,50 @@ class MpiRing(RingCommunicator):
 
     def _call(self, name: str, buffers, op: str | None, settings: tuple, bindable: bool):
         """A call in full: checked and agreed on, then run; bound for the next call of
-        ``name`` to take where it can be (a kept NumPy form, the ring's own options)."""
+        ``name`` to take where it can be (a kept NumPy form, the ring's own options).
+        ``auto`` with ``planning="measure"`` runs by its shape's plan, or plans."""
         self._bound.pop(name, None)
         block = self._shared.block(buffers)
         shared = 0 if block is None else block.ident
         key = form_key(name, buffers, op, settings, shared)
-        buf, form = self._preflight(name, key, buffers, op, settings, shared)
+        runs_by = settings
+        if key is not None and self._measures(settings, key):
+            planned = self._planner.planned(key)
+            if planned is None:
+                self._plan(name, buffers, op, settings, key, block, bindable)
+                return
+            runs_by = planned
+        self._run(name, buffers, op, settings, runs_by, key, block, bindable)
+
+    def _measures(self, settings: tuple, key: tuple) -> bool:
+        """Whether a call plans by measuring: auto on NumPy data, on more than one rank."""
+        if settings[1] != AUTO or self.planning != "measure":
+            return False
+        return self.nodes > 1 and key[3] > 0
+
+    def _plan(self, name: str, buffers, op, settings: tuple, key: tuple, block, bindable: bool):
+        """A call of a shape still being planned (ring.mpi.planning): agreed on as auto's
+        estimate when the shape is new, then run by the trial's next candidate, timed."""
+        planner = self._planner
+        if planner.trial(key) is None:
+            buf, form = self._preflight(name, key, buffers, op, settings, key[5])
+            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort)
+            if planned is not None:
+                self._run(name, buffers, op, settings, planned, key, block, bindable)
+                return
+        runs_by, candidate = planner.next(key, settings)
+        if candidate is None:
+            self._run(name, buffers, op, settings, runs_by, key, block, bindable)
+            return
+        run = partial(self._run, name, buffers, op, settings, runs_by, key, block, False)
+        planner.timed(name, key, candidate, run, self._abort)
+
+    def _run(self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable):
+        """The call by ``runs_by`` (``settings`` with auto resolved, or ``settings``)."""
+        shared = 0 if block is None else block.ident
+        if runs_by is not settings and key is not None:
+            key = (*key[:4], runs_by, key[5])
+        buf, form = self._preflight(name, key, buffers, op, runs_by, shared)
         if form.device:
             if self.nodes > 1 and buf.shape[0] > 0:
                 self._guarded(name, self._run_device, form, buf)

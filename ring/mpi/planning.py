@@ -1,0 +1,111 @@
+"""How an MPI call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.wisdom`),
+with every rank choosing the same plan.
+
+The candidates are the algorithms the decision table leaves in for the call's N and size
+(:func:`ring.auto.ranked`, the model's pick first).  Each rank times its own run of a
+candidate; the ranks then agree on the slowest rank's time (``allreduce(MAX)``): a
+collective is as fast as its slowest rank, and every rank records the same time, so every
+rank's trial takes the same turns and ends with the same plan.  What rank 0 knows (its
+wisdom file's plan for the shape, or the candidates of its table) is broadcast when a
+shape is first seen, so ranks on hosts with different wisdom or tables still agree; only
+rank 0 writes the plan to its wisdom file.
+
+No collective is entered before the call's pre-flight exchange (:mod:`ring.mpi.agree`)
+has passed on every rank: a first call of a shape is agreed on as ``auto``'s estimate
+before the broadcast, and each trial call is agreed on as its candidate.  So a rank whose
+call differs, or whose buffer is bad, makes every rank raise the same error, as in any
+other call, instead of leaving the others waiting in a planning message.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .. import auto, wisdom
+from ..communicator import check_auto_pick
+
+__all__ = ["MpiPlanner"]
+
+# Plans and trials kept per ring (form keys: collective, op, dtype, length, options, shared).
+_KEPT = 256
+
+
+class MpiPlanner:
+    """The plans of one ring's call shapes, and the trials still under way; every method
+    that communicates is called by every rank alike."""
+
+    def __init__(self, comm, rank: int, nodes: int, max_op):
+        self._comm, self.rank, self.nodes, self._max = comm, rank, nodes, max_op
+        self._plans: dict[tuple, tuple] = {}  # form key -> the settings the call runs by
+        self._trials: dict[tuple, tuple[wisdom.Trial, str]] = {}
+
+    def planned(self, key: tuple) -> tuple | None:
+        """The settings a call of form ``key`` runs by, once its shape is planned."""
+        return self._plans.get(key)
+
+    def _settle(self, key: tuple, settings: tuple, algorithm: str) -> tuple:
+        if len(self._plans) >= _KEPT:
+            self._plans.clear()
+        planned = self._plans[key] = (settings[0], algorithm, settings[2])
+        return planned
+
+    def start(self, key: tuple, name: str, form, nbytes: int, settings: tuple, abort):
+        """After a first call of ``key`` was agreed on (its estimate ``form``): the plan
+        rank 0 knows, settled, or None with a trial begun on every rank.  ``abort(name,
+        when)``: the ring's, for a rank that fails inside the broadcast (the ring is not
+        kept here: a dropped ring must be freed without the cyclic collector)."""
+        known: tuple | None = None
+        found: list[tuple] = []
+        problem: str | None = None
+        shape = wisdom.shape_key(
+            "mpi", name, self.nodes, key[2], form.op, nbytes, (settings[0], settings[2], key[5])
+        )
+        if self.rank == 0:
+            try:
+                known = wisdom.wisdom().get(shape)
+                if known is None:
+                    ranked = auto.ranked("mpi", name, self.nodes, nbytes)[: wisdom.TOP]
+                    found = [(check_auto_pick("mpi", a),) for a in ranked]
+            except auto.AutoTableError as exc:  # raised on every rank, after the broadcast
+                problem = str(exc)
+        try:
+            known, found, problem = self._comm.bcast((known, found, problem), root=0)
+        except BaseException:  # noqa: BLE001 - the peers wait in the broadcast
+            abort(name, "while planning")
+        if problem is not None:
+            raise auto.AutoTableError(f"{problem} (rank 0's table)")
+        if known is not None:
+            return self._settle(key, settings, known[0])
+        if len(found) == 1:  # nothing to choose between
+            return self._settle(key, settings, found[0][0])
+        if len(self._trials) >= _KEPT:
+            self._trials.clear()
+        self._trials[key] = (wisdom.Trial(found, wisdom.budget_seconds()), shape)
+        return None
+
+    def trial(self, key: tuple) -> wisdom.Trial | None:
+        entry = self._trials.get(key)
+        return None if entry is None else entry[0]
+
+    def next(self, key: tuple, settings: tuple) -> tuple:
+        """``(settings, candidate)`` of the next trial call of ``key``: a candidate's, or
+        the plan's with candidate None once the trial is over (then kept)."""
+        trial, shape = self._trials[key]
+        candidate = trial.next()
+        if candidate is not None:
+            return (settings[0], candidate[0], settings[2]), candidate
+        del self._trials[key]
+        if self.rank == 0:
+            wisdom.wisdom().put(shape, trial)
+        return self._settle(key, settings, trial.winner()[0]), None
+
+    def timed(self, name: str, key: tuple, candidate: tuple, run, abort) -> None:
+        """``run()``, timed on every rank; the slowest rank's time is the candidate's."""
+        started = time.perf_counter()
+        run()
+        mine = time.perf_counter() - started
+        try:
+            slowest = self._comm.allreduce(mine, op=self._max)
+        except BaseException:  # noqa: BLE001 - the peers wait for the time
+            abort(name, "while planning")
+        self._trials[key][0].record(candidate, slowest)

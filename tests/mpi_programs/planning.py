@@ -1,0 +1,123 @@
+"""Run under ``mpirun -n N WISDOM_DIR`` (N >= 2): ``algorithm="auto"`` plans by measuring
+with every rank choosing the same plan.
+
+The table's candidates are ring, direct and recursive-doubling.  Rank 0 is slow running
+ring and rank 1 slow running direct (a sleep in their programs), so each rank alone would
+plan differently; agreeing on the slowest rank's time, every rank must plan
+recursive-doubling.  Then: a second ring starts tuned from rank 0's wisdom although rank 1
+reads other wisdom; a call that differs on one rank mid-planning raises the same error on
+every rank; ``planning="estimate"`` measures nothing.
+
+Rank 0 prints one JSON object: ``{"nodes", "plans": [per rank], "calls": [per rank],
+"tuned": {"plans", "calls"}, "differ": [[type, message, untouched], ...], "estimate":
+{"plans", "calls"}, "correct": bool}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from functools import partial
+
+import numpy as np
+from bad_input import run
+from mpi4py import MPI
+
+import ring.auto
+from ring import wisdom
+from ring.mpi import MpiRing
+from ring.mpi import communicator as mpi_communicator
+
+world = MPI.COMM_WORLD
+rank, nodes = world.Get_rank(), world.Get_size()
+SLOW = {0: "ring", 1: "direct"}.get(rank)
+COUNT = 4096
+correct = True
+
+
+def candidates(*_args, **_kwargs):
+    return ("ring", "direct", "recursive-doubling")
+
+
+def slowed(host_program):
+    """The ring's program maker, with this rank's SLOW algorithm 20 ms slower."""
+
+    def make(self, form, buf, block):
+        program = host_program(self, form, buf, block)
+        if form.algorithm != SLOW:
+            return program
+
+        def slow():
+            time.sleep(0.02)
+            program()
+
+        return slow
+
+    return make
+
+
+def calls(comm, count: int = COUNT, times: int = 30) -> None:
+    """``times`` auto allreduces on fresh data, each checked against float64 NumPy."""
+    global correct
+    for i in range(times):
+        buf = (np.arange(count) % 11 + rank + i).astype(np.float64)
+        expected = nodes * (np.arange(count) % 11 + i) + nodes * (nodes - 1) / 2
+        comm.allreduce([buf])
+        correct = correct and bool(np.array_equal(buf, expected))
+
+
+def plans(comm) -> list:
+    return world.gather(sorted(set(p[1] for p in comm._planner._plans.values())), root=0)
+
+
+def main() -> int:
+    folder = sys.argv[1]
+    os.environ[wisdom.WISDOM_ENV] = os.path.join(folder, f"wisdom-{min(rank, 1)}.json")
+    wisdom.forget_process()
+    ring.auto.ranked = candidates
+    mpi_communicator.MpiRing._host_program = slowed(mpi_communicator.MpiRing._host_program)
+    report: dict = {"nodes": nodes}
+
+    comm = MpiRing(world, algorithm="auto")
+    calls(comm)
+    report["plans"] = plans(comm)
+    report["calls"] = world.gather(wisdom.wisdom().calls, root=0)
+    comm.close()
+
+    # Rank 1's wisdom says ring for every shape rank 0 planned: rank 0's plan is the one run.
+    keys = world.bcast(list(wisdom.wisdom().plans) if rank == 0 else None, root=0)
+    if rank == 1:
+        wisdom.wisdom().plans.update({k: {"choice": ["ring"], "seconds": {}} for k in keys})
+    before = wisdom.wisdom().calls
+    tuned = MpiRing(world, algorithm="auto")
+    calls(tuned, times=5)
+    report["tuned"] = {
+        "plans": plans(tuned),
+        "calls": world.gather(wisdom.wisdom().calls - before, root=0),
+    }
+    # Mid-planning of a new shape, rank 1 passes another length: the same error everywhere.
+    calls(tuned, count=3 * COUNT, times=1)
+    other = np.ones(3 * COUNT + (rank == 1), dtype=np.float64)
+    report["differ"] = run(tuned, "differ", partial(tuned.allreduce, [other]), other)
+    calls(tuned, count=3 * COUNT, times=20)
+    tuned.close()
+
+    before = wisdom.wisdom().calls
+    estimate = MpiRing(world, algorithm="auto", planning="estimate")
+    calls(estimate, count=5 * COUNT, times=5)
+    report["estimate"] = {
+        "plans": plans(estimate),
+        "calls": world.gather(wisdom.wisdom().calls - before, root=0),
+    }
+    estimate.close()
+
+    report["correct"] = world.gather(correct, root=0)
+    if rank == 0:
+        print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
