@@ -224,3 +224,24 @@ def test_mpi_allreduce_refuses_a_dtype_the_library_cannot_reduce(tmp_path):
     errors = [line for line in done.stderr.splitlines() if line.startswith("ring.bench:")]
     assert len(errors) == 1 and "cannot reduce float16" in errors[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_auto_over_mpi_plans_and_records_what_it_ran(tmp_path):
+    """``--algorithm auto`` on the mpi backend plans by measuring, the ranks together: the
+    JSON counts the planning calls, and each row names the plan the ranks settled on."""
+    out = tmp_path / "auto.csv"
+    sweep = ["-b", "8K", "-e", "128K", "-f", "16", "-n", "20", "-w", "1", "-d", "float64"]
+    env = {"RING_WISDOM": str(tmp_path / "wisdom.json")}
+    done = mpirun(2, "--backend", "mpi", "--algorithm", "auto", *sweep, "--out", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(out)
+    assert [int(row["bytes"]) for row in rows] == [8192, 131072]
+    assert all(row["wrong"] == "0" for row in rows)
+    planning = json.loads(out.with_suffix(".json").read_text())["planning"]
+    assert planning["calls"] > 0 and planning["wisdom"] == env["RING_WISDOM"]
+    plans = json.loads((tmp_path / "wisdom.json").read_text())["plans"]
+    assert len(plans) == len(rows)
+    chosen = {key.split("|")[5]: plan["choice"][0] for key, plan in plans.items()}
+    for row in rows:
+        log2 = (int(row["bytes"]) - 1).bit_length()
+        assert row["resolved"] == chosen[str(log2)]

@@ -253,6 +253,17 @@ class MpiRing(RingCommunicator):
             runs_by = planned
         self._run(name, buffers, op, settings, runs_by, key, block, bindable)
 
+    def planned(self, name: str, buffers, op: str | None) -> tuple | None:
+        """(algorithm,) that ``auto`` settled on for calls like this one of the ring's own
+        options, None while it measures (or without auto)."""
+        settings = (self.segment_bytes, self.algorithm, self.group_size)
+        block = self._shared.block(buffers)
+        key = form_key(name, buffers, op, settings, 0 if block is None else block.ident)
+        if key is None or not self._measures(settings, key):
+            return None
+        planned = self._planner.planned(key)
+        return None if planned is None else (planned[1],)
+
     def _measures(self, settings: tuple, key: tuple) -> bool:
         """Whether a call plans by measuring: auto on NumPy data, on more than one rank."""
         if settings[1] != AUTO or self.planning != "measure":

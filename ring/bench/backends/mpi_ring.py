@@ -7,12 +7,12 @@ way (a barrier before each timed call, the slowest rank's time).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...mpi import MpiRing
-from ..algorithms import library_algorithms
+from ..algorithms import RESOLVED_COLUMN, library_algorithms
 from .base import MpiSession, Session, register_backend
 from .mpi_device import MpiBackend
 
@@ -26,6 +26,14 @@ class MpiRingSession(MpiSession):
     def __init__(self, nodes: int, sync: str, config: BenchConfig, world, algorithm: str = "ring"):
         super().__init__(nodes, sync, config, world)
         self.communicator = MpiRing(world.comm, algorithm=algorithm)
+
+    def row_extras(self) -> dict[str, Any]:
+        extras = super().row_extras()
+        # What auto ran, as the ranks measured it together (ring.mpi.planning).
+        planned = self.communicator.planned("allreduce", self.buffers, self.op)
+        if planned is not None:
+            extras[RESOLVED_COLUMN] = planned[0]
+        return extras
 
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
