@@ -84,6 +84,7 @@ def test_a_few_million_elements(nodes, sync):
         check(buf, inputs, "sum")
 
 
+@pytest.mark.slow  # 64 threads per call (tests/tiers.py)
 @pytest.mark.parametrize("sync", SYNCS)
 def test_sixty_four_nodes(sync):
     rng = np.random.default_rng(64)

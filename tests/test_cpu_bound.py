@@ -41,7 +41,8 @@ def _sliced(
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("nodes", [2, 3, 4, 5])
+# 5 nodes in the full suite only (tests/tiers.py).
+@pytest.mark.parametrize("nodes", [2, 3, 4, pytest.param(5, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_a_repeated_call_runs_bound_and_stays_right(algorithm, nodes, executor, small_tiles):
     rng = np.random.default_rng(7 * nodes + len(algorithm))

@@ -29,9 +29,9 @@ def small_tiles(monkeypatch):
 
 
 @pytest.mark.parametrize("threads", ["caller", "parts"])
-# 7 and 8 nodes in the full suite only (tests/tiers.py).
+# 5, 7 and 8 nodes in the full suite only (tests/tiers.py).
 @pytest.mark.parametrize(
-    "nodes", [1, 2, 3, 4, 5, *(pytest.param(n, marks=pytest.mark.slow) for n in (7, 8))]
+    "nodes", [1, 2, 3, 4, *(pytest.param(n, marks=pytest.mark.slow) for n in (5, 7, 8))]
 )
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_slices_match_the_reference(algorithm, nodes, threads, small_tiles):
@@ -47,7 +47,10 @@ def test_slices_match_the_reference(algorithm, nodes, threads, small_tiles):
         assert (comm._crew.jobs == 0) == (threads == "caller" or nodes == 1 or comm.cores == 1)
 
 
-@pytest.mark.parametrize("nodes", [2, 3, 4, 5, 8])
+# 5 and 8 nodes in the full suite only (tests/tiers.py).
+@pytest.mark.parametrize(
+    "nodes", [2, 3, 4, *(pytest.param(n, marks=pytest.mark.slow) for n in (5, 8))]
+)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_slices_are_bit_for_bit_the_node_threads(algorithm, nodes, small_tiles, monkeypatch):
     """Same operations per element in the same order: same bits, for float sums whose value

@@ -271,7 +271,7 @@ _CORE = {"schedule", "ops", "buffers", "communicator", "nvtx", "_optional", "mac
 _ALLOWED = {
     "cpu": _CORE | {"cpu", "host", "wisdom"},
     "gpu": _CORE | {"gpu"},
-    "mpi": _CORE | {"mpi", "host"},
+    "mpi": _CORE | {"mpi", "host", "wisdom"},
     "host": {"schedule", "ops", "machine", "host"},
     "api": {"communicator"},
 }

@@ -193,6 +193,7 @@ def test_report_is_short_and_opens_with_the_findings(reference_report):
     assert reference_report.appendix.is_file()
 
 
+@pytest.mark.slow  # the same report
 def test_no_panel_holds_more_than_six_series(reference_report):
     for name in reference_report.drawn:
         assert max(SERIES_PER_PANEL[name], default=0) <= MAX_SERIES, (name, SERIES_PER_PANEL)
