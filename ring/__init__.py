@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .api import all_gather, allreduce, get_communicator, reduce_scatter
     from .communicator import CommunicatorClosedError, RingCommunicator
     from .cpu import CpuCommunicator
-    from .ops import OPS
+    from .ops import OPS, ReduceOp
     from .schedule import Transfer, chunk_range, owned_chunk, ring_schedule
 
 from ._version import __version__ as __version__
@@ -29,6 +29,7 @@ _HOMES = {
     "RingCommunicator": "communicator",
     "CpuCommunicator": "cpu",
     "OPS": "ops",
+    "ReduceOp": "ops",
     "Transfer": "schedule",
     "chunk_range": "schedule",
     "owned_chunk": "schedule",
@@ -39,6 +40,7 @@ __all__ = [
     "OPS",
     "CommunicatorClosedError",
     "CpuCommunicator",
+    "ReduceOp",
     "RingCommunicator",
     "Transfer",
     "all_gather",

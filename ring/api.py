@@ -15,7 +15,15 @@ import importlib
 import threading
 from collections.abc import Sequence
 
-from .communicator import CommunicatorClosedError, RingCommunicator, check_buffer_list
+from .communicator import (
+    CommunicatorClosedError,
+    RingCommunicator,
+    check_buffer_list,
+    flattened,
+    normalized_op,
+)
+from .place import Refused, check_send, copy_in
+from .work import PENDING, Work, submit
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
 
@@ -77,7 +85,8 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     # caller's list meanwhile cannot swap in a buffer that was never checked.
     if type(buffers) is not list:
         check_buffer_list(buffers)
-    snapshot = list(buffers)
+    snapshot = flattened(list(buffers))  # n-D contiguous arrays as their 1-D views
+    op = normalized_op(op)  # "SUM", np.add, ring.ReduceOp.SUM: "sum"
     if getattr(module, "CALLS_TAKE_OPTIONS", False):
         _run_direct(module, name, snapshot, op, backend, options)
         return
@@ -123,21 +132,107 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
             continue  # as in _run: closed before this call started any work
 
 
-def allreduce(buffers: Sequence, op: str = "sum", *, backend: str = "cpu", **options) -> None:
+def allreduce(
+    buffers: Sequence,
+    op: str = "sum",
+    *,
+    backend: str = "cpu",
+    recv: Sequence | None = None,
+    async_op: bool = False,
+    **options,
+) -> Work | None:
     """Reduce the N buffers element-wise with ``op`` (sum, prod, max, min, or avg: the
-    sum divided by N, see :mod:`ring.ops`); every buffer ends with the result."""
-    _run("allreduce", buffers, op, backend, options)
+    sum divided by N, see :mod:`ring.ops`; any case, ``ring.ReduceOp.SUM`` or ``np.add``
+    too); every buffer ends with the result.  ``recv``: write the result there instead,
+    leaving ``buffers`` as they were (:mod:`ring.place`).  ``async_op=True``: return a
+    :class:`ring.work.Work` at once, to ``wait()`` on (:mod:`ring.work`)."""
+    if recv is None and not async_op and not PENDING.get(backend):
+        _run("allreduce", buffers, op, backend, options)
+        return None
+    return _call("allreduce", buffers, op, backend, options, recv, async_op)
 
 
-def reduce_scatter(buffers: Sequence, op: str = "sum", *, backend: str = "cpu", **options) -> None:
+def reduce_scatter(
+    buffers: Sequence,
+    op: str = "sum",
+    *,
+    backend: str = "cpu",
+    recv: Sequence | None = None,
+    async_op: bool = False,
+    **options,
+) -> Work | None:
     """Afterwards node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced; the other
-    chunks hold partial results."""
-    _run("reduce_scatter", buffers, op, backend, options)
+    chunks hold partial results.  ``recv`` and ``async_op`` as for :func:`allreduce`."""
+    if recv is None and not async_op and not PENDING.get(backend):
+        _run("reduce_scatter", buffers, op, backend, options)
+        return None
+    return _call("reduce_scatter", buffers, op, backend, options, recv, async_op)
 
 
-def all_gather(buffers: Sequence, *, backend: str = "cpu", **options) -> None:
-    """Copy chunk ``owned_chunk(i, N)`` of every node ``i`` to all nodes (no reduction)."""
-    _run("all_gather", buffers, None, backend, options)
+def all_gather(
+    buffers: Sequence,
+    *,
+    backend: str = "cpu",
+    recv: Sequence | None = None,
+    async_op: bool = False,
+    **options,
+) -> Work | None:
+    """Copy chunk ``owned_chunk(i, N)`` of every node ``i`` to all nodes (no reduction).
+    ``recv`` and ``async_op`` as for :func:`allreduce`."""
+    if recv is None and not async_op and not PENDING.get(backend):
+        _run("all_gather", buffers, None, backend, options)
+        return None
+    return _call("all_gather", buffers, None, backend, options, recv, async_op)
+
+
+def _call(name: str, buffers, op, backend: str, options: dict, recv, async_op) -> Work | None:
+    """A call out of place, asynchronous, or behind asynchronous ones: checked here, in
+    the caller, before anything is copied or queued."""
+    module = _backend(backend)
+    if not isinstance(async_op, bool):
+        raise TypeError(f"async_op must be True or False, got {async_op!r}")
+    if async_op:
+        getattr(module, "check_async", lambda: None)()  # mpi: the thread level it needs
+    op = normalized_op(op)
+    together = getattr(module, "RANKS_CHECK_TOGETHER", False)  # mpi
+    send = None
+    if recv is not None:
+        try:
+            check_buffer_list(recv)
+            target = flattened(list(recv))
+            module.check_call(name, target, op, **options)
+            send = check_send(buffers, target)
+        except (TypeError, ValueError) as exc:
+            if not together:
+                raise
+            target = Refused(exc)  # raised on every rank, from the call's pre-flight
+        buffers = target
+    elif async_op:
+        if type(buffers) is not list:
+            check_buffer_list(buffers)
+        buffers = flattened(list(buffers))
+        module.check_call(name, buffers, op, **options)
+
+    def run() -> None:
+        if together and recv is not None:
+            # Every rank's send checked before any rank copies: one refused, and every
+            # rank joins the call with its recv untouched, for the pre-flight to refuse.
+            call = module.check_call(name, buffers, op, **options)
+            comm = _cached(module, call.nodes, options)
+            if not module.all_ranks_ok(comm, send is not None):
+                comm.execute(call)
+                return
+        if send is not None:
+            copy_in(send, buffers)
+        _run(name, buffers, op, backend, options)
+
+    if async_op:
+        return submit(backend, run)
+    if PENDING.get(backend):
+        submit(backend, run).wait()  # in order behind the calls still queued
+    else:
+        run()
+    return None
 
 
 @atexit.register

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import auto
-from .ops import check_dtype
+from .ops import OPS, check_dtype, op_name
 from .schedule import ALGORITHMS, AUTO, check_collective
 
 __all__ = [
@@ -39,6 +39,8 @@ __all__ = [
     "check_auto_pick",
     "check_buffer_list",
     "check_nodes",
+    "flattened",
+    "normalized_op",
     "resolve_algorithm",
     "validate_buffers",
 ]
@@ -48,6 +50,41 @@ MAX_NODES = 1024
 
 class CommunicatorClosedError(RuntimeError):
     """Raised when a closed communicator is asked to run a collective."""
+
+
+def flattened(buffers):
+    """``buffers`` with each C-contiguous array of more than one dimension as its 1-D view
+    (``reshape(-1)``: the same memory, reduced in memory order, in place); the list itself
+    when every buffer is 1-D already, so a repeated call keeps its buffer objects.  Anything
+    else is left for the buffer checks to refuse."""
+    if type(buffers) is not list:
+        return buffers
+    for buf in buffers:
+        if getattr(buf, "ndim", 1) != 1:
+            break
+    else:
+        return buffers
+    return [_flat(buf) for buf in buffers]
+
+
+def _flat(buf):
+    flags = getattr(buf, "flags", None)
+    if getattr(buf, "ndim", 1) == 1 or flags is None or not flags.c_contiguous:
+        return buf
+    return buf.reshape(-1)
+
+
+def normalized_op(op):
+    """``op`` as :data:`ring.ops.OPS` names it (:func:`ring.ops.op_name`: any case, a
+    ufunc), a name already canonical at the cost of one look-up.  Never raises: an op it
+    does not know is returned as given, for the call's own checks to refuse (under MPI,
+    on every rank together)."""
+    if op is None or (op.__class__ is str and op in OPS):
+        return op
+    try:
+        return op_name(op)
+    except ValueError:
+        return op
 
 
 def check_nodes(nodes: object) -> int:
@@ -197,7 +234,10 @@ def validate_buffers(
                 f"{array_type.__name__}), got {type(buf).__name__}"
             )
         if buf.ndim != 1:
-            raise ValueError(f"buffers[{i}] must be one-dimensional, got shape {buf.shape}")
+            raise ValueError(
+                f"buffers[{i}] has shape {buf.shape} and is not C-contiguous: pass a "
+                "contiguous array (of any shape) or a one-dimensional one"
+            )
         if not buf.flags.c_contiguous:
             raise ValueError(f"buffers[{i}] is not contiguous: pass a contiguous array")
         if not getattr(buf.flags, "writeable", True):

@@ -21,11 +21,13 @@ __all__ = [
     "COPY",
     "OPS",
     "SOURCE_FIRST",
+    "ReduceOp",
     "accumulating_op",
     "apply",
     "check_dtype",
     "divide_by_nodes",
     "kind",
+    "op_name",
     "resolve_op",
 ]
 
@@ -37,6 +39,36 @@ OPS: dict[str, np.ufunc] = {
     "min": np.minimum,
     "avg": np.add,
 }
+
+
+class ReduceOp:
+    """The op names as constants (``torch.distributed.ReduceOp``'s, NCCL's ``ncclSum``...):
+    ``ring.allreduce(buffers, ring.ReduceOp.SUM)``."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    AVG = "avg"
+
+
+# The NumPy ufuncs a caller may name an op by (mpi4py and NumPy habits): ``np.add`` is sum.
+_UFUNC_OPS = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
+
+
+def op_name(op: object) -> str:
+    """The op's name as :data:`OPS` spells it: a name in any case (``"SUM"``), a
+    :class:`ReduceOp` constant, or one of the ufuncs ``np.add``, ``np.multiply``,
+    ``np.maximum``, ``np.minimum``."""
+    if isinstance(op, str) and op.lower() in OPS:
+        return op.lower()
+    if isinstance(op, np.ufunc) and op in _UFUNC_OPS:
+        return _UFUNC_OPS[op]
+    raise ValueError(
+        f"unknown op {op!r}: expected one of {', '.join(OPS)} (any case, or ring.ReduceOp.SUM"
+        " ...), or np.add, np.multiply, np.maximum, np.minimum"
+    )
+
 
 # The ops that end by dividing each completed range by the number of nodes.
 AVERAGING = frozenset({"avg"})
@@ -57,7 +89,7 @@ def check_dtype(dtype: np.dtype) -> np.dtype:
 def resolve_op(op: object, dtype: np.dtype | None = None) -> np.ufunc:
     """The ufunc for ``op``; with ``dtype``, also check that the op is defined for it."""
     if not isinstance(op, str) or op not in OPS:
-        raise ValueError(f"unknown op {op!r}: expected one of {', '.join(OPS)}")
+        op = op_name(op)  # another spelling of one (ring.communicator.normalized_op), or refused
     if dtype is not None:
         dtype = check_dtype(dtype)
         if op in ("max", "min") and dtype.kind == "c":

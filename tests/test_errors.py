@@ -24,7 +24,8 @@ def _bad_cases():
     good = _good()
     yield "different lengths", [*good[:-1], np.ones(11, np.float32)], {}, ValueError, "elements"
     yield "different dtypes", [*good[:-1], np.ones(10, np.float64)], {}, TypeError, "dtype"
-    yield "2-D", [*good[:-1], np.ones((2, 5), np.float32)], {}, ValueError, "one-dimensional"
+    columns = np.ones((2, 10), np.float32)[:, ::2]  # 2-D, 10 elements, not contiguous
+    yield "2-D strided", [*good[:-1], columns], {}, ValueError, "not C-contiguous"
     strided = np.ones(20, np.float32)[::2]
     yield "not contiguous", [*good[:-1], strided], {}, ValueError, "contiguous"
     frozen = np.ones(10, np.float32)

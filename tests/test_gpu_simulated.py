@@ -333,3 +333,23 @@ def test_public_api_dispatches_to_the_gpu_backend():
                 ring.api._cache.pop(key).close()
     for buf in buffers:
         check(sim.to_host(buf), inputs, "max")
+
+
+def test_op_spellings_and_async_calls_on_the_gpu_backend():
+    rng = np.random.default_rng(4)
+    sim = FakeCuda(2, seed=4)
+    with fake_cupy(sim):
+        inputs = random_inputs(rng, 3, 37, np.float32, "max")
+        comm = GpuCommunicator(3, shared_devices=True)
+        buffers = _upload(sim, inputs, comm)
+        comm.allreduce(buffers, ring.ReduceOp.MAX)
+        for buf in buffers:
+            check(sim.to_host(buf), inputs, "max")
+        buffers = _upload(sim, inputs, comm)
+        work = ring.allreduce(
+            buffers, np.maximum, backend="gpu", shared_devices=True, async_op=True
+        )
+        assert work.wait(timeout=60)
+        for buf in buffers:
+            check(sim.to_host(buf), inputs, "max")
+        ring.api._close_cached()

@@ -310,3 +310,17 @@ def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
     document = json.loads((tmp_path / "wisdom-0.json").read_text())
     assert {p["choice"][0] for p in document["plans"].values()} == {"recursive-doubling"}
     assert not (tmp_path / "wisdom-1.json").exists()
+
+
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_call_forms_over_mpi(nodes):
+    """Op spellings, an n-D buffer, out of place and async_op on the mpi backend; a bad
+    ``send`` on rank 1 alone: every rank raises its message, every recv untouched."""
+    code, out, err, _ = mpirun(nodes, "forms.py")
+    assert code == 0, err
+    (report,) = json_lines(out)
+    assert report["right"] == [True] * nodes
+    for kind, message, untouched in report["refused"]:
+        assert kind == "ValueError" and "bad input on rank 1: send[0]" in message
+        assert untouched
+    assert report["threads"]  # Open MPI under mpi4py: MPI_THREAD_MULTIPLE, async checked

@@ -273,7 +273,10 @@ _ALLOWED = {
     "gpu": _CORE | {"gpu"},
     "mpi": _CORE | {"mpi", "host", "wisdom"},
     "host": {"schedule", "ops", "machine", "host"},
-    "api": {"communicator"},
+    # The API's own forms: out of place (ring.place) and async (ring.work), over the core.
+    "api": {"communicator", "place", "work"},
+    "place": {"communicator"},
+    "work": set(),
 }
 
 

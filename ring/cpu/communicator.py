@@ -50,6 +50,8 @@ from ..communicator import (
     auto_generation,
     check_buffer_list,
     check_nodes,
+    flattened,
+    normalized_op,
     resolve_algorithm,
     validate_buffers,
 )
@@ -293,7 +295,8 @@ class CpuCommunicator(RingCommunicator):
             mine |= self._fixed | self.algorithm_options | options
             checked = self._options[key] = _call_options(mine, self.nodes, name)
         check_buffer_list(buffers)
-        buffers = list(buffers)  # one snapshot, checked and run (see ring.api)
+        buffers = flattened(list(buffers))  # one snapshot, checked and run (see ring.api)
+        op = normalized_op(op)
         self._bound.pop(key, None)
         self._execute(_checked_call(name, buffers, op, checked), bind=True, key=key)
 

@@ -53,6 +53,8 @@ from ..communicator import (
     RingCommunicator,
     check_buffer_list,
     check_nodes,
+    flattened,
+    normalized_op,
     resolve_algorithm,
     validate_buffers,
 )
@@ -217,7 +219,8 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         given = {k: v for k, v in options.items() if v is not None}
         chosen = given if "algorithm" in given else {**self.algorithm_choice, **given}
         check_buffer_list(buffers)
-        self.execute(check_call(name, list(buffers), op, **chosen))  # one snapshot, as ring.api
+        buffers, op = flattened(list(buffers)), normalized_op(op)  # one snapshot, as ring.api
+        self.execute(check_call(name, buffers, op, **chosen))
 
     def execute(self, call: Call) -> None:
         """Run a call :func:`check_call` accepted; raises :class:`CommunicatorClosedError`

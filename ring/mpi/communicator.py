@@ -59,7 +59,13 @@ import numpy as np
 
 from .. import nvtx
 from .._optional import require
-from ..communicator import Call, CommunicatorClosedError, RingCommunicator
+from ..communicator import (
+    Call,
+    CommunicatorClosedError,
+    RingCommunicator,
+    flattened,
+    normalized_op,
+)
 from ..ops import OPS, divide_by_nodes
 from ..schedule import AUTO, COLLECTIVES, check_collective
 from ..wisdom import check_planning
@@ -84,8 +90,11 @@ __all__ = [
     "CUDA_AWARE_ENV",
     "DEFAULT_SEGMENT_BYTES",
     "PER_CALL_OPTIONS",
+    "RANKS_CHECK_TOGETHER",
     "MpiRing",
+    "all_ranks_ok",
     "cache_key",
+    "check_async",
     "check_call",
     "cuda_aware",
     "make_communicator",
@@ -241,6 +250,7 @@ class MpiRing(RingCommunicator):
         ``name`` to take where it can be (a kept NumPy form, the ring's own options).
         ``auto`` with ``planning="measure"`` runs by its shape's plan, or plans."""
         self._bound.pop(name, None)
+        buffers, op = flattened(buffers), normalized_op(op)  # never raise: agreed on below
         block = self._shared.block(buffers)
         shared = 0 if block is None else block.ident
         key = form_key(name, buffers, op, settings, shared)
@@ -412,6 +422,33 @@ class MpiRing(RingCommunicator):
 
 
 # -- the entry points ring.api calls ------------------------------------------------------
+
+
+# ring.api: a rank's out-of-place arguments are refused inside the call (ring.place.Refused),
+# where every rank raises together.
+RANKS_CHECK_TOGETHER = True
+
+
+def all_ranks_ok(ring: MpiRing, ok: bool) -> bool:
+    """Whether ``ok`` holds on every rank of ``ring`` (collective; a rank interrupted in it
+    ends the job, as one interrupted in a call does)."""
+    try:
+        return bool(ring.comm.allreduce(int(ok), op=ring._MPI.MIN))
+    except BaseException:
+        ring._abort("a check of every rank's input", "in it")
+        raise
+
+
+def check_async() -> None:
+    """``async_op=True`` runs MPI calls on a thread of its own (ring.work) while the caller's
+    thread may call MPI too: that needs MPI_THREAD_MULTIPLE."""
+    MPI = import_mpi()
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise RuntimeError(
+            "async_op=True on the mpi backend needs MPI initialised with MPI_THREAD_MULTIPLE "
+            "(mpi4py asks for it unless mpi4py.rc.thread_level says otherwise): call "
+            "without async_op"
+        )
 
 
 def _check_options(options: dict) -> dict:
