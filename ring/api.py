@@ -85,11 +85,14 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     # caller's list meanwhile cannot swap in a buffer that was never checked.
     if type(buffers) is not list:
         check_buffer_list(buffers)
-    snapshot = flattened(list(buffers))  # n-D contiguous arrays as their 1-D views
-    op = normalized_op(op)  # "SUM", np.add, ring.ReduceOp.SUM: "sum"
+    snapshot = list(buffers)
     if getattr(module, "CALLS_TAKE_OPTIONS", False):
+        # Another spelling of the op, or n-D arrays, miss the bound call: its full path
+        # takes them (ring.cpu), so a repeated plain call pays nothing for them.
         _run_direct(module, name, snapshot, op, backend, options)
         return
+    snapshot = flattened(snapshot)  # n-D contiguous arrays as their 1-D views
+    op = normalized_op(op)  # "SUM", np.add, ring.ReduceOp.SUM: "sum"
     call = module.check_call(name, snapshot, op, **options)
     while True:
         comm = _cached(module, call.nodes, options)
@@ -117,10 +120,10 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
         try:
             comm = _direct.get(key)
         except TypeError:  # an option of no plain type: refused by the full checks
-            module.check_call(name, buffers, op, **options)
+            module.check_call(name, flattened(buffers), op, **options)
             raise
         if comm is None or comm.closed:
-            module.check_call(name, buffers, op, **options)
+            module.check_call(name, flattened(buffers), op, **options)
             # One communicator per sync for every option set: the rest go with each call,
             # so none of one call's options becomes a default of the next.
             sync = {"sync": options["sync"]} if "sync" in options else {}

@@ -140,6 +140,7 @@ def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **optio
     must name an op (None is not one)."""
     check_collective(name)
     nodes = check_buffer_list(buffers)
+    buffers, op = flattened(list(buffers)), normalized_op(op)
     return _checked_call(name, buffers, op, _call_options(options, nodes, name))
 
 

@@ -97,7 +97,7 @@ def check_call(name: str, buffers: Sequence, op: str | None, **options) -> Call:
     check_options(options)
     nodes = check_buffer_list(buffers)
     choice = check_algorithm_choice(options, nodes, name)
-    return Call("gpu", name, buffers, op, nodes, options=choice)
+    return Call("gpu", name, flattened(list(buffers)), normalized_op(op), nodes, options=choice)
 
 
 def cache_key(nodes: int, **options) -> tuple:
