@@ -7,6 +7,9 @@ the averages exactly.  Floating and complex dtypes divide exactly as NumPy's ``x
 Integers divide as C and NCCL do: the sum, wrapped to the dtype as ``sum`` wraps it, is
 divided by N and the quotient truncated toward zero (``-7`` averaged over 2 nodes is
 ``-3``), so the average of integers is an integer of the same dtype.
+
+``band``, ``bor`` and ``bxor`` are MPI's bitwise ops, for integer and bool dtypes; on bool
+``max`` and ``min`` are any and all, and the arithmetic ops are refused.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import numpy as np
 
 __all__ = [
     "ACCUMULATE",
+    "ARITHMETIC",
     "AVERAGING",
+    "BITWISE",
     "COPY",
     "OPS",
     "SOURCE_FIRST",
@@ -38,7 +43,14 @@ OPS: dict[str, np.ufunc] = {
     "max": np.maximum,
     "min": np.minimum,
     "avg": np.add,
+    "band": np.bitwise_and,
+    "bor": np.bitwise_or,
+    "bxor": np.bitwise_xor,
 }
+# NCCL's ops (ncclSum ... ncclAvg): what the harness and the study sweep against the peers.
+ARITHMETIC = ("sum", "prod", "max", "min", "avg")
+# MPI's MPI_BAND, MPI_BOR, MPI_BXOR: for integer and bool dtypes.
+BITWISE = frozenset({"band", "bor", "bxor"})
 
 
 class ReduceOp:
@@ -50,38 +62,42 @@ class ReduceOp:
     MAX = "max"
     MIN = "min"
     AVG = "avg"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
 
 
 # The NumPy ufuncs a caller may name an op by (mpi4py and NumPy habits): ``np.add`` is sum.
 _UFUNC_OPS = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
+_UFUNC_OPS |= {np.bitwise_and: "band", np.bitwise_or: "bor", np.bitwise_xor: "bxor"}
 
 
 def op_name(op: object) -> str:
     """The op's name as :data:`OPS` spells it: a name in any case (``"SUM"``), a
-    :class:`ReduceOp` constant, or one of the ufuncs ``np.add``, ``np.multiply``,
-    ``np.maximum``, ``np.minimum``."""
+    :class:`ReduceOp` constant, or its ufunc (``np.add``, ``np.multiply``, ``np.maximum``,
+    ``np.minimum``, ``np.bitwise_and``, ``np.bitwise_or``, ``np.bitwise_xor``)."""
     if isinstance(op, str) and op.lower() in OPS:
         return op.lower()
     if isinstance(op, np.ufunc) and op in _UFUNC_OPS:
         return _UFUNC_OPS[op]
     raise ValueError(
         f"unknown op {op!r}: expected one of {', '.join(OPS)} (any case, or ring.ReduceOp.SUM"
-        " ...), or np.add, np.multiply, np.maximum, np.minimum"
+        " ...), or the ufunc (np.add, np.maximum, np.bitwise_and ...)"
     )
 
 
 # The ops that end by dividing each completed range by the number of nodes.
 AVERAGING = frozenset({"avg"})
 
-# Integer (signed and unsigned), floating and complex dtypes.
-SUPPORTED_KINDS = "iufc"
+# Integer (signed and unsigned), floating, complex and bool dtypes.
+SUPPORTED_KINDS = "iufcb"
 
 
 def check_dtype(dtype: np.dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     if dtype.kind not in SUPPORTED_KINDS:
         raise TypeError(
-            f"dtype {dtype} is not supported: use an integer, floating or complex dtype"
+            f"dtype {dtype} is not supported: use a bool, integer, floating or complex dtype"
         )
     return dtype
 
@@ -94,6 +110,13 @@ def resolve_op(op: object, dtype: np.dtype | None = None) -> np.ufunc:
         dtype = check_dtype(dtype)
         if op in ("max", "min") and dtype.kind == "c":
             raise TypeError(f"op {op!r} is not defined for complex dtype {dtype}")
+        if op in BITWISE and dtype.kind not in "iub":
+            raise TypeError(f"op {op!r} is bitwise: for integer and bool dtypes, not {dtype}")
+        if dtype.kind == "b" and op not in BITWISE and op not in ("max", "min"):
+            raise TypeError(
+                f"op {op!r} is not defined for bool: use bor or max (any), band or min (all), "
+                "or bxor (odd count)"
+            )
     return OPS[op]
 
 

@@ -13,10 +13,15 @@ FLOAT_DTYPES = [np.float16, np.float32, np.float64, np.longdouble]
 COMPLEX_DTYPES = [np.complex64, np.complex128, np.clongdouble]
 ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES
 OPS = ["sum", "prod", "max", "min", "avg"]
+BITWISE = ["band", "bor", "bxor"]
 
 
 def ops_for(dtype) -> list[str]:
-    return ["sum", "prod", "avg"] if np.dtype(dtype).kind == "c" else OPS
+    """The arithmetic ops the dtype allows (bool: the ops ring.ops allows it, bitwise too)."""
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return ["max", "min", *BITWISE]
+    return ["sum", "prod", "avg"] if kind == "c" else OPS
 
 
 def random_inputs(rng: np.random.Generator, nodes: int, count: int, dtype, op: str):
@@ -24,7 +29,9 @@ def random_inputs(rng: np.random.Generator, nodes: int, count: int, dtype, op: s
     dtype = np.dtype(dtype)
     out = []
     for _ in range(nodes):
-        if dtype.kind in "iu":
+        if dtype.kind == "b":
+            out.append(rng.integers(0, 2, size=count).astype(bool))
+        elif dtype.kind in "iu":
             info = np.iinfo(dtype)
             if op == "prod":
                 values = rng.choice(
@@ -51,6 +58,7 @@ def random_inputs(rng: np.random.Generator, nodes: int, count: int, dtype, op: s
 
 
 _INT_REDUCE = {"sum": operator.add, "prod": operator.mul, "max": max, "min": min}
+_INT_REDUCE |= {"band": operator.and_, "bor": operator.or_, "bxor": operator.xor}
 _FLOAT_REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
@@ -71,6 +79,10 @@ def reference(inputs, op: str) -> np.ndarray:
                 dtype
             )
         return total / len(inputs)
+    if dtype.kind == "b":  # bool as Python's: max is any, min is all, bitwise as for ints
+        rows = [a.tolist() for a in inputs]
+        exact = [functools.reduce(_INT_REDUCE[op], column) for column in zip(*rows, strict=True)]
+        return np.array(exact, dtype=bool)
     if dtype.kind in "iu":
         bits = dtype.itemsize * 8
         rows = [a.tolist() for a in inputs]
@@ -86,7 +98,7 @@ def check(result: np.ndarray, inputs, op: str) -> None:
     """Compare a backend's result with :func:`reference`: integers and max/min exactly,
     floating sums within the rounding of N additions, products within N roundings."""
     expected = reference(inputs, op)
-    if result.dtype.kind in "iu" or op in ("max", "min"):
+    if result.dtype.kind in "iub" or op in ("max", "min"):
         np.testing.assert_array_equal(result, expected.astype(result.dtype))
         return
     nodes = len(inputs)

@@ -39,7 +39,8 @@ def _bad_cases():
     yield "unknown option", good, {"threads": 3}, TypeError, "unknown option"
     complex_bufs = [b.astype(np.complex64) for b in good]
     yield "max on complex", complex_bufs, {"op": "max"}, TypeError, "not defined for complex"
-    yield "bool dtype", [b > 1 for b in good], {}, TypeError, "not supported"
+    yield "bool sum", [b > 1 for b in good], {}, TypeError, "not defined for bool"
+    yield "str dtype", [b.astype("U3") for b in good], {}, TypeError, "not supported"
     yield "object dtype", [b.astype(object) for b in good], {}, TypeError, "not supported"
     shared = np.ones(20, np.float32)
     yield "overlap", [shared[:10], shared[5:15], *good[2:]], {}, ValueError, "share memory"

@@ -314,7 +314,8 @@ def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
 
 @pytest.mark.parametrize("nodes", [2, 3])
 def test_call_forms_over_mpi(nodes):
-    """Op spellings, an n-D buffer, out of place and async_op on the mpi backend; a bad
+    """Op spellings, bitwise ops and bool, an n-D buffer, out of place and async_op on the
+    mpi backend; a bad
     ``send`` on rank 1 alone: every rank raises its message, every recv untouched."""
     code, out, err, _ = mpirun(nodes, "forms.py")
     assert code == 0, err

@@ -25,7 +25,7 @@ from ring.bench.nccl_compat import (
     rank_mean_stats,
     should_check,
 )
-from ring.ops import OPS
+from ring.ops import ARITHMETIC as OPS
 
 MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_RANK")
 

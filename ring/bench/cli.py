@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..communicator import MAX_NODES
-from ..ops import OPS, resolve_op
+from ..ops import ARITHMETIC
 from .algorithms import library_algorithms
 from .flags import BenchInputError, BenchParser, int_flag, parse_size, split_list
 from .nccl_compat import ALL_DTYPES, AVERAGE_MODES, DEFAULT_AVERAGE
@@ -25,6 +25,7 @@ from .sweep import (
     MAX_SIZES,
     Sweep,
     add_sweep_arguments,
+    harness_op,
     parse_dtype,
     parse_out,
     parse_sweep,
@@ -238,10 +239,7 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
     sweep = parse_sweep(args)
     for name in dtypes:
         for op in ops:
-            try:
-                resolve_op(op, parse_dtype(name))
-            except (TypeError, ValueError) as exc:
-                raise BenchInputError(str(exc)) from None
+            harness_op(op, parse_dtype(name))
     average = int_flag(args.average, "-a/--average", 0)
     if average not in AVERAGE_MODES:
         raise BenchInputError(f"-a/--average must be 0, 1, 2 or 3, got {average}")
@@ -368,6 +366,6 @@ def _all_or_one(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[str, .
     """``-d all`` / ``-o all`` (nccl-tests): every type and op; the first stands in for
     the sweep's checks, which then run again for each pair."""
     dtypes = ALL_DTYPES if args.dtype.lower() == "all" else (args.dtype,)
-    ops = tuple(OPS) if args.op.lower() == "all" else (args.op,)
+    ops = ARITHMETIC if args.op.lower() == "all" else (args.op,)
     args.dtype, args.op = dtypes[0], ops[0]
     return dtypes, ops

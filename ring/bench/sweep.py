@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ops import OPS, resolve_op
+from ..ops import ARITHMETIC, resolve_op
 from .flags import BenchInputError, int_flag, parse_size
 from .nccl_compat import linear_sizes
 
@@ -20,6 +20,7 @@ __all__ = [
     "MAX_SIZES",
     "Sweep",
     "add_sweep_arguments",
+    "harness_op",
     "parse_dtype",
     "parse_out",
     "parse_sweep",
@@ -60,6 +61,20 @@ class Sweep:
     out: Path | None
     # -i: sizes grow by this many bytes instead of by -f.
     step_bytes: int | None
+
+
+def harness_op(op: str, dtype: np.dtype) -> None:
+    """Refuse, as input, an op the harness does not sweep or the dtype does not allow: the
+    harness compares with NCCL and MPI peers, over NCCL's five ops."""
+    try:
+        resolve_op(op, dtype)
+    except (TypeError, ValueError) as exc:
+        raise BenchInputError(str(exc)) from None
+    if op not in ARITHMETIC:
+        raise BenchInputError(
+            f"-o/--op {op!r}: the harness sweeps {', '.join(ARITHMETIC)} (NCCL's ops, which "
+            "every peer has); bitwise ops are the library's: ring.allreduce(buffers, 'band')"
+        )
 
 
 def parse_dtype(text: str) -> np.dtype:
@@ -135,7 +150,7 @@ def add_sweep_arguments(parser, *, max_default: str, per: str, calls: str) -> No
         help="validate every N-th timed call and the last: N=1 every call (default), 0 none",
     )
     add("-d", "--dtype", "--datatype", default="float32", help="element type (default float32)")
-    add("-o", "--op", default="sum", help=f"reduction: {', '.join(OPS)} (default sum)")
+    add("-o", "--op", default="sum", help=f"reduction: {', '.join(ARITHMETIC)} (default sum)")
     add("--out", default=None, help="write FILE.csv and FILE.json beside it")
     add("--seed", default="0", help="seed of the random inputs (default 0)")
 
@@ -150,10 +165,7 @@ def parse_sweep(args: argparse.Namespace) -> Sweep:
     check = int_flag(args.check, "-c/--check", 0)
     seed = int_flag(args.seed, "--seed", 0)
     dtype = parse_dtype(args.dtype)
-    try:
-        resolve_op(args.op, dtype)
-    except (TypeError, ValueError) as exc:
-        raise BenchInputError(str(exc)) from None
+    harness_op(args.op, dtype)
     if min_bytes < dtype.itemsize:
         raise BenchInputError(
             f"-b/--min-bytes must hold at least one {dtype.name} element "

@@ -209,7 +209,7 @@ def reducer(cupy, op: object, dtype, *, kernel: str = "ring") -> Reducer:
     ufunc = getattr(cupy, resolve_op(op, dtype).__name__)
     assert isinstance(op, str)  # resolve_op accepts nothing else
     op = accumulating_op(op)
-    if kernel == "ufunc" or _kernel_dtype(dtype) is None:
+    if kernel == "ufunc" or op not in KERNEL_OPS or _kernel_dtype(dtype) is None:
         return Reducer(cupy, dtype, op, "ufunc", _ufunc=ufunc)
     raw = cupy.RawKernel(kernel_source(dtype, op), kernel_name(dtype, op))
     return Reducer(cupy, dtype, op, "ring", _kernel=raw)

@@ -63,6 +63,18 @@ def main() -> int:
     ring.allreduce([buf], backend="mpi")
     expect(buf, "sum")
 
+    # Bitwise ops and bool, against Python's own reduction over every rank's values.
+    values = [np.arange(40, dtype=np.int32) * 7 + 3 * r for r in range(nodes)]
+    flags = [np.arange(40) % (r + 2) == 0 for r in range(nodes)]
+    for op, reduce in (("band", np.bitwise_and), ("bxor", np.bitwise_xor)):
+        buf = values[rank].copy()
+        ring.allreduce([buf], op, backend="mpi")
+        right = right and bool(np.array_equal(buf, reduce.reduce(values)))
+    for op, reduce in (("bor", np.logical_or), ("min", np.logical_and)):
+        buf = flags[rank].copy()
+        ring.allreduce([buf], op, backend="mpi")
+        right = right and bool(np.array_equal(buf, reduce.reduce(flags)))
+
     multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
     if multiple:
         buf = mine()
