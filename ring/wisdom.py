@@ -7,7 +7,8 @@ dtype, op, the next power of two of the bytes per node, and the options the call
 runs its first calls by the candidates the decision table ranks (:mod:`ring.auto`: the
 model prunes, the measurement decides), each timed on the caller's own call, so trying
 costs no extra work and every call's result is right whichever candidate ran it.  The
-candidates take turns, up to ``REPEATS`` calls each (the median counts); one whose median
+candidates take turns: each's first call makes and binds its plan and is not timed, then up
+to ``REPEATS`` timed calls each (the median counts); one whose median
 is more than ``DROP`` times the best so far is not tried again; once every candidate is
 timed, or the shape's budget (``RING_PLAN_BUDGET`` seconds, default 1) is spent, the
 fastest timed candidate is the shape's plan.
@@ -111,6 +112,10 @@ class Trial:
     budget: float
     times: dict[tuple, list[float]] = field(default_factory=dict)
     spent: float = 0.0
+    # Candidates whose first call ran: it makes the candidate's plan and binds it (a cold
+    # call, many times a warm one), so it is not timed, or the first candidate tried would
+    # win by being the only one ever timed warm.
+    warmed: set = field(default_factory=set)
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift
@@ -124,14 +129,18 @@ class Trial:
             if len(self.times.get(c, ())) < REPEATS
             and not (c in self.times and statistics.median(self.times[c]) > DROP * best)
         ]
-        return min(left, key=lambda c: len(self.times.get(c, ())), default=None)
+        # The fewest calls first; a candidate not yet run (its untimed first call) first.
+        return min(left, key=lambda c: (c in self.warmed, len(self.times.get(c, ()))), default=None)
 
     def record(self, candidate: tuple, seconds: float) -> None:
         """One call's time; the process's planning cost counts it at once, so a shape still
         being planned when the process reports is counted too."""
         self.spent += seconds
-        self.times.setdefault(candidate, []).append(seconds)
         wisdom().spend(seconds)
+        if candidate not in self.warmed:
+            self.warmed.add(candidate)
+            return
+        self.times.setdefault(candidate, []).append(seconds)
 
     def winner(self) -> tuple:
         """The timed candidate of least median time (the first candidate if none was)."""

@@ -15,7 +15,7 @@ from ring import wisdom
 from ring.wisdom import Trial, Wisdom, WisdomWarning
 
 
-def _run_trial(costs: dict, budget: float = 10.0) -> Trial:
+def _run_trial(costs: dict, budget: float = 100.0) -> Trial:
     """A trial over ``costs`` (candidate -> seconds per call) driven to its end."""
     trial = Trial(list(costs), budget)
     calls = 0
@@ -35,6 +35,23 @@ def test_a_trial_keeps_the_fastest_candidate():
     assert len(trial.times[("ring", "nodes")]) == 1
 
 
+def test_each_candidates_first_call_is_not_timed():
+    """A first call makes and binds the candidate's plan: charged to the budget, not timed,
+    so a candidate slow only on its first call is not dropped for it."""
+    calls: dict = {}
+
+    def cost(candidate):
+        calls[candidate] = calls.get(candidate, 0) + 1
+        return 50.0 if calls[candidate] == 1 else {"a": 2.0, "b": 1.0}[candidate]
+
+    trial = Trial(["a", "b"], 1000.0)
+    while (candidate := trial.next()) is not None:
+        trial.record(candidate, cost(candidate))
+    assert trial.winner() == "b"
+    assert trial.times == {"a": [2.0] * wisdom.REPEATS, "b": [1.0] * wisdom.REPEATS}
+    assert trial.spent == 100.0 + wisdom.REPEATS * 3.0
+
+
 def test_a_candidate_far_slower_than_the_best_is_tried_once():
     costs = {"fast": 1.0, "slow": 10.0, "close": 1.2}
     trial = _run_trial(costs)
@@ -43,9 +60,11 @@ def test_a_candidate_far_slower_than_the_best_is_tried_once():
 
 
 def test_a_trial_stops_at_its_budget_with_the_best_timed():
+    # Each candidate's first call (untimed) then timed turns: 1.2 s of first calls, then
+    # first and second timed once each before the 2 s are spent.
     costs = {"first": 0.6, "second": 0.5, "third": 0.1}
-    trial = _run_trial(costs, budget=1.0)
-    assert trial.spent >= 1.0
+    trial = _run_trial(costs, budget=2.0)
+    assert trial.spent >= 2.0
     assert "third" not in trial.times  # never reached within the budget
     assert trial.winner() == "second"
 
@@ -54,8 +73,9 @@ def test_wisdom_survives_a_restart(tmp_path):
     path = tmp_path / "wisdom.json"
     first = Wisdom(path)
     first.put("cpu|allreduce|2|float64|sum|10|()", _run_trial({("ring",): 3.0, ("direct",): 1.0}))
-    # The process's planning cost: direct three times, ring once (dropped).
-    assert wisdom.wisdom().calls == 1 + wisdom.REPEATS
+    # The process's planning cost: each candidate's untimed first call, then direct three
+    # times and ring once (dropped).
+    assert wisdom.wisdom().calls == 2 + 1 + wisdom.REPEATS
     again = Wisdom(path)
     assert again.get("cpu|allreduce|2|float64|sum|10|()") == ("direct",)
     assert again.get("cpu|allreduce|4|float64|sum|10|()") is None
