@@ -78,7 +78,7 @@ def series_of(plan) -> list[Series]:
         for sync in stage.syncs
         for algorithm in stage.algorithms
         for nodes in stage.nodes
-        for variant in stage.backend.variants(plan.config)
+        for variant in stage.backend.variants(plan.config, algorithm)
     ]
 
 

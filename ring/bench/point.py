@@ -29,6 +29,10 @@ from .backends import Session
 from .nccl_compat import OOP_KEYS, rank_mean_stats, should_check
 from .results import make_row
 
+# At most this many untimed calls let auto finish planning before its timed calls (a trial
+# ends well before: candidates x repeats, or its budget of seconds).
+PLANNING_CALLS = 1000
+
 if TYPE_CHECKING:
     from .interleave import Series
 
@@ -75,6 +79,13 @@ class Point:
         slice after one untimed call when ``warm``."""
         config, session = self.plan.config, self.session
         for _ in range(config.warmup if self.done == 0 else int(warm)):
+            session.restore()
+            session.call()
+        # auto measures its candidates on its first calls of a shape: those are planning,
+        # counted in the run's JSON (planning), not timed as what auto costs once planned.
+        for _ in range(PLANNING_CALLS if self.done == 0 else 0):
+            if not session.planning():
+                break
             session.restore()
             session.call()
         # A collection pause inside a timed call would be charged to the backend.

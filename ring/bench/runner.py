@@ -68,8 +68,9 @@ class Plan:
     @property
     def points(self) -> int:
         blocks = sum(
-            len(s.syncs) * len(s.algorithms) * len(s.nodes) * len(s.backend.variants(self.config))
+            len(s.syncs) * len(s.nodes) * len(s.backend.variants(self.config, algorithm))
             for s in self.stages
+            for algorithm in s.algorithms
         )
         return blocks * len(self.config.sizes)
 

@@ -180,6 +180,11 @@ class Session:
     def row_extras(self) -> dict[str, Any]:
         return {}
 
+    def planning(self) -> bool:
+        """Whether ``algorithm="auto"`` is still measuring its candidates for this point's
+        call (ring.wisdom): the harness calls on, untimed, until it has planned."""
+        return False
+
     def release(self) -> None:
         """Drop this point's buffers: the harness measures other series before the next
         size comes back to this one."""
@@ -388,7 +393,9 @@ class Backend:
         or None when they cannot; read before any session is opened."""
         return getattr(self, "session_class", HostSession).out_of_place
 
-    def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
+    def variants(self, config: BenchConfig, algorithm: str = "") -> tuple[dict[str, Any], ...]:
+        """The series this backend measures of ``algorithm`` per (sync, N): one per value
+        of its own flags (``--executor nodes,slices``...), or one."""
         return ({},)
 
     @classmethod

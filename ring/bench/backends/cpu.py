@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...cpu import INLINE_BYTES, SYNC_MODES, CpuCommunicator, check_executor
+from ...schedule import AUTO
 from ..algorithms import RESOLVED_COLUMN, library_algorithms
 from ..ceilings import copy_traffic_bytes
 from ..flags import BenchInputError, parse_size, split_list
@@ -55,7 +56,7 @@ class CpuSession(HostSession):
         world,
         algorithm: str = "ring",
         inline_bytes: int | None = None,
-        executor: str = "nodes",
+        executor: str | None = "nodes",
     ):
         super().__init__(nodes, sync, config, world)
         self.communicator = CpuCommunicator(
@@ -81,6 +82,14 @@ class CpuSession(HostSession):
         self.workers = self.communicator.threads_for(nbytes)
         slices = self.communicator.executor == "slices"
         self.pinned = self.threads_pinned and not self.inline and not slices
+
+    def planning(self) -> bool:
+        comm = self.communicator
+        if comm.algorithm != AUTO or comm.planning != "measure" or self.nodes < 2:
+            return False
+        if not self.buffers or self.buffers[0].size == 0:
+            return False
+        return comm.planned("allreduce", self.buffers, self.op) is None
 
     def row_extras(self) -> dict[str, Any]:
         inline = {"inline_bytes": self.communicator.inline_bytes, "inline": int(self.inline)}
@@ -153,10 +162,13 @@ class CpuBackend(Backend):
         inline_bytes_requested(config)
         executors_requested(config)
 
-    def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
+    def variants(self, config: BenchConfig, algorithm: str = "") -> tuple[dict[str, Any], ...]:
         # Only the flags given name a series (the defaults keep their plain names).
         inline = getattr(config, "inline_bytes", "") and inline_bytes_requested(config)
         executors = getattr(config, "executor", "") and executors_requested(config)
+        if algorithm == AUTO:  # it measures among several: one series, not fixed
+            inline = inline if len(inline or ()) == 1 else ()
+            executors = executors if len(executors or ()) == 1 else ()
         return tuple(
             {**({"inline_bytes": i} if inline else {}), **({"executor": e} if executors else {})}
             for i in inline or (None,)
@@ -174,4 +186,7 @@ class CpuBackend(Backend):
         inline_bytes = self.variant.get("inline_bytes", inline_bytes_requested(config)[0])
         executor = self.variant.get("executor", executors_requested(config)[0])
         algorithm = self.algorithm or "ring"
+        if algorithm == AUTO:  # what no flag fixed, auto measures (ring.cpu.planning)
+            inline_bytes = self.variant.get("inline_bytes")
+            executor = self.variant.get("executor")
         return CpuSession(nodes, sync, config, world, algorithm, inline_bytes, executor)

@@ -216,7 +216,7 @@ class GpuRingBackend(Backend):
             ),
         )
 
-    def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
+    def variants(self, config: BenchConfig, algorithm: str = "") -> tuple[dict[str, Any], ...]:
         return tuple({"graphs": value} for value in graphs_requested(config))
 
     def check(self, config: BenchConfig, world) -> None:

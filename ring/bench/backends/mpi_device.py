@@ -149,7 +149,7 @@ class MpiBackend(Backend):
     def check(self, config: BenchConfig, world) -> None:
         check_buffers(config, self.name)
 
-    def variants(self, config: BenchConfig) -> tuple[dict[str, Any], ...]:
+    def variants(self, config: BenchConfig, algorithm: str = "") -> tuple[dict[str, Any], ...]:
         if not config.options.get("buffers"):
             return ({},)  # the default names no series
         return tuple({"buffers": kind} for kind in buffers_requested(config))

@@ -35,6 +35,15 @@ class MpiRingSession(MpiSession):
             extras[RESOLVED_COLUMN] = planned[0]
         return extras
 
+    def planning(self) -> bool:
+        # The ranks plan alike (ring.mpi.planning): every rank's answer is the same.
+        comm = self.communicator
+        if comm.algorithm != "auto" or comm.planning != "measure" or comm.nodes < 2:
+            return False
+        if not self.buffers or self.buffers[0].size == 0:
+            return False
+        return comm.planned("allreduce", self.buffers, self.op) is None
+
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
 
