@@ -9,10 +9,18 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["BenchInputError", "BenchParser", "int_flag", "parse_size", "split_list"]
+__all__ = [
+    "BenchInputError",
+    "BenchParser",
+    "format_bytes",
+    "int_flag",
+    "parse_size",
+    "split_list",
+]
 
 _SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 class BenchInputError(ValueError):
@@ -54,3 +62,14 @@ def split_list(text: str, flag: str) -> tuple[str, ...]:
     if not all(items):
         raise BenchInputError(f"{flag} {text!r} has an empty item: use a comma list like 2,4")
     return tuple(dict.fromkeys(items))
+
+
+def format_bytes(size: int) -> str:
+    """Exact binary units where the size is a whole multiple (``256 MiB``), else bytes."""
+    size = int(size)
+    unit = 0
+    value = size
+    while unit < len(_UNITS) - 1 and value >= 1024 and value % 1024 == 0:
+        value //= 1024
+        unit += 1
+    return f"{value:,} {_UNITS[unit]}"

@@ -21,45 +21,16 @@ harness writes those as a partial result rather than losing them.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 
 from .._optional import MissingDependencyError
-from .backends import VARIANT_COLUMNS, Backend, Session
+from .backends import VARIANT_COLUMNS, Session
 from .flags import BenchInputError
 from .nccl_compat import table_header, table_line
 from .osu import osu_header, osu_line
 from .point import round_shares
+from .series import Series, series_of
 
-__all__ = ["Series", "SweepFailed", "measure_interleaved", "series_of"]
-
-
-@dataclass
-class Series:
-    """One (backend, sync, algorithm, N) of the plan and, once measured, its rows and
-    per-call times."""
-
-    backend: Backend
-    sync: str
-    nodes: int
-    rows: list
-    samples: list
-    # A backend's setting measured as its own series (Backend.variants: gpu --graphs 0,1).
-    variant: dict = field(default_factory=dict)
-    # One of the backend's algorithms, or its own name when it has none (a peer).
-    algorithm: str = ""
-
-    @property
-    def label(self) -> str:
-        sync = "" if self.sync == "none" else f"/{self.sync}"
-        algorithm = f"/{self.algorithm}" if self.backend.algorithms else ""
-        variant = "".join(f"/{k}={v}" for k, v in self.variant.items())
-        return f"{self.backend.name}{sync}{algorithm}/N{self.nodes}{variant}"
-
-    def select(self) -> Backend:
-        """The backend, told which of this series' settings its next open and rows use."""
-        self.backend.variant = self.variant
-        self.backend.algorithm = self.algorithm
-        return self.backend
+__all__ = ["SweepFailed", "measure_interleaved"]
 
 
 class SweepFailed(Exception):
@@ -69,17 +40,6 @@ class SweepFailed(Exception):
     def __init__(self, series: list[Series], nbytes: int | None, error: Exception):
         super().__init__(f"{type(error).__name__}: {error}")
         self.series, self.nbytes, self.error = series, nbytes, error
-
-
-def series_of(plan) -> list[Series]:
-    return [
-        Series(stage.backend, sync, nodes, [], [], variant, algorithm)
-        for stage in plan.stages
-        for sync in stage.syncs
-        for algorithm in stage.algorithms
-        for nodes in stage.nodes
-        for variant in stage.backend.variants(plan.config, algorithm)
-    ]
 
 
 def measure_interleaved(plan, start_point, output) -> list[Series]:

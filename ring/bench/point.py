@@ -34,7 +34,7 @@ from .results import make_row
 PLANNING_CALLS = 1000
 
 if TYPE_CHECKING:
-    from .interleave import Series
+    from .series import Series
 
 __all__ = ["Point", "round_shares"]
 

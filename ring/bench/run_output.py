@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .ceilings import DRIFT_LIMIT
-from .interleave import Series, sample_rows
+from .interleave import sample_rows
 from .nccl_compat import avg_busbw_line, nccl_header_line, out_of_bounds_line
 from .results import SAMPLE_COLUMNS, columns_of, csv_text, samples_path, write_result_pair
+from .series import Series
 
 if TYPE_CHECKING:
     from .backends import Backend

@@ -21,7 +21,7 @@ from .backends import Backend, get_backend
 from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings
 from .cli import BenchConfig, BenchInputError, sizes_of
 from .environment import collect_environment, git_commit, launch_command, memory_bytes, utc_now
-from .interleave import Series, SweepFailed, measure_interleaved
+from .interleave import SweepFailed, measure_interleaved
 from .nccl_compat import variants
 from .point import Point
 from .results import SCHEMA, output_problem
@@ -35,6 +35,7 @@ from .run_output import (
     run_warnings,
     write_outputs,
 )
+from .series import Series
 from .watchdog import Watchdog
 from .world import LocalWorld, MpiWorld, launched_rank, launched_size, under_mpirun
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..bench.cli import BenchInputError, parse_size
-from ..report.fmt import format_bytes
+from ..bench.flags import format_bytes
 from . import calibration
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups, unfittable

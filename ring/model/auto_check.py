@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..bench.flags import format_bytes
 from ..bench.results import read_csv, samples_path, schema_problem
-from ..report.fmt import format_bytes
 from ..schedule import ALGORITHMS, AUTO
 from .bootstrap import DRAWS, percentile_interval, resampled_medians
 from .costs import ModelInputError

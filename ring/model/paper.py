@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..bench.cli import BenchInputError, parse_size
+from ..bench.flags import format_bytes
 from ..bench.results import busbw_factor
-from ..report.fmt import format_bytes
 from .costs import ModelInputError, Params, check_point, predict_seconds
 from .data import ADD_TRAFFIC
 

@@ -7,8 +7,8 @@ import json
 import math
 from pathlib import Path
 
+from ..bench.flags import format_bytes
 from ..mpi.agree import PREFLIGHT_ALGORITHMS
-from ..report.fmt import format_bytes
 from .costs import ModelInputError, check_point
 from .data import rides_preflight
 from .fit import Fit, Host

@@ -11,20 +11,18 @@ The pipeline, one function per arrow (each usable from a workflow script)::
 missing and how to get it.  Command line: ``python -m ring.nsys --help``.
 """
 
+from .names import REPORTS, memop_kind, split_range
 from .summary import calls_by_nodes, render_summary, write_summary
 from .tables import (
     COLUMNS,
     NsysCsvError,
     build_tables,
-    memop_kind,
     read_report,
     read_tables,
-    split_range,
     write_tables,
 )
 from .tool import (
     INSTALL_HINT,
-    REPORTS,
     GpuNotFoundError,
     NsysError,
     NsysInfo,

@@ -35,13 +35,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["GPU_COLUMNS", "TRACE_REPORTS", "build_gpu_tables", "read_projection", "read_trace"]
+from .names import TRACE_REPORTS, memop_kind, split_range
 
-# Logical report -> (name up to 2022, name from 2023.1 on), as tool.REPORTS.
-TRACE_REPORTS: dict[str, tuple[str, str]] = {
-    "cuda_gpu_trace": ("gputrace", "cuda_gpu_trace"),
-    "nvtx_gpu_proj_trace": ("nvtxgpuproj", "nvtx_gpu_proj_trace"),
-}
+__all__ = ["GPU_COLUMNS", "build_gpu_tables", "read_projection", "read_trace"]
+
 TRACE_FILES = {name: logical for logical, names in TRACE_REPORTS.items() for name in names}
 
 GPU_COLUMNS: dict[str, list[str]] = {
@@ -135,7 +132,6 @@ Window = tuple[float, float, int]
 
 def _steps(profile: str, ranges: list[dict]) -> tuple[list[dict], list[Window]]:
     """The gpu_steps rows, and the calls as (start, end, nodes) windows."""
-    from .stats_tables import split_range
 
     calls: dict[float, dict] = {}
     steps: dict[float, list[dict]] = defaultdict(list)
@@ -210,7 +206,6 @@ class _Stream:
 
 def build_gpu_tables(profile: str, ops: list[dict], ranges: list[dict]) -> dict[str, list]:
     """The three tables of :data:`GPU_COLUMNS` for one profile (empty without data)."""
-    from .stats_tables import memop_kind
 
     steps, windows = _steps(profile, ranges)
     transfers: dict[tuple[int, str], int] = defaultdict(int)

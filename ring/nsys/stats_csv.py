@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .tool import REPORTS
+from .names import REPORTS
 
 __all__ = ["REPORT_FILES", "NsysCsvError", "Report", "read_report"]
 

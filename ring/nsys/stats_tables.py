@@ -7,16 +7,15 @@ be stacked.  NVTX range names are split into their ring meaning (call, step, nod
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from .. import nvtx
 from .gputrace import GPU_COLUMNS
+from .names import memop_kind, split_range
 from .stats_csv import NsysCsvError, Report
 from .waits import is_sync_wait
 
-__all__ = ["COLUMNS", "build_tables", "memop_kind", "split_range"]
+__all__ = ["COLUMNS", "build_tables"]
 
 COLUMNS: dict[str, list[str]] = {
     "nvtx_ranges": [
@@ -46,64 +45,6 @@ COLUMNS: dict[str, list[str]] = {
     ],
     **GPU_COLUMNS,
 }  # fmt: skip
-
-
-def split_range(name: str) -> dict:
-    """Domain, kind and (phase, step, node, rank) of an NVTX range name.
-
-    ``ring:reduce_scatter step 2 node 1`` is a step; ``ring:allreduce`` a call; anything
-    else (another library's ranges, a bench's own) is ``other``.
-    """
-    domain, message = "", name
-    head, sep, tail = name.partition(":")
-    if sep and head and " " not in head:
-        domain, message = head, tail
-    parts: dict[str, str | int] = {
-        "domain": domain,
-        "kind": "other",
-        "phase": "",
-        "step": "",
-        "node": "",
-        "rank": "",
-    }
-    if domain != nvtx.DOMAIN:
-        return parts
-    if message in nvtx.COLLECTIVES:
-        parts.update(kind="call", phase=message)
-        return parts
-    step = nvtx.STEP_RANGE.match(message)
-    if step:
-        parts.update(
-            kind="step",
-            phase=step["phase"],
-            step=int(step["step"]),
-            node=int(step["node"]),
-            rank="" if step["rank"] is None else int(step["rank"]),
-        )
-    return parts
-
-
-_MEMCPY = re.compile(r"^\[CUDA (?P<unified>Unified Memory )?memcpy (?P<what>[^\]]+)\]$")
-_SHORT_KIND = {"H": "host", "D": "device", "A": "array", "P": "peer"}
-
-
-def memop_kind(operation: str) -> str:
-    """``[CUDA memcpy PtoP]`` and ``[CUDA memcpy Peer-to-Peer]`` -> ``peer_to_peer``."""
-    operation = operation.strip()
-    if operation == "[CUDA memset]":
-        return "memset"
-    match = _MEMCPY.match(operation)
-    if not match:
-        return "other"
-    what = match["what"].strip()
-    short = re.fullmatch(r"([HDAP])to([HDAP])", what)
-    if short:
-        kind = f"{_SHORT_KIND[short[1]]}_to_{_SHORT_KIND[short[2]]}"
-    elif re.fullmatch(r"[A-Za-z]+(-to-[A-Za-z]+)+", what):
-        kind = what.lower().replace("-", "_")
-    else:
-        return "other"
-    return ("unified_" if match["unified"] else "") + kind
 
 
 def _stats(row: dict, unit: str = "ns") -> dict:

@@ -15,17 +15,15 @@ from pathlib import Path
 
 from .gputrace import GPU_COLUMNS, build_gpu_tables, read_projection, read_trace, trace_report
 from .stats_csv import NsysCsvError, Report, read_report
-from .stats_tables import COLUMNS, build_tables, memop_kind, split_range
+from .stats_tables import COLUMNS, build_tables
 
 __all__ = [
     "COLUMNS",
     "NsysCsvError",
     "Report",
     "build_tables",
-    "memop_kind",
     "read_report",
     "read_tables",
-    "split_range",
     "write_tables",
 ]
 

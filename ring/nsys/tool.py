@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..machine import count_gpus
+from .names import REPORTS, TRACE_REPORTS
 
 __all__ = [
     "INSTALL_HINT",
-    "REPORTS",
     "GpuNotFoundError",
     "NsysError",
     "NsysInfo",
@@ -50,18 +50,6 @@ SEARCH_PATTERNS = (
     "/opt/nvidia/nsight-systems/*/bin/nsys",
     "/usr/local/cuda*/bin/nsys",
 )
-
-# Logical report -> (name up to 2022, name from 2023.1 on).  The order is the order of
-# the files nsys writes and of the tables the summary shows.
-REPORTS: dict[str, tuple[str, str]] = {
-    "nvtx_sum": ("nvtxsum", "nvtx_sum"),
-    "nvtx_pushpop_sum": ("nvtxppsum", "nvtx_pushpop_sum"),
-    "osrt_sum": ("osrtsum", "osrt_sum"),
-    "cuda_api_sum": ("cudaapisum", "cuda_api_sum"),
-    "cuda_gpu_kern_sum": ("gpukernsum", "cuda_gpu_kern_sum"),
-    "cuda_gpu_mem_time_sum": ("gpumemtimesum", "cuda_gpu_mem_time_sum"),
-    "cuda_gpu_mem_size_sum": ("gpumemsizesum", "cuda_gpu_mem_size_sum"),
-}
 
 GENERATIONS = ("2022", "2023")
 _VERSION = re.compile(r"(\d{4})\.(\d+)(?:\.(\d+))?(?:\.(\d+))?")
@@ -315,7 +303,6 @@ def stats_command(
     report: str | os.PathLike, prefix: str | os.PathLike, info: NsysInfo
 ) -> list[str]:
     """``nsys stats`` writing each report as CSV to ``<prefix>_<report>.csv``."""
-    from .gputrace import TRACE_REPORTS
 
     names = list(report_names(info.generation).values())
     index = GENERATIONS.index(info.generation)

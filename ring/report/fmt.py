@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
+from ..bench.flags import format_bytes  # sizes as the harness shows them
 from ..nsys.markdown import markdown_table
 
 __all__ = ["format_bytes", "format_fraction", "format_number", "format_ratio", "markdown_table"]
-
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def format_number(value: float, digits: int = 3) -> str:
@@ -32,14 +31,3 @@ def format_ratio(value: float) -> str:
 
 def format_fraction(value: float) -> str:
     return f"{format_number(100 * value)} %"
-
-
-def format_bytes(size: int) -> str:
-    """Exact binary units where the size is a whole multiple (``256 MiB``), else bytes."""
-    size = int(size)
-    unit = 0
-    value = size
-    while unit < len(_UNITS) - 1 and value >= 1024 and value % 1024 == 0:
-        value //= 1024
-        unit += 1
-    return f"{value:,} {_UNITS[unit]}"
