@@ -122,16 +122,32 @@ def test_a_changed_buffer_list_or_op_is_checked_again(executor):
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-def test_a_call_on_more_threads_is_not_bound(executor, small_tiles, monkeypatch):
+def test_a_call_on_the_workers_is_bound_too_and_never_stale(executor, small_tiles, monkeypatch):
+    """Above inline_bytes the call runs on the workers: bound to its buffers as well (its
+    job made once), replaced by a call on other buffers, right on every repeat."""
     monkeypatch.setattr("ring.cpu.communicator._cores", lambda: 2)
-    buffers = [np.ones(1024, np.float32) for _ in range(2)]
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(1024).astype(np.float32) for _ in range(2)]
     with _sliced(2, executor=executor, inline_bytes=1024) as comm:
-        comm.allreduce(buffers)
-        assert "allreduce" not in comm._bound  # above inline_bytes: more than the caller
-        comm.allreduce([b[:256] for b in buffers])
-        assert "allreduce" in comm._bound
-        comm.allreduce(buffers)
-        assert "allreduce" not in comm._bound  # the bound call is dropped, not kept stale
+        for _ in range(3):
+            buffers = [x.copy() for x in inputs]
+            comm.allreduce(buffers)
+            for buf in buffers:
+                check(buf, inputs, "sum")
+        workers = comm._bound["allreduce"]
+        again = [x.copy() for x in inputs]
+        comm.allreduce(again)
+        assert comm._bound["allreduce"] is not workers  # other buffers: bound anew
+        comm.allreduce(again)
+        assert comm._bound["allreduce"] is not workers
+        kept = comm._bound["allreduce"]
+        before = [a.copy() for a in again]
+        comm.allreduce(again)  # the repeat takes the bound call: the sum of the sums
+        assert comm._bound["allreduce"] is kept
+        for buf in again:
+            check(buf, before, "sum")
+        comm.allreduce([b[:256] for b in again])  # on the caller: bound in its place
+        assert comm._bound["allreduce"].run is not workers.run
 
 
 @pytest.mark.parametrize("algorithm", ["rabenseifner", "reduce-broadcast"])

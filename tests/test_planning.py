@@ -39,16 +39,22 @@ def fresh_wisdom(tmp_path, monkeypatch):
 
 
 def _slowed(monkeypatch, costs: dict[str, float]) -> list[str]:
-    """Each plan of algorithm A runs ``costs[A]`` seconds longer; returns the algorithms run."""
+    """Each trial call of algorithm A runs ``costs[A]`` seconds longer; returns the
+    algorithms that calls on new buffers planned to run (a repeat runs bound)."""
     ran: list[str] = []
-    real = CpuCommunicator._run
+    real_run, real_plan = CpuCommunicator._run, CpuCommunicator._plan_call
 
     def run(self, buffers, ufunc, steps, average, threads, executor):
-        ran.append(steps.algorithm)
         time.sleep(costs.get(steps.algorithm, 0.0))
-        return real(self, buffers, ufunc, steps, average, threads, executor)
+        return real_run(self, buffers, ufunc, steps, average, threads, executor)
+
+    def plan_call(self, call):
+        planned = real_plan(self, call)
+        ran.append(planned[0].algorithm)
+        return planned
 
     monkeypatch.setattr(CpuCommunicator, "_run", run)
+    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
     return ran
 
 
@@ -124,7 +130,7 @@ import json, numpy as np
 import ring
 from ring import wisdom
 buffers = [np.ones(4096) for _ in range(3)]
-for _ in range(40):
+for _ in range(100):  # a trial: 12 candidates, a first call and 3 timed each
     ring.allreduce(buffers, algorithm="auto")
 print(json.dumps({"calls": wisdom.wisdom().calls, "plans": wisdom.wisdom().plans}))
 """

@@ -301,11 +301,17 @@ class CpuCommunicator(RingCommunicator):
         self._bound.pop(key, None)
         self._execute(_checked_call(name, buffers, op, checked), bind=True, key=key)
 
-    def _bind(self, call: Call, steps: Plan, executor: str) -> Bound | None:
-        """The call bound to its buffers (ring.host.moves), or None where its plan cannot be
-        (see ring.cpu.crew.Crew.bind)."""
+    def _bind(self, call: Call, steps: Plan, executor: str, threads: int) -> Bound | None:
+        """The call bound to its buffers (ring.host.moves): on the calling thread where its
+        plan can be (see ring.cpu.crew.Crew.bind), else its job on the workers."""
         ufunc, _, average = call.checked
-        bound = self._crew.bind(call.op, list(call.buffers), ufunc, steps, average, executor)
+        buffers = list(call.buffers)
+        if threads == 1:
+            bound = self._crew.bind(call.op, buffers, ufunc, steps, average, executor)
+        else:
+            bound = self._crew.bind_workers(
+                call.op, buffers, ufunc, steps, average, threads, executor
+            )
         if bound is None:
             return None
         # auto's pick stands while its tables stay (ring.auto.generation); others always.
@@ -366,8 +372,8 @@ class CpuCommunicator(RingCommunicator):
             self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
             trying[0].record(trying[1], time.perf_counter() - started)
             return
-        if bind and threads == 1:
-            bound = self._bind(call, steps, executor)
+        if bind:
+            bound = self._bind(call, steps, executor, threads)
             if bound is not None:
                 self._bound[name if key is None else key] = bound
                 self._guarded(name, bound.run)

@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import queue
 import threading
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,6 +35,7 @@ from .. import nvtx
 from ..host.moves import (
     Bound,
     bind,
+    bind_run,
     bind_steps,
     bindable,
     inline_steps,
@@ -163,6 +165,11 @@ class _Job(NamedTuple):
     workers: int  # every node's worker runs its steps
 
 
+def _again(run, job):
+    """``run(job)`` as a new call: a fresh count of the workers done with it."""
+    return run(job._replace(finished=itertools.count()))
+
+
 class Crew:
     """The worker threads and all they share.  It holds no reference to its communicator."""
 
@@ -257,6 +264,20 @@ class Crew:
             return None
         tile = tile_elements(buffers[0].dtype)
         return bind(op, steps.algorithm, buffers, ufunc, average, positions, tile)
+
+    def bind_workers(
+        self, op, buffers: list, ufunc, steps: Plan, average: bool, threads: int, executor: str
+    ) -> Bound:
+        """A call on the workers bound to ``buffers``: its job is made once, and each
+        repeat runs it with a new count of finished workers (its one per-call state)."""
+        job: Any = None
+        if executor == "slices":
+            job = self.slice_job(buffers, ufunc, steps, average, threads)
+        if job is not None:
+            run = partial(_again, self.run_slices, job)
+        else:
+            run = partial(_again, self.run, self.job(buffers, ufunc, steps, average))
+        return bind_run(op, steps.algorithm, buffers, ufunc, run)
 
     @staticmethod
     def _slice_shape(steps: Plan, parts: int, dtype: np.dtype) -> tuple:

@@ -47,6 +47,7 @@ __all__ = [
     "Bound",
     "Tiled",
     "bind",
+    "bind_run",
     "bind_steps",
     "bindable",
     "inline_steps",
@@ -250,6 +251,13 @@ def bind_steps(op: str | None, buffers: list, ufunc, job, pop) -> Bound:
     layouts = _layouts(buffers)
     algorithm = job.plan.algorithm
     return Bound(op, algorithm, tuple(buffers), layouts, ufunc, program, run, pins=_pins(buffers))
+
+
+def bind_run(op: str | None, algorithm: str, buffers: list, ufunc, run) -> Bound:
+    """A call whose work ``run()`` does elsewhere (the workers of ring.cpu.crew) bound to
+    ``buffers``: the same checks of a repeat, the same pins against a resize."""
+    layouts = _layouts(buffers)
+    return Bound(op, algorithm, tuple(buffers), layouts, ufunc, (), run, pins=_pins(buffers))
 
 
 def _layouts(buffers: list) -> tuple:
