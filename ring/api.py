@@ -107,6 +107,10 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
 
 # (backend, N, options...) -> the communicator a call of those options runs on.
 _direct: dict[tuple, RingCommunicator] = {}
+# (backend, N, the options as given) -> the same communicators, for the module functions'
+# first look: a repeated call goes straight to its communicator (a good part of a 1 KiB
+# call's few µs), the options as the caller wrote them, unsorted.
+_given: dict[tuple, RingCommunicator] = {}
 
 
 def _run_direct(module, name: str, buffers: list, op, backend: str, options: dict) -> None:
@@ -128,6 +132,7 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
             # so none of one call's options becomes a default of the next.
             sync = {"sync": options["sync"]} if "sync" in options else {}
             comm = _direct[key] = _cached(module, len(buffers), sync)
+            _given[(backend, len(buffers), tuple(options.items()))] = comm
         try:
             comm._keyed(((name, *given) if given else name), name, buffers, op, options)
             return
@@ -150,7 +155,8 @@ def allreduce(
     leaving ``buffers`` as they were (:mod:`ring.place`).  ``async_op=True``: return a
     :class:`ring.work.Work` at once, to ``wait()`` on (:mod:`ring.work`)."""
     if recv is None and not async_op and not PENDING.get(backend):
-        _run("allreduce", buffers, op, backend, options)
+        if not _took_given("allreduce", buffers, op, backend, options):
+            _run("allreduce", buffers, op, backend, options)
         return None
     return _call("allreduce", buffers, op, backend, options, recv, async_op)
 
@@ -167,7 +173,8 @@ def reduce_scatter(
     """Afterwards node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced; the other
     chunks hold partial results.  ``recv`` and ``async_op`` as for :func:`allreduce`."""
     if recv is None and not async_op and not PENDING.get(backend):
-        _run("reduce_scatter", buffers, op, backend, options)
+        if not _took_given("reduce_scatter", buffers, op, backend, options):
+            _run("reduce_scatter", buffers, op, backend, options)
         return None
     return _call("reduce_scatter", buffers, op, backend, options, recv, async_op)
 
@@ -183,9 +190,30 @@ def all_gather(
     """Copy chunk ``owned_chunk(i, N)`` of every node ``i`` to all nodes (no reduction).
     ``recv`` and ``async_op`` as for :func:`allreduce`."""
     if recv is None and not async_op and not PENDING.get(backend):
-        _run("all_gather", buffers, None, backend, options)
+        if not _took_given("all_gather", buffers, None, backend, options):
+            _run("all_gather", buffers, None, backend, options)
         return None
     return _call("all_gather", buffers, None, backend, options, recv, async_op)
+
+
+def _took_given(name: str, buffers, op, backend: str, options: dict) -> bool:
+    """Run a call on the communicator calls of the same options ran on before, if there is
+    one (a list of as many buffers, open): its own bound or full path checks the call
+    (ring.cpu).  False when there is none, for the full route to make it."""
+    if type(buffers) is not list:
+        return False
+    given = tuple(options.items()) if options else ()
+    try:
+        comm = _given.get((backend, len(buffers), given))
+    except TypeError:  # an option of no plain type: the full route refuses it
+        return False
+    if comm is None or comm.closed:
+        return False
+    try:
+        comm._keyed((name, *given) if given else name, name, buffers, op, options)
+    except CommunicatorClosedError:
+        return False  # closed before the call started any work: the full route makes one
+    return True
 
 
 def _call(name: str, buffers, op, backend: str, options: dict, recv, async_op) -> Work | None:
@@ -245,3 +273,4 @@ def _close_cached() -> None:
             comm.close()
         _cache.clear()
         _direct.clear()
+        _given.clear()
