@@ -66,6 +66,7 @@ def test_slices_are_bit_for_bit_the_node_threads(algorithm, nodes, small_tiles, 
         assert_same_bits(sliced, threaded, rng)
 
 
+@pytest.mark.slow  # every plan of every algorithm up to N = 8 (tests/tiers.py)
 def test_every_plan_reads_by_position():
     """Every algorithm, collective and awkward length: the executor never has to fall back."""
     for algorithm in ALGORITHMS:

@@ -407,6 +407,7 @@ def test_check_auto_gives_each_ratio_an_interval_from_the_timed_calls(tmp_path, 
     assert "within 1.1x at 1, beyond it at 1 (>), the run cannot tell at 1 (?)" in out[-2]
 
 
+@pytest.mark.slow  # every table written again from its fit (tests/tiers.py)
 @pytest.mark.parametrize("folder", _default_dirs(), ids=lambda p: p.name)
 def test_committed_decision_tables_are_written_from_the_default_fits(folder):
     """The library's tables are derived data: written again from the committed fits they

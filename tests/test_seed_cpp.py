@@ -63,6 +63,7 @@ def test_build_lands_in_the_cache_once(seed_cache):
     assert build.build_library() == path and path.stat().st_mtime_ns == built
 
 
+@pytest.mark.slow  # a sweep of N and lengths through the compiled original (tests/tiers.py)
 @needs_compiler
 def test_chunk_bounds_are_ring_schedules(seed_cache):
     for total in (0, 1, 2, 3, 5, 7, 13, 64, 101, 3_000_017):
