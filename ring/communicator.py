@@ -40,6 +40,7 @@ __all__ = [
     "check_buffer_list",
     "check_nodes",
     "flattened",
+    "may_share",
     "normalized_op",
     "resolve_algorithm",
     "validate_buffers",
@@ -266,7 +267,7 @@ def _check_disjoint(buffers: Sequence) -> None:
             (a, b)
             for a in range(len(buffers))
             for b in range(a + 1, len(buffers))
-            if _may_share(buffers[a], buffers[b])
+            if may_share(buffers[a], buffers[b])
         )
     else:
         # Sort by start address so only neighbours need comparing.
@@ -288,8 +289,10 @@ def _address(buf) -> int:
     return data.ptr if hasattr(data, "ptr") else buf.ctypes.data
 
 
-def _may_share(a, b) -> bool:
-    if isinstance(a, np.ndarray):
+def may_share(a, b) -> bool:
+    """Whether two arrays' spans of memory may meet: NumPy's bounds check for two NumPy
+    arrays, else their pointers and byte lengths (CuPy's, any array's)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         return np.may_share_memory(a, b)
     start_a, start_b = _address(a), _address(b)
     return start_a < start_b + b.nbytes and start_b < start_a + a.nbytes

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from .communicator import flattened
+from .communicator import flattened, may_share
 
 __all__ = ["Refused", "check_send", "copy_in"]
 
@@ -55,7 +53,7 @@ def check_send(send: object, recv: list) -> list:
                 f"({out.size} of {out.dtype})"
             )
         for j, other in enumerate(recv):
-            if j != i and _may_overlap(mine, other):
+            if j != i and may_share(mine, other):
                 raise ValueError(
                     f"send[{i}] shares memory with recv[{j}]: pass the same array for a "
                     "node in place, or buffers apart"
@@ -68,22 +66,3 @@ def copy_in(send: list, recv: list) -> None:
     for mine, out in zip(send, flattened(recv), strict=True):
         if mine is not out:
             out[...] = mine.reshape(-1)
-
-
-def _may_overlap(a, b) -> bool:
-    """Whether two arrays' spans of memory meet (NumPy's bounds check; a device array's
-    pointer and span)."""
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return bool(np.may_share_memory(a, b))
-    (low_a, high_a), (low_b, high_b) = _span(a), _span(b)
-    return low_a < high_b and low_b < high_a
-
-
-def _span(array) -> tuple[int, int]:
-    interface = getattr(array, "__cuda_array_interface__", None)
-    if interface is None:
-        interface = getattr(array, "__array_interface__", None)
-    if interface is None:
-        raise TypeError(f"not an array: {type(array).__name__}")
-    start = interface["data"][0]
-    return start, start + max(array.nbytes, 1)
