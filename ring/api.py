@@ -105,39 +105,24 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
             continue
 
 
-# (backend, N, options...) -> the communicator a call of those options runs on.
+# (backend, N, the options as the caller wrote them) -> the communicator calls of those
+# options run on: a repeated module call goes straight to it (_took_given), a good part of
+# a 1 KiB call's few µs.
 _direct: dict[tuple, RingCommunicator] = {}
-# (backend, N, the options as given) -> the same communicators, for the module functions'
-# first look: a repeated call goes straight to its communicator (a good part of a 1 KiB
-# call's few µs), the options as the caller wrote them, unsorted.
-_given: dict[tuple, RingCommunicator] = {}
 
 
 def _run_direct(module, name: str, buffers: list, op, backend: str, options: dict) -> None:
     """A call on a backend whose communicators take each call's options (cpu): it runs as
     a held communicator's call does, bound when it repeats on the same buffers, so the
-    module function costs what the communicator does.  Its first call of these options is
-    checked in full before a communicator is made."""
-    given = tuple(sorted(options.items())) if options else ()
-    key = (backend, len(buffers), given)
-    while True:
-        try:
-            comm = _direct.get(key)
-        except TypeError:  # an option of no plain type: refused by the full checks
-            module.check_call(name, flattened(buffers), op, **options)
-            raise
-        if comm is None or comm.closed:
-            module.check_call(name, flattened(buffers), op, **options)
-            # One communicator per sync for every option set: the rest go with each call,
-            # so none of one call's options becomes a default of the next.
-            sync = {"sync": options["sync"]} if "sync" in options else {}
-            comm = _direct[key] = _cached(module, len(buffers), sync)
-            _given[(backend, len(buffers), tuple(options.items()))] = comm
-        try:
-            comm._keyed(((name, *given) if given else name), name, buffers, op, options)
-            return
-        except CommunicatorClosedError:
-            continue  # as in _run: closed before this call started any work
+    module function costs what the communicator does.  The first call of its options (or
+    the first after its communicator closed) is checked in full before one is made."""
+    while not _took_given(name, buffers, op, backend, options):
+        module.check_call(name, flattened(buffers), op, **options)
+        # One communicator per sync for every option set: the rest go with each call, so
+        # none of one call's options becomes a default of the next.
+        sync = {"sync": options["sync"]} if "sync" in options else {}
+        key = (backend, len(buffers), tuple(options.items()))
+        _direct[key] = _cached(module, len(buffers), sync)
 
 
 def allreduce(
@@ -199,20 +184,21 @@ def all_gather(
 def _took_given(name: str, buffers, op, backend: str, options: dict) -> bool:
     """Run a call on the communicator calls of the same options ran on before, if there is
     one (a list of as many buffers, open): its own bound or full path checks the call
-    (ring.cpu).  False when there is none, for the full route to make it."""
+    (ring.cpu).  False when there is none, or it closed before the call started any work,
+    for :func:`_run_direct` to make one."""
     if type(buffers) is not list:
         return False
     given = tuple(options.items()) if options else ()
     try:
-        comm = _given.get((backend, len(buffers), given))
-    except TypeError:  # an option of no plain type: the full route refuses it
+        comm = _direct.get((backend, len(buffers), given))
+    except TypeError:  # an option of no plain type: the full checks refuse it
         return False
     if comm is None or comm.closed:
         return False
     try:
         comm._keyed((name, *given) if given else name, name, buffers, op, options)
     except CommunicatorClosedError:
-        return False  # closed before the call started any work: the full route makes one
+        return False
     return True
 
 
@@ -273,4 +259,3 @@ def _close_cached() -> None:
             comm.close()
         _cache.clear()
         _direct.clear()
-        _given.clear()
