@@ -418,6 +418,15 @@ class CpuCommunicator(RingCommunicator):
         fixed = self._fixed.get("inline_bytes"), self._fixed.get("executor")
         return self._planner.planned(name, dtype, op, nbytes, *fixed)
 
+    def measuring(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> bool:
+        """Whether ``auto`` is still measuring its candidates for calls like this one of the
+        communicator's own options (a call on one node or no elements plans nothing)."""
+        if self.nodes == 1 or not buffers or buffers[0].size == 0:
+            return False
+        if self.algorithm != AUTO or self.planning != "measure":
+            return False
+        return self.planned(name, buffers, op) is None
+
     def threads_for(
         self, nbytes: int, inline_bytes: int | None = None, executor: str | None = None
     ) -> int:

@@ -266,13 +266,23 @@ class MpiRing(RingCommunicator):
     def planned(self, name: str, buffers, op: str | None) -> tuple | None:
         """(algorithm,) that ``auto`` settled on for calls like this one of the ring's own
         options, None while it measures (or without auto)."""
+        key = self._measured_key(name, buffers, op)
+        planned = None if key is None else self._planner.planned(key)
+        return None if planned is None else (planned[1],)
+
+    def measuring(self, name: str, buffers, op: str | None) -> bool:
+        """Whether ``auto`` is still measuring its candidates for calls like this one of the
+        ring's own options (the same answer on every rank: they plan alike)."""
+        key = self._measured_key(name, buffers, op)
+        return key is not None and self._planner.planned(key) is None
+
+    def _measured_key(self, name: str, buffers, op: str | None) -> tuple | None:
+        """The form key of a call like this one of the ring's own options, if it plans by
+        measuring."""
         settings = (self.segment_bytes, self.algorithm, self.group_size)
         block = self._shared.block(buffers)
         key = form_key(name, buffers, op, settings, 0 if block is None else block.ident)
-        if key is None or not self._measures(settings, key):
-            return None
-        planned = self._planner.planned(key)
-        return None if planned is None else (planned[1],)
+        return key if key is not None and self._measures(settings, key) else None
 
     def _measures(self, settings: tuple, key: tuple) -> bool:
         """Whether a call plans by measuring: auto on NumPy data, on more than one rank."""

@@ -84,12 +84,7 @@ class CpuSession(HostSession):
         self.pinned = self.threads_pinned and not self.inline and not slices
 
     def planning(self) -> bool:
-        comm = self.communicator
-        if comm.algorithm != AUTO or comm.planning != "measure" or self.nodes < 2:
-            return False
-        if not self.buffers or self.buffers[0].size == 0:
-            return False
-        return comm.planned("allreduce", self.buffers, self.op) is None
+        return self.communicator.measuring("allreduce", self.buffers, self.op)
 
     def row_extras(self) -> dict[str, Any]:
         inline = {"inline_bytes": self.communicator.inline_bytes, "inline": int(self.inline)}

@@ -36,13 +36,7 @@ class MpiRingSession(MpiSession):
         return extras
 
     def planning(self) -> bool:
-        # The ranks plan alike (ring.mpi.planning): every rank's answer is the same.
-        comm = self.communicator
-        if comm.algorithm != "auto" or comm.planning != "measure" or comm.nodes < 2:
-            return False
-        if not self.buffers or self.buffers[0].size == 0:
-            return False
-        return comm.planned("allreduce", self.buffers, self.op) is None
+        return self.communicator.measuring("allreduce", self.buffers, self.op)
 
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
