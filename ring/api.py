@@ -88,11 +88,10 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
     snapshot = list(buffers)
     if getattr(module, "CALLS_TAKE_OPTIONS", False):
         # Another spelling of the op, or n-D arrays, miss the bound call: its full path
-        # takes them (ring.cpu), so a repeated plain call pays nothing for them.
+        # takes them (ring.cpu), so a repeated plain call pays nothing for them.  The other
+        # backends take them in check_call (gpu) or in the call, on every rank (mpi).
         _run_direct(module, name, snapshot, op, backend, options)
         return
-    snapshot = flattened(snapshot)  # n-D contiguous arrays as their 1-D views
-    op = normalized_op(op)  # "SUM", np.add, ring.ReduceOp.SUM: "sum"
     call = module.check_call(name, snapshot, op, **options)
     while True:
         comm = _cached(module, call.nodes, options)
@@ -117,7 +116,7 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
     module function costs what the communicator does.  The first call of its options (or
     the first after its communicator closed) is checked in full before one is made."""
     while not _took_given(name, buffers, op, backend, options):
-        module.check_call(name, flattened(buffers), op, **options)
+        module.check_call(name, buffers, op, **options)
         # One communicator per sync for every option set: the rest go with each call, so
         # none of one call's options becomes a default of the next.
         sync = {"sync": options["sync"]} if "sync" in options else {}

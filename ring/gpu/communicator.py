@@ -219,8 +219,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         given = {k: v for k, v in options.items() if v is not None}
         chosen = given if "algorithm" in given else {**self.algorithm_choice, **given}
         check_buffer_list(buffers)
-        buffers, op = flattened(list(buffers)), normalized_op(op)  # one snapshot, as ring.api
-        self.execute(check_call(name, buffers, op, **chosen))
+        self.execute(check_call(name, list(buffers), op, **chosen))  # one snapshot, as ring.api
 
     def execute(self, call: Call) -> None:
         """Run a call :func:`check_call` accepted; raises :class:`CommunicatorClosedError`
