@@ -5,12 +5,12 @@ and nothing more: every stream is a queue; an op runs only when it reaches the h
 its queue, and a ``wait_event`` only once the record it captured (the event's latest
 record when the wait was *enqueued*) has run.  No stream waits for the legacy default
 stream (the backend's streams are non-blocking).  Work runs lazily, when the host
-synchronises, and the order in which ready streams advance is drawn at random (in
-bursts, so one stream can run far ahead), so a missing dependency shows up as a wrong
-result.  Memory is one flat address space of NumPy bytes, each allocation tagged with its
-device, and the runtime calls check what CUDA would: a kernel or event record on a
-stream of another device than the current one fails, a peer copy is given the devices
-its pointers live on.
+synchronises (and a few operations at a time while it queries an event), and the order
+in which ready streams advance is drawn at random (in bursts, so one stream can run far
+ahead), so a missing dependency shows up as a wrong result.  Memory is one flat address
+space of NumPy bytes, each allocation tagged with its device, and the runtime calls check
+what CUDA would: a kernel or event record on a stream of another device than the current
+one fails, a peer copy is given the devices its pointers live on.
 
 ``FakeCuda`` is the machine and the runtime; its streams, events, graphs, arrays and
 kernels are in ``fakecuda_parts``.  ``test_gpu_fakecuda.py`` tests the simulator itself.
@@ -81,6 +81,7 @@ class FakeCuda:
         self.current = 0
         self.clock = 0
         self.host_waits = 0
+        self.queries = 0  # event queries (cudaEventQuery), which never block
         self.waits: list[tuple] = []  # (stream, event) of every wait_event, in order
         self._blocks: list[tuple[int, np.ndarray, int]] = []  # (base, bytes, device)
         self._next_address = 1 << 20
@@ -149,6 +150,15 @@ class FakeCuda:
                 stream = ready[self.rng.integers(len(ready))]
             self._execute(stream)
             last = stream
+
+    def progress(self) -> None:
+        """What the device does while the host is busy elsewhere: a few random ready
+        operations (none, at times)."""
+        for _ in range(int(self.rng.integers(0, 5))):
+            ready = [s for s in self._queues() if self._ready(s)]
+            if not ready:
+                return
+            self._execute(ready[self.rng.integers(len(ready))])
 
     def _execute(self, stream: FakeStream) -> None:
         op = stream.queue.popleft()

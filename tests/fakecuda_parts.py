@@ -38,11 +38,33 @@ class CUDARuntimeError(RuntimeError):
 
 
 class NullStream:
+    """``cupy.cuda.Stream.null``: the legacy default stream of whichever device is current
+    when it is used (device -1)."""
+
     ptr = 0
     device_id = -1
 
     def __init__(self, sim):
         self.sim = sim
+
+    def _legacy(self) -> FakeStream:
+        return self.sim.legacy_stream(self.sim.current)
+
+    def wait_event(self, event: FakeEvent) -> None:
+        self._legacy().wait_event(event)
+
+    def synchronize(self) -> None:
+        self._legacy().synchronize()
+
+    def __enter__(self):
+        # Current again: the default, so kernels go to the legacy stream.
+        self._device = self.sim.current
+        self._previous = self.sim.current_streams.pop(self._device, None)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            self.sim.current_streams[self._device] = self._previous
 
 
 class FakeStream:
@@ -166,6 +188,17 @@ class FakeEvent:
         goal = self.recorded
         self.sim.run_until(lambda: self.completed >= goal)
 
+    @property
+    def done(self) -> bool:
+        """``cudaEventQuery``: whether the latest record has run (True if never recorded).
+        The device works while the host asks: a few ready operations run first."""
+        if self.capture is not None:
+            self.capture.fail("query of an event of the capture")
+            raise CUDARuntimeError(900, "cudaErrorStreamCaptureUnsupported")
+        self.sim.queries += 1
+        self.sim.progress()
+        return self.completed >= self.recorded
+
 
 class FakeCapture:
     """One stream capture: per captured stream, its operations in order.  Events recorded
@@ -267,6 +300,34 @@ class FakeArray:
     def host(self) -> np.ndarray:
         view, _ = self.sim.resolve(self.data.ptr, self.nbytes)
         return view.view(self.dtype)
+
+    def reshape(self, *shape):
+        if shape not in ((-1,), ((-1,),), (self.size,)):
+            raise TypeError("the simulator only has one-dimensional arrays")
+        return self
+
+    def __setitem__(self, item, value) -> None:
+        """``out[...] = src``: CuPy's elementwise copy, queued on the current stream of
+        the current device, where ``out`` must live; ``src`` may live on a peer the
+        current device has peer access to."""
+        sim = self.sim
+        if item is not Ellipsis and item != slice(None):
+            raise TypeError("the simulator only assigns whole arrays")
+        if not isinstance(value, FakeArray) or value.size != self.size:
+            raise TypeError("the simulator only copies an array of as many elements")
+        if self.device.id != sim.current:
+            raise ValueError(
+                f"array on device {self.device.id} used on current device {sim.current}"
+            )
+        where = value.device.id
+        if where != sim.current and (sim.current, where) not in sim.peer_enabled:
+            raise ValueError(f"no peer access from device {sim.current} to {where}")
+        stream = sim.current_streams.get(sim.current) or sim.legacy_stream(sim.current)
+        out, src = self.host(), value.host()
+        stream.enqueue(
+            ("run", lambda: np.copyto(out, src.astype(out.dtype)), ("copy", self.data.ptr,
+             value.data.ptr, self.nbytes))
+        )  # fmt: skip
 
     def __getitem__(self, item):
         if not isinstance(item, slice) or item.step not in (None, 1):
