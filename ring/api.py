@@ -4,7 +4,9 @@ Each takes a list of N one-dimensional contiguous arrays, one per logical node, 
 in place.  ``backend`` picks the executor of the one ring schedule:
 
 * ``"cpu"``: threads over NumPy arrays (:mod:`ring.cpu`); option ``sync``.
-* ``"gpu"``: CuPy arrays, one device per node (:mod:`ring.gpu`).
+* ``"gpu"``: CuPy arrays, one device per node (:mod:`ring.gpu`); per call ``stream=``
+  (one CuPy stream, or one per node): ordered on the caller's stream(s), as NCCL's
+  ``stream`` argument, instead of blocking the host (:mod:`ring.gpu.caller`).
 * ``"mpi"``: one buffer per MPI rank (:mod:`ring.mpi`); option ``comm``.
 """
 
@@ -60,11 +62,16 @@ def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingComm
     module = _backend(backend)
     per_call = [name for name in getattr(module, "PER_CALL_OPTIONS", ()) if name in options]
     if per_call:
+        yourself = (
+            f", or make a communicator with them yourself (ring.mpi.MpiRing(comm, "
+            f"{per_call[0]}=...))"
+            if backend == "mpi"
+            else ""
+        )
         raise TypeError(
             f"{', '.join(per_call)}: option(s) of each call on backend {backend!r}, not of "
             f"its cached communicator: pass them with the call (ring.allreduce(buffers, "
-            f"backend={backend!r}, {per_call[0]}=...)), or make a communicator with them "
-            f"yourself (mpi: ring.mpi.MpiRing(comm, {per_call[0]}=...))"
+            f"backend={backend!r}, {per_call[0]}=...)){yourself}"
         )
     return _cached(module, nodes, options)
 
@@ -78,7 +85,7 @@ def _cached(module, nodes: int, options: dict) -> RingCommunicator:
         return comm
 
 
-def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
+def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> Work | None:
     # Checked before _cached, which may start threads or make an MPI communicator.
     module = _backend(backend)
     # Validated and run from one snapshot of the list: another thread that changes the
@@ -91,13 +98,17 @@ def _run(name: str, buffers: Sequence, op, backend: str, options: dict) -> None:
         # takes them (ring.cpu), so a repeated plain call pays nothing for them.  The other
         # backends take them in check_call (gpu) or in the call, on every rank (mpi).
         _run_direct(module, name, snapshot, op, backend, options)
-        return
-    call = module.check_call(name, snapshot, op, **options)
+        return None
+    return _execute(module, module.check_call(name, snapshot, op, **options), options)
+
+
+def _execute(module, call, options: dict) -> Work | None:
+    """``call`` on the cached communicator of ``options``; what it returns (a handle of a
+    call queued on a device, gpu)."""
     while True:
         comm = _cached(module, call.nodes, options)
         try:
-            comm.execute(call)
-            return
+            return comm.execute(call)
         except CommunicatorClosedError:
             # Closed by another thread's failed or interrupted call before this call
             # started any work: the cache now hands out a new communicator.
@@ -137,7 +148,11 @@ def allreduce(
     sum divided by N, see :mod:`ring.ops`; any case, ``ring.ReduceOp.SUM`` or ``np.add``
     too); every buffer ends with the result.  ``recv``: write the result there instead,
     leaving ``buffers`` as they were (:mod:`ring.place`).  ``async_op=True``: return a
-    :class:`ring.work.Work` at once, to ``wait()`` on (:mod:`ring.work`)."""
+    :class:`ring.work.Work` at once, to ``wait()`` on (:mod:`ring.work`; on the gpu no
+    thread: the call is queued on the current or given streams and the handle waits for
+    its done event, ``recv``'s copies queued before it, :mod:`ring.gpu.caller`).
+    ``stream=`` (gpu only): one CuPy stream or one per node; the call runs after the
+    work queued on them, later work on them runs after it, and the host does not wait."""
     if recv is None and not async_op and not PENDING.get(backend):
         if not _took_given("allreduce", buffers, op, backend, options):
             _run("allreduce", buffers, op, backend, options)
@@ -155,7 +170,8 @@ def reduce_scatter(
     **options,
 ) -> Work | None:
     """Afterwards node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced; the other
-    chunks hold partial results.  ``recv`` and ``async_op`` as for :func:`allreduce`."""
+    chunks hold partial results.  ``recv``, ``async_op`` and ``stream`` (gpu) as for
+    :func:`allreduce`."""
     if recv is None and not async_op and not PENDING.get(backend):
         if not _took_given("reduce_scatter", buffers, op, backend, options):
             _run("reduce_scatter", buffers, op, backend, options)
@@ -172,7 +188,7 @@ def all_gather(
     **options,
 ) -> Work | None:
     """Copy chunk ``owned_chunk(i, N)`` of every node ``i`` to all nodes (no reduction).
-    ``recv`` and ``async_op`` as for :func:`allreduce`."""
+    ``recv``, ``async_op`` and ``stream`` (gpu) as for :func:`allreduce`."""
     if recv is None and not async_op and not PENDING.get(backend):
         if not _took_given("all_gather", buffers, None, backend, options):
             _run("all_gather", buffers, None, backend, options)
@@ -207,6 +223,8 @@ def _call(name: str, buffers, op, backend: str, options: dict, recv, async_op) -
     module = _backend(backend)
     if not isinstance(async_op, bool):
         raise TypeError(f"async_op must be True or False, got {async_op!r}")
+    if hasattr(module, "queued_call"):
+        return _queued(module, name, buffers, op, options, recv, async_op)
     if async_op:
         getattr(module, "check_async", lambda: None)()  # mpi: the thread level it needs
     op = normalized_op(op)
@@ -249,6 +267,23 @@ def _call(name: str, buffers, op, backend: str, options: dict, recv, async_op) -
     else:
         run()
     return None
+
+
+def _queued(module, name: str, buffers, op, options: dict, recv, async_op: bool) -> Work | None:
+    """A call out of place or asynchronous on a backend that queues both on its devices'
+    streams itself (gpu: ``recv``'s copies and the call on the call's streams, the handle
+    on its done event): checked as :func:`_call` checks, run in the caller, no thread."""
+    send = None
+    if recv is not None:
+        check_buffer_list(recv)
+        target = flattened(list(recv))
+        call = module.check_call(name, target, op, **options)
+        send = check_send(buffers, target)
+    else:
+        if type(buffers) is not list:
+            check_buffer_list(buffers)
+        call = module.check_call(name, list(buffers), op, **options)
+    return _execute(module, module.queued_call(call, send, async_op), options)
 
 
 @atexit.register

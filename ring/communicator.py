@@ -22,13 +22,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import auto
 from .ops import OPS, check_dtype, op_name
 from .schedule import ALGORITHMS, AUTO, check_collective
+
+if TYPE_CHECKING:
+    from .work import Work
 
 __all__ = [
     "MAX_NODES",
@@ -94,6 +97,22 @@ def check_nodes(nodes: object) -> int:
     if not 1 <= nodes <= MAX_NODES:
         raise ValueError(f"nodes must be in [1, {MAX_NODES}], got {nodes}")
     return int(nodes)
+
+
+# Options only the GPU backend's calls take (ring.gpu.caller).
+GPU_CALL_OPTIONS = ("stream",)
+
+
+def refuse_gpu_options(backend: str, unknown: set) -> None:
+    """One line for a GPU call's option given to another backend (a TypeError): the
+    backends' own option checks call it before they list the options they know."""
+    named = sorted(unknown & set(GPU_CALL_OPTIONS))
+    if named:
+        raise TypeError(
+            f"{named[0]}= orders a call on CUDA streams: only backend='gpu' takes it, "
+            f"not backend {backend!r} (whose calls return once done, or with async_op=True "
+            "a handle to wait on)"
+        )
 
 
 def check_buffer_list(buffers: object) -> int:
@@ -186,8 +205,9 @@ class RingCommunicator:
     def close(self) -> None:
         raise NotImplementedError
 
-    def execute(self, call: Call) -> None:
-        """Run a call its backend's ``check_call`` accepted."""
+    def execute(self, call: Call) -> Work | None:
+        """Run a call its backend's ``check_call`` accepted; a handle only for a call
+        its backend queues on a device to return later (gpu ``async_op``)."""
         raise NotImplementedError
 
     def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:

@@ -9,6 +9,10 @@ a later call of the same backend without ``async_op`` waits its turn behind them
 order every MPI rank must keep is the program's.  A call that fails raises from
 :meth:`Work.wait`; a Ctrl-C in the caller interrupts the wait, not the call, which
 completes (its communicator's own rules hold: a failed call closes it).
+
+The GPU backend queues an ``async_op`` call on its devices' streams instead of a thread and
+returns a :class:`Work` of its own (``ring.gpu.caller.GpuWork``) that waits on the call's
+CUDA events.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ from ..communicator import (
     check_nodes,
     flattened,
     normalized_op,
+    refuse_gpu_options,
     resolve_algorithm,
     validate_buffers,
 )
@@ -119,6 +120,7 @@ def _check_options(options: dict, nodes: int, collective: str | None = None) -> 
     line saying what is wrong."""
     unknown = set(options) - _OPTIONS
     if unknown:
+        refuse_gpu_options("cpu", unknown)
         raise TypeError(
             f"unknown option(s) for backend 'cpu': {', '.join(sorted(unknown))} "
             f"(options: {', '.join(sorted(_OPTIONS))})"

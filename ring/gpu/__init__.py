@@ -3,8 +3,10 @@ kernels, streams and CUDA graphs (the other modules of this package)."""
 
 from .communicator import (
     OPTIONS,
+    PER_CALL_OPTIONS,
     DeviceUnavailableError,
     GpuCommunicator,
+    GpuWork,
     cache_key,
     check_call,
     device_count,
@@ -12,12 +14,15 @@ from .communicator import (
     import_cupy,
     make_communicator,
     node_devices,
+    queued_call,
 )
 
 __all__ = [
     "OPTIONS",
+    "PER_CALL_OPTIONS",
     "DeviceUnavailableError",
     "GpuCommunicator",
+    "GpuWork",
     "cache_key",
     "check_call",
     "device_count",
@@ -25,4 +30,5 @@ __all__ = [
     "import_cupy",
     "make_communicator",
     "node_devices",
+    "queued_call",
 ]

@@ -24,7 +24,9 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
   overwrites at ``t`` (see :mod:`ring.cpu`).  The scratch chunk is written and read only
   on its own node's stream, so reusing it every step is ordered by the stream itself.
   Every call starts after the work already queued on the caller's current stream of each
-  device, and the host waits once, at the end, on a single event.
+  device, and the host waits once, at the end, on a single event; or, with ``stream=``
+  or ``async_op=True``, after the work on the caller's given streams, which then wait
+  for it instead of the host (:mod:`ring.gpu.caller`).
 * **Several streams per node** (``streams=``, two by default for ring-segmented): each
   move then waits for exactly the moves whose ranges it depends on (:mod:`ring.gpu.hazards`)
   and independent chains run on different streams, so node ``i`` copies block ``k + 1``
@@ -35,12 +37,14 @@ Node ``i`` runs on device ``devices[i]`` and owns a buffer resident there.  The 
 
 The one schedule (:mod:`ring.schedule`) says which chunk moves when; this package only
 executes it: this module checks calls and holds the communicator, :mod:`ring.gpu.resources`
-its streams, events and scratch, :mod:`ring.gpu.run` one call, :mod:`ring.gpu.steps` the
-moves.
+its streams, events and scratch, :mod:`ring.gpu.caller` the caller's streams and handles,
+:mod:`ring.gpu.run` one call, :mod:`ring.gpu.steps` the moves.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 from collections.abc import Sequence
 
@@ -59,6 +63,7 @@ from ..communicator import (
     validate_buffers,
 )
 from ..schedule import Plan, check_collective, plan_for
+from .caller import BLOCKING, GpuWork, Ordering, check_stream, copy_sends, node_streams
 from .devices import (
     OPTIONS,
     DeviceUnavailableError,
@@ -77,8 +82,10 @@ from .run import CallRunner, streams_for
 
 __all__ = [
     "OPTIONS",
+    "PER_CALL_OPTIONS",
     "DeviceUnavailableError",
     "GpuCommunicator",
+    "GpuWork",
     "cache_key",
     "check_call",
     "device_count",
@@ -86,23 +93,48 @@ __all__ = [
     "import_cupy",
     "make_communicator",
     "node_devices",
+    "queued_call",
 ]
+
+# Options of each call, never of a communicator: ring.api's cache key leaves them out and
+# ring.get_communicator refuses them (see ring.gpu.caller).
+PER_CALL_OPTIONS = ("stream",)
 
 
 def check_call(name: str, buffers: Sequence, op: str | None, **options) -> Call:
-    """What can be checked before the communicator exists: the options, the algorithm
+    """What can be checked before the communicator exists: the options, the algorithm,
+    ``stream`` (its type and count; its devices against the nodes' by the communicator)
     and that ``buffers`` is a list (the buffers themselves are checked against its
     devices)."""
     check_collective(name)
+    stream = options.pop("stream", None)
     check_options(options)
     nodes = check_buffer_list(buffers)
     choice = check_algorithm_choice(options, nodes, name)
-    return Call("gpu", name, flattened(list(buffers)), normalized_op(op), nodes, options=choice)
+    streams = check_stream(stream, nodes)
+    order = BLOCKING if streams is None else Ordering(streams)
+    flat = flattened(list(buffers))
+    return Call("gpu", name, flat, normalized_op(op), nodes, options=choice, checked=order)
+
+
+def queued_call(call: Call, send: list | None, async_op: bool) -> Call:
+    """``call`` (from :func:`check_call`) out of place from ``send`` (checked against its
+    buffers, :func:`ring.place.check_send`) and/or returning a handle: what
+    :mod:`ring.api` passes for ``recv=`` and ``async_op=True``, which this backend runs on
+    the call's streams instead of a host thread (:mod:`ring.gpu.caller`)."""
+    order = dataclasses.replace(call.checked, send=send, handle=async_op)
+    return dataclasses.replace(call, checked=order)
+
+
+def _communicator_options(options: dict) -> dict:
+    return {k: v for k, v in options.items() if k not in PER_CALL_OPTIONS}
 
 
 def cache_key(nodes: int, **options) -> tuple:
     """The key under which :func:`ring.get_communicator` caches a GPU communicator: the
-    algorithm is per call, so communicators differ only by their devices and settings."""
+    algorithm and ``stream`` are per call, so communicators differ only by their devices
+    and settings."""
+    options = _communicator_options(options)
     devices, shared, force, graphs = check_options(options)
     streams = check_streams(options)
     nodes = check_nodes(nodes)
@@ -112,6 +144,7 @@ def cache_key(nodes: int, **options) -> tuple:
 
 def make_communicator(nodes: int, **options) -> GpuCommunicator:
     """A new :class:`GpuCommunicator` (the factory :mod:`ring.api` dispatches to)."""
+    options = _communicator_options(options)
     check_options(options)
     return GpuCommunicator(nodes, **options)
 
@@ -124,6 +157,12 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
     ``streams``: CUDA streams per node (None: two for ring-segmented, whose blocks then
     overlap, one for the other algorithms; see :mod:`ring.gpu.hazards`).  Use it as a
     context manager, or call :meth:`close`.
+
+    Each collective takes ``stream=``: one CuPy stream (every node on its device) or one
+    per node.  The call then starts after the work queued on those streams, work queued
+    on them afterwards runs after it, and the host does not wait (NCCL's ``stream``
+    argument; :mod:`ring.gpu.caller`).  Without it the call starts after the current
+    stream of every device and returns once done.
     """
 
     backend = "gpu"
@@ -166,6 +205,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         self._closed = False
         self._call_lock = threading.Lock()
         self._timed = False
+        self._waited = True  # whether the host waited for the last timed call
         self.peer_access, self.pairs_without_peer_access = self._enable_peer_access()
         self._make_streams_and_events()
         self._scratch: list[dict] = [{} for _ in range(self.nodes)]
@@ -174,16 +214,39 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         # Per plan and node, the NVTX range pusher of each of the node's steps.
         self._pushers: dict[Plan, list] = {}
 
+    def allreduce(self, buffers: Sequence, op: str = "sum", *, stream=None) -> None:
+        """Reduce the nodes' buffers element-wise with ``op``; every node gets the result.
+        ``stream``: order the call on the caller's stream(s) instead of blocking the host
+        (see the class)."""
+        self._collective("allreduce", buffers, op, stream=stream)
+
+    def reduce_scatter(self, buffers: Sequence, op: str = "sum", *, stream=None) -> None:
+        """Afterwards node ``i`` holds chunk ``owned_chunk(i, N)`` fully reduced.
+        ``stream`` as for :meth:`allreduce`."""
+        self._collective("reduce_scatter", buffers, op, stream=stream)
+
+    def all_gather(self, buffers: Sequence, *, stream=None) -> None:
+        """Copy chunk ``owned_chunk(i, N)`` of every node ``i`` to all nodes (no reduction).
+        ``stream`` as for :meth:`allreduce`."""
+        self._collective("all_gather", buffers, None, stream=stream)
+
     def last_elapsed_ms(self) -> float:
         """Device time of the last collective in milliseconds, measured with CUDA events
         from the moment every input was ready to the moment the last node finished (the
-        host's enqueueing included, as a user sees it); 0.0 when it had nothing to move."""
-        if not self._timed:
-            return 0.0
-        return float(self._cp.cuda.get_elapsed_time(self._entry, self._done))
+        host's enqueueing included, as a user sees it); 0.0 when it had nothing to move.
+        After a call the host did not wait for (``stream=``, ``async_op``) it waits for
+        that call's end first."""
+        with self._call_lock:
+            if not self._timed:
+                return 0.0
+            if not self._waited:
+                self._done.synchronize()
+                self._waited = True
+            return float(self._cp.cuda.get_elapsed_time(self._entry, self._done))
 
     def close(self) -> None:
-        """Release the streams, events and scratch chunks.  Safe to call more than once."""
+        """Release the streams, events and scratch chunks, once the work queued on them
+        (by calls the host did not wait for) is done.  Safe to call more than once."""
         if self._closed:
             return
         with self._call_lock:
@@ -221,14 +284,18 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         check_buffer_list(buffers)
         self.execute(check_call(name, list(buffers), op, **chosen))  # one snapshot, as ring.api
 
-    def execute(self, call: Call) -> None:
-        """Run a call :func:`check_call` accepted; raises :class:`CommunicatorClosedError`
-        only before any of its work is queued."""
+    def execute(self, call: Call) -> GpuWork | None:
+        """Run a call :func:`check_call` accepted, ordered as its ``checked``
+        (:class:`ring.gpu.caller.Ordering`) says; raises :class:`CommunicatorClosedError`,
+        or what is wrong with its streams, only before any of its work is queued.  A
+        handle when the call asked for one (``async_op``), else None."""
         self._check_call_backend(call)
         if self._closed:
             raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
         name, op = call.name, call.op
         count, dtype = self._check(call.buffers)
+        order = call.checked if isinstance(call.checked, Ordering) else BLOCKING
+        given = None if order.streams is None else node_streams(self.devices, order.streams)
         reduce = None
         if name != "all_gather":  # op=None is no op for the collectives that reduce
             reduce = self._reducers.get((op, dtype))
@@ -238,17 +305,40 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             if self._closed:
                 raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
             self._timed = False
-            if self.nodes == 1 or count == 0:
-                return
-            choice = call.options or self.algorithm_choice
-            algorithm = resolve_algorithm(
-                self.backend, name, self.nodes, count * dtype.itemsize, choice["algorithm"]
-            )
-            # auto's pick gets the defaults the algorithm gets when named (its segment).
-            choice = self._with_segment({**choice, "algorithm": algorithm})
-            steps = plan_for(name, self.nodes, count, dtype.itemsize, algorithm, choice)
-            with nvtx.call_range(name):
-                self._run(steps, list(call.buffers), op, reduce, dtype)
+            sides = self._sides(given)
+            if order.send is not None:
+                self._copy_sends(order.send, list(call.buffers), given, sides)
+            if self.nodes > 1 and count:
+                steps = self._plan(name, count, dtype, call.options)
+                with nvtx.call_range(name):
+                    self._run(steps, list(call.buffers), op, reduce, dtype, sides, order.blocking)
+            return self._handle(sides) if order.handle else None
+
+    def _plan(self, name: str, count: int, dtype: np.dtype, options: dict) -> Plan:
+        """The plan of the call's algorithm (or the communicator's), ``auto`` resolved."""
+        choice = options or self.algorithm_choice
+        algorithm = resolve_algorithm(
+            self.backend, name, self.nodes, count * dtype.itemsize, choice["algorithm"]
+        )
+        # auto's pick gets the defaults the algorithm gets when named (its segment).
+        choice = self._with_segment({**choice, "algorithm": algorithm})
+        return plan_for(name, self.nodes, count, dtype.itemsize, algorithm, choice)
+
+    def _copy_sends(self, send: list, recv: list, given, sides: list) -> None:
+        """``recv=``'s copies, each on its node's call stream (given, or the current one of
+        its device); a failure waits for those streams before it propagates."""
+        current = self._cp.cuda.get_current_stream
+        streams = given if given is not None else [current(d) for d in self.devices]
+        caller_device = self._runtime.getDevice()
+        try:
+            copy_sends(self._cp, self.devices, send, recv, streams)
+        except BaseException:
+            for _, stream in sides:
+                with contextlib.suppress(Exception):
+                    stream.synchronize()
+            raise
+        finally:
+            self._runtime.setDevice(caller_device)
 
     def _with_segment(self, choice: dict) -> dict:
         """ring-segmented's block, when the call names none, from the devices' L2 cache:

@@ -9,6 +9,7 @@ stream receives into across a link, and the ``algorithm``'s own for plans that u
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any
 
@@ -27,6 +28,7 @@ class DeviceResources:
     devices: tuple[int, ...]
     nodes: int
     _scratch: list[dict]
+    _done: Any
 
     def _enable_peer_access(self) -> tuple[dict, tuple]:
         runtime = self._runtime
@@ -61,10 +63,11 @@ class DeviceResources:
         self._move_events: list[list] = [[] for _ in range(n)]
         self._grow_streams(1)
         self._grow_events(max(2 * (n - 1), 1))
-        self._ready = {}
-        for d in sorted(set(self.devices)):
-            with cupy.cuda.Device(d):
-                self._ready[d] = cupy.cuda.Event(disable_timing=True)
+        # Per device, the events that mark the caller's streams there as ready: one per
+        # stream a call is ordered on (grown by _ready_event).
+        self._ready: dict[int, list] = {d: [] for d in sorted(set(self.devices))}
+        # Scratch replaced while a call that did not block may still use it (_scratch_for).
+        self._retired: list = []
         with cupy.cuda.Device(self.devices[0]):
             # Only these two carry timestamps: from "every input is ready" to "every node
             # has finished", on node 0's device.
@@ -105,22 +108,47 @@ class DeviceResources:
                         self._cp.cuda.Event(disable_timing=True) for _ in range(count - len(events))
                     )
 
+    def _ready_event(self, device: int, index: int):
+        """The ``index``-th ready event of ``device``, made the first time it is needed.
+        Reused by every call: a stream's wait takes the event's record of its own call."""
+        events = self._ready[device]
+        while len(events) <= index:
+            with self._cp.cuda.Device(device):
+                events.append(self._cp.cuda.Event(disable_timing=True))
+        return events[index]
+
     def _scratch_for(
         self, node: int, dtype: np.dtype, elements: int, role: str = "landing", stream: int = 0
     ):
         """Node ``node``'s scratch (``landing`` for ranges its stream ``stream`` receives
         across a link, ``algorithm`` for the plan's own), grown when a call needs more.
-        Only called before any work of the call is queued, and every earlier call has
-        finished, so replacing it can never free memory a stream still uses."""
+        Only called before any work of the call is queued; an earlier call that did not
+        block may still use the scratch replaced, so it is kept (``_retired``) until the
+        done event of the calls before has completed."""
         cache = self._scratch[node]
         key = (role, stream, dtype)
         scratch = cache.get(key)
         if scratch is None or scratch.size < elements:
+            if scratch is not None:
+                if self._retired and self._done.done:  # every earlier call has finished
+                    self._retired.clear()
+                self._retired.append(scratch)
             with self._cp.cuda.Device(self.devices[node]):
                 scratch = cache[key] = self._cp.empty(elements, dtype=dtype)
         return scratch
 
+    def _drain(self) -> None:
+        """The host waits for everything queued on the communicator's streams (any error
+        a stream reports is left for the caller's next CUDA call to meet)."""
+        for row in self._node_streams:
+            for stream in row:
+                with contextlib.suppress(Exception):
+                    stream.synchronize()
+        self._retired.clear()
+
     def _release(self) -> None:
+        """Drop the streams, events and scratch, once no queued work can use them."""
+        self._drain()
         self._node_streams = []
         self._events = []
         self._move_events = []

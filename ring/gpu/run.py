@@ -1,9 +1,11 @@
 """One collective of :class:`ring.gpu.GpuCommunicator`, from a plan to the host's one wait.
 
 The call's memory is gathered first (buffers, landing areas, the algorithm's scratch),
-then node 0's first stream waits for the caller's queued work on every device, the plan
-is queued (or a CUDA graph of it replayed, :mod:`ring.gpu.graphs`) and the host waits
-once, on an event after every node's last move.  The plan runs on one stream per node
+then node 0's first stream waits for the caller's queued work on every stream the call is
+ordered on (:mod:`ring.gpu.caller`: the current stream of every device by default), the
+plan is queued (or a CUDA graph of it replayed, :mod:`ring.gpu.graphs`) and an event is
+recorded after every node's last move: the host waits once, on it, or (``stream=``,
+``async_op``) the caller's streams wait for it instead.  The plan runs on one stream per node
 with the plan's own step waits (:func:`ring.gpu.steps.enqueue_plan`), or, with several
 streams per node, with the waits derived from its ranges
 (:func:`ring.gpu.steps.enqueue_streams`).
@@ -11,7 +13,7 @@ streams per node, with the waits derived from its ranges
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ import numpy as np
 from .. import nvtx
 from ..ops import AVERAGING
 from ..schedule import Plan
+from .caller import GpuWork
 from .graphs import GraphCache
 from .hazards import stream_schedule
 from .steps import NodeMemory, enqueue_plan, enqueue_streams
@@ -47,11 +50,15 @@ class CallRunner:
     graphs: GraphCache
     streams: int | None
     _timed: bool
+    _waited: bool
     _pushers: dict
 
     # Provided by ring.gpu.resources.DeviceResources.
     _node_streams: list[list]
     _ready: dict
+    _ready_event: Any
+    _retired: list
+    _drain: Any
     _entry: Any
     _done: Any
     _fork: Any
@@ -92,7 +99,9 @@ class CallRunner:
             ],
         )
 
-    def _run(self, steps: Plan, buffers: list, op, reduce, dtype: np.dtype) -> None:
+    def _run(
+        self, steps: Plan, buffers: list, op, reduce, dtype: np.dtype, sides: list, blocking: bool
+    ) -> None:
         # avg divides each completed range once; integers need a temporary (landing) for it.
         average = reduce is not None and op in AVERAGING
         count = streams_for(steps.algorithm, self.streams)
@@ -115,7 +124,10 @@ class CallRunner:
         )
 
         self._launch(
-            key, lambda fork: self._steps(fork, steps, schedule, memory, reduce, average, pushers)
+            key,
+            lambda fork: self._steps(fork, steps, schedule, memory, reduce, average, pushers),
+            sides,
+            blocking,
         )
 
     def _steps(self, fork, steps: Plan, schedule, memory, reduce, average: bool, pushers):
@@ -126,13 +138,14 @@ class CallRunner:
         else:
             enqueue_streams(self, fork, steps, schedule, memory, reduce, average, pushers)
 
-    def _launch(self, key, body) -> None:
-        """Queue ``body`` (or replay its graph) between the prologue and the host's wait."""
+    def _launch(self, key, body, sides: list, blocking: bool) -> None:
+        """Queue ``body`` (or replay its graph) between the prologue (after the caller's
+        ``sides``) and the end: the host's wait when ``blocking``, else the sides' waits."""
         runtime = self._runtime
         caller_device = runtime.getDevice()
         first = self._node_streams[0][0]
         try:
-            self._prologue()
+            self._prologue(sides)
             how, graph = self.graphs.lookup(key)
             if how == "capture":
                 graph = self.graphs.capture(key, first, lambda: body(self._fork))
@@ -141,13 +154,11 @@ class CallRunner:
                 graph.launch(stream=first)
             else:
                 body(self._entry)
-            self._finish()
+            self._finish(sides, blocking)
         except BaseException:
-            # Never hand back buffers that queued work may still be writing.
-            for row in self._node_streams:
-                for stream in row:
-                    with contextlib.suppress(Exception):
-                        stream.synchronize()
+            # Never hand back buffers that queued work may still be writing; no caller's
+            # stream waits for the failed call (its waits come last, after the done record).
+            self._drain()
             raise
         finally:
             runtime.setDevice(caller_device)
@@ -169,22 +180,62 @@ class CallRunner:
             dst, self.devices[dst_node], src, self.devices[src_node], size, stream.ptr
         )
 
-    def _prologue(self) -> None:
-        """Make node 0's stream start after the caller's queued work on every device
-        (e.g. whatever wrote the inputs), then record the timed entry event there."""
+    def _sides(self, streams: Sequence | None) -> list[tuple[int, Any]]:
+        """The distinct (device, stream) pairs a call is ordered on: node ``i``'s of
+        ``streams``, or else the caller's current stream of every device the nodes use."""
+        if streams is None:
+            current = self._cp.cuda.get_current_stream
+            return [(d, current(d)) for d in sorted(set(self.devices))]
+        sides: dict[tuple[int, int], tuple[int, Any]] = {}
+        for device, stream in zip(self.devices, streams, strict=True):
+            sides.setdefault((device, stream.ptr), (device, stream))
+        return list(sides.values())
+
+    def _prologue(self, sides: list) -> None:
+        """Make node 0's stream start after the work queued on the caller's ``sides`` (e.g.
+        whatever wrote the inputs), then record the timed entry event there."""
         runtime = self._runtime
-        cuda = self._cp.cuda
-        for d, ready in self._ready.items():
-            runtime.setDevice(d)
-            ready.record(cuda.get_current_stream(d))
+        ready: list = []
+        used: dict[int, int] = {}
+        for device, stream in sides:
+            index = used[device] = used.get(device, -1) + 1
+            event = self._ready_event(device, index)
+            runtime.setDevice(device)
+            event.record(stream)
+            ready.append(event)
         runtime.setDevice(self.devices[0])
         first = self._node_streams[0][0]
-        for ready in self._ready.values():
-            first.wait_event(ready)
+        for event in ready:
+            first.wait_event(event)
         self._entry.record(first)
 
-    def _finish(self) -> None:
-        """Node 0's stream has joined every node's last step: the host waits once."""
+    def _finish(self, sides: list, blocking: bool) -> None:
+        """Node 0's stream has joined every node's last step: the host waits once, or each
+        of the caller's ``sides`` waits (the wait takes this call's record of the event, so
+        the next call may record it again at once)."""
         self._done.record(self._node_streams[0][0])
         self._timed = True
-        self._done.synchronize()
+        self._waited = blocking
+        if blocking:
+            self._done.synchronize()
+            self._retired.clear()
+            return
+        runtime = self._runtime
+        for device, stream in sides:
+            runtime.setDevice(device)
+            stream.wait_event(self._done)
+
+    def _handle(self, sides: list) -> GpuWork:
+        """``async_op``'s handle: an event on each side, right after its wait for the call."""
+        cuda, runtime = self._cp.cuda, self._runtime
+        caller_device = runtime.getDevice()
+        events = []
+        try:
+            for device, stream in sides:
+                runtime.setDevice(device)
+                event = cuda.Event(disable_timing=True)
+                event.record(stream)
+                events.append(event)
+        finally:
+            runtime.setDevice(caller_device)
+        return GpuWork(events)

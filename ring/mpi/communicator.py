@@ -65,6 +65,7 @@ from ..communicator import (
     RingCommunicator,
     flattened,
     normalized_op,
+    refuse_gpu_options,
 )
 from ..ops import OPS, divide_by_nodes
 from ..schedule import AUTO, COLLECTIVES, check_collective
@@ -464,6 +465,7 @@ def check_async() -> None:
 def _check_options(options: dict) -> dict:
     unknown = set(options) - _OPTIONS
     if unknown:
+        refuse_gpu_options("mpi", unknown)
         raise TypeError(f"unknown option(s) for backend 'mpi': {', '.join(sorted(unknown))}")
     return options
 
