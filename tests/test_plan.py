@@ -270,7 +270,9 @@ def test_plan_refuses_bad_arguments(args, error, message):
 _CORE = {"schedule", "ops", "buffers", "communicator", "nvtx", "_optional", "machine", "auto"}
 _ALLOWED = {
     "cpu": _CORE | {"cpu", "host", "wisdom"},
-    "gpu": _CORE | {"gpu"},
+    # The GPU queues the API's async and out-of-place forms on its streams itself: its
+    # handle is a ring.work.Work, its copies ring.place's (ring.gpu.caller).
+    "gpu": _CORE | {"gpu", "place", "work"},
     "mpi": _CORE | {"mpi", "host", "wisdom"},
     "host": {"schedule", "ops", "machine", "host"},
     # The API's own forms: out of place (ring.place) and async (ring.work), over the core.
