@@ -205,6 +205,14 @@ class RingCommunicator:
     def close(self) -> None:
         raise NotImplementedError
 
+    def unbind(self) -> None:
+        """Let go of the buffers of the calls this communicator last ran.
+
+        A backend that binds a repeated call to its buffers (cpu, mpi) keeps views of the
+        last call's buffers per collective and options, so that the same call again skips
+        its checks; those views keep the buffers' memory alive after the caller drops
+        them.  Call this (or :meth:`close`) to free it; the next call binds again."""
+
     def execute(self, call: Call) -> Work | None:
         """Run a call its backend's ``check_call`` accepted; a handle only for a call
         its backend queues on a device to return later (gpu ``async_op``)."""

@@ -223,6 +223,29 @@ def test_close_lets_the_bound_buffers_go():
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("inline_bytes", [0, 1 << 20])  # on the workers, on the caller
+def test_unbind_lets_the_last_buffers_go_and_the_next_call_binds_again(executor, inline_bytes):
+    rng = np.random.default_rng(3)
+    comm = _sliced(3, executor=executor, inline_bytes=inline_bytes)
+    with comm:
+        for _ in range(2):  # the second call runs bound
+            buffers = [rng.standard_normal(1000).astype(np.float32) for _ in range(3)]
+            watched = [weakref.ref(b) for b in buffers]
+            comm.allreduce(buffers)
+        comm.unbind()
+        del buffers
+        gc.collect()
+        assert [w() for w in watched] == [None] * 3  # not held by a bound call nor a worker
+        buffers = [rng.standard_normal(7).astype(np.float32) + 1 for _ in range(3)]
+        inputs = [b.copy() for b in buffers]
+        for _ in range(2):
+            comm.allreduce(buffers)
+            for buffer in buffers:
+                check(buffer, inputs, "sum")
+            inputs = [b.copy() for b in buffers]
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
 def test_a_plan_of_more_moves_than_bound_moves_runs_unbound(executor, monkeypatch):
     """Binding keeps a view per move: a plan of many (a ring on 1,024 nodes has two
     million) runs unbound, and right."""

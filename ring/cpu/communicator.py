@@ -262,6 +262,10 @@ class CpuCommunicator(RingCommunicator):
             self._finalizer.detach()
             self._crew.stop(True)
 
+    def unbind(self) -> None:
+        with self._call_lock:
+            self._bound = {}
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return (

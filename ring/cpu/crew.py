@@ -384,6 +384,7 @@ class Crew:
                 # itertools.count is atomic under the GIL: exactly one worker sees the last.
                 if next(job.finished) == job.workers - 1:
                     self.done.put(None)
+            job = None  # held until the next call, it would keep the caller's buffers alive
 
     def steps(self, node: int, job: _Job) -> None:
         steps = job.plan.node_steps(node)

@@ -206,6 +206,10 @@ class MpiRing(RingCommunicator):
             self._bound = {}
             self._shared.clear()
 
+    def unbind(self) -> None:
+        with self._call_lock:
+            self._bound = {}
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"MpiRing(rank={self.rank}, nodes={self.nodes}, {state})"

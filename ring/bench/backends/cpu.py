@@ -98,6 +98,10 @@ class CpuSession(HostSession):
     def collective(self) -> None:
         self.communicator.allreduce(self.buffers, self.op)
 
+    def release(self) -> None:
+        super().release()
+        self.communicator.unbind()  # its bound call's views would keep the buffers alive
+
     def close(self) -> None:
         self.communicator.close()
 

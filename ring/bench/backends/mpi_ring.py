@@ -44,6 +44,10 @@ class MpiRingSession(MpiSession):
     def shared_array(self, count: int, dtype) -> np.ndarray:
         return self.communicator.shared_buffer(count, dtype)  # calls on it run by position
 
+    def release(self) -> None:
+        super().release()
+        self.communicator.unbind()  # its bound call's views would keep the buffers alive
+
     def close(self) -> None:
         self.communicator.close()
 
