@@ -5,16 +5,16 @@ Times span five decades over a sweep, so residuals are relative (each row weight
 that hit a cache knee or a noisy neighbour) are down-weighted by Huber's function, iterated
 (IRLS) with the scale re-estimated from the median absolute residual each round (at
 least :data:`MIN_SPREAD`).  Costs are
-non-negative, so when the free optimum has a negative component the best non-negative one
-is found by trying every subset of parameters held at zero (at most 2^3 here).
+non-negative: each round is a weighted non-negative least-squares problem, solved by
+:func:`scipy.optimize.nnls` where the free optimum is not feasible.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
+from scipy.optimize import nnls
 
 __all__ = ["HUBER_K", "identifiable", "robust_nnls", "robust_nnls_loaded"]
 
@@ -44,25 +44,20 @@ def identifiable(design: np.ndarray, measured: np.ndarray) -> bool:
 
 
 def _nnls(design: np.ndarray, target: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """min sum w·(target - design·x)^2 over x >= 0, by enumerating the zero sets."""
+    """min sum w·(target - design·x)^2 over x >= 0: the free least-squares optimum where it
+    is feasible, else scipy's Lawson–Hanson NNLS.
+
+    Columns are scaled to unit norm first: α, β and γ differ by five decades, and NNLS's
+    active-set tolerance is absolute.  Where columns are collinear (an algorithm whose step
+    and byte terms are proportional over its rows) every split of their weight fits alike:
+    the free optimum is then the minimum-norm one, which shares the weight, where NNLS would
+    set one column to 0 chosen by rounding, so the fit would depend on the machine."""
     rows, scale = _scaled(design, weights)
     rhs = target * np.sqrt(weights)
     solution, *_ = np.linalg.lstsq(rows, rhs, rcond=None)
-    if np.all(solution >= 0):
-        return solution / scale  # the free optimum is feasible, so it is the answer
-    best, best_loss = np.zeros(design.shape[1]), float(np.sum(rhs**2))
-    columns = range(design.shape[1])
-    for size in range(1, design.shape[1] + 1):
-        for free in itertools.combinations(columns, size):
-            solution, *_ = np.linalg.lstsq(rows[:, free], rhs, rcond=None)
-            if np.any(solution < 0):
-                continue
-            loss = float(np.sum((rhs - rows[:, free] @ solution) ** 2))
-            if loss < best_loss:
-                best = np.zeros(design.shape[1])
-                best[list(free)] = solution
-                best_loss = loss
-    return best / scale
+    if np.any(solution < 0):
+        solution, _ = nnls(rows, rhs)
+    return solution / scale
 
 
 def robust_nnls(design: np.ndarray, measured: np.ndarray) -> np.ndarray:

@@ -1,0 +1,63 @@
+"""The library calls that replaced hand-written numerics give the old algorithms' results:
+each is checked against the old algorithm (tests/reference_solvers.py) on random data and
+on the committed result data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import reference_solvers
+
+import ring.model.solve as solve
+from ring.model.data import load_groups
+from ring.model.fit import fit_group
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULTS = sorted((ROOT / "ring" / "model" / "defaults").iterdir())
+# Both NNLS solvers end in a least-squares solve on the same free columns: they agree to
+# rounding, far inside the 1e-6 the committed fits are checked to (test_model_auto.py).
+NNLS_RTOL = 1e-9
+
+
+def _committed_groups(folder: Path):
+    csvs = sorted(str(p) for p in folder.glob("*.csv") if not p.name.endswith(".samples.csv"))
+    groups, _ = load_groups(csvs)
+    return groups
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_scipy_nnls_is_the_best_subset_solution(seed):
+    """Random designs whose free optimum has negative parts (columns nearly collinear,
+    targets noisy), with random non-zero weights."""
+    rng = np.random.default_rng(seed)
+    rows, columns = rng.integers(6, 40), rng.integers(1, 6)
+    design = rng.uniform(0.1, 1.0, (rows, columns)) * np.logspace(-6, -1, columns)
+    design[:, -1] += 0.9 * design[:, 0] * design[0, -1] / design[0, 0]
+    target = design @ rng.uniform(-1.0, 2.0, columns) + rng.normal(0, 1e-3, rows)
+    weights = rng.uniform(0.5, 2.0, rows)
+    got = solve._nnls(design, target, weights)
+    want = reference_solvers.nnls_by_subsets(design, target, weights)
+    assert np.all(got >= 0)
+    np.testing.assert_allclose(got, want, rtol=NNLS_RTOL, atol=1e-12 * np.max(np.abs(want)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", DEFAULTS, ids=lambda p: p.name)
+def test_committed_fits_are_the_same_with_either_nnls(folder, monkeypatch):
+    """Every default group refitted (no bootstrap) with scipy's NNLS and with the subset
+    enumeration: the same parameters, zeros at the same places."""
+    monkeypatch.chdir(ROOT)
+    for group in _committed_groups(folder):
+        new = fit_group(group, draws=0)
+        monkeypatch.setattr(solve, "_nnls", reference_solvers.nnls_by_subsets)
+        old = fit_group(group, draws=0)
+        monkeypatch.undo()
+        monkeypatch.chdir(ROOT)
+        key = json.dumps(group.key, sort_keys=True)
+        for a, b in zip(new.regimes(), old.regimes(), strict=True):
+            got, want = np.array(a.params), np.array(b.params)
+            np.testing.assert_array_equal(got == 0, want == 0, err_msg=key)
+            np.testing.assert_allclose(got, want, rtol=NNLS_RTOL, err_msg=key)
