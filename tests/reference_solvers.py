@@ -39,3 +39,21 @@ def nnls_by_subsets(design: np.ndarray, target: np.ndarray, weights: np.ndarray)
                 best_loss = loss
     return best / scale
 
+
+def resampled_medians(calls: np.ndarray, rng: np.random.Generator, draws: int) -> np.ndarray:
+    """``draws`` medians of ``calls`` resampled with replacement."""
+    calls = np.asarray(calls, dtype=np.float64)
+    return np.median(calls[rng.integers(0, len(calls), (draws, len(calls)))], axis=1)
+
+
+def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """(low, high) holding ``level`` of ``values``, the same share cut from each tail."""
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_ratio(fast, slow, rng, draws: int, level: float) -> tuple[float, float]:
+    """Percentile interval of median(slow) / median(fast), each series resampled apart."""
+    fast_medians = resampled_medians(fast, rng, draws)
+    return percentile_interval(resampled_medians(slow, rng, draws) / fast_medians, level)

@@ -12,6 +12,8 @@ import pytest
 import reference_solvers
 
 import ring.model.solve as solve
+from ring.model.auto_check import _calls_of, ratio_interval
+from ring.model.bootstrap import DRAWS, LEVEL, bootstrap_ratio
 from ring.model.data import load_groups
 from ring.model.fit import fit_group
 
@@ -20,6 +22,14 @@ DEFAULTS = sorted((ROOT / "ring" / "model" / "defaults").iterdir())
 # Both NNLS solvers end in a least-squares solve on the same free columns: they agree to
 # rounding, far inside the 1e-6 the committed fits are checked to (test_model_auto.py).
 NNLS_RTOL = 1e-9
+# scipy.stats.bootstrap draws the same resamples from the same generator (each series in
+# order, one (draws, calls) block each); only its quantile's arithmetic differs.
+BOOTSTRAP_RTOL = 1e-12
+# Every committed run with its timed calls (the bootstrap's input).
+RUNS = sorted(
+    p.with_name(p.name.replace(".samples.csv", ".csv"))
+    for p in (ROOT / "results" / "reference").rglob("*.samples.csv")
+)
 
 
 def _committed_groups(folder: Path):
@@ -61,3 +71,43 @@ def test_committed_fits_are_the_same_with_either_nnls(folder, monkeypatch):
             got, want = np.array(a.params), np.array(b.params)
             np.testing.assert_array_equal(got == 0, want == 0, err_msg=key)
             np.testing.assert_allclose(got, want, rtol=NNLS_RTOL, err_msg=key)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_scipy_bootstrap_draws_the_old_ratio_interval(seed):
+    rng = np.random.default_rng(seed)
+    fast = rng.lognormal(np.log(10.0), 0.3, rng.integers(2, 200))
+    slow = rng.lognormal(np.log(15.0), 0.5, rng.integers(2, 200))
+    got = bootstrap_ratio(fast, slow, np.random.default_rng(seed))
+    want = reference_solvers.bootstrap_ratio(fast, slow, np.random.default_rng(seed), DRAWS, LEVEL)
+    np.testing.assert_allclose(got, want, rtol=BOOTSTRAP_RTOL)
+
+
+@pytest.mark.slow
+def test_committed_calls_give_the_old_intervals():
+    """Every (backend, N, size) of every committed run: auto_check's interval (auto against
+    the fastest fixed algorithm) and the report's ratio of each algorithm to the first, with
+    the generator seeded alike for old and new."""
+    checked = 0
+    cells = [cell for path in RUNS for cell in sorted(_calls_of(path).items())]
+    for key, by_algorithm in cells:
+        names = sorted(by_algorithm)
+        first = np.asarray(by_algorithm[names[0]])
+        for name in names[1:]:
+            other = np.asarray(by_algorithm[name])
+            got = bootstrap_ratio(first, other, np.random.default_rng(checked))
+            want = reference_solvers.bootstrap_ratio(
+                first, other, np.random.default_rng(checked), DRAWS, LEVEL
+            )
+            np.testing.assert_allclose(got, want, rtol=BOOTSTRAP_RTOL, err_msg=str(key))
+            checked += 1
+        if "auto" in by_algorithm and len(names) > 1:
+            fixed = [by_algorithm[n] for n in names if n != "auto"]
+            got = ratio_interval(by_algorithm["auto"], fixed, np.random.default_rng(0))
+            rng = np.random.default_rng(0)
+            medians = [reference_solvers.resampled_medians(f, rng, DRAWS) for f in fixed]
+            auto = reference_solvers.resampled_medians(by_algorithm["auto"], rng, DRAWS)
+            want = reference_solvers.percentile_interval(auto / np.min(medians, axis=0), LEVEL)
+            np.testing.assert_allclose(got, want, rtol=BOOTSTRAP_RTOL, err_msg=str(key))
+            checked += 1
+    assert checked > 100, checked

@@ -23,7 +23,7 @@ import numpy as np
 from ..bench.flags import format_bytes
 from ..bench.results import read_csv, samples_path, schema_problem
 from ..schedule import ALGORITHMS, AUTO
-from .bootstrap import DRAWS, percentile_interval, resampled_medians
+from .bootstrap import DRAWS, percentile_bootstrap
 from .costs import ModelInputError
 from .data import run_meta, unpriced
 from .fit import Fit
@@ -80,9 +80,14 @@ def _calls_of(path: Path) -> dict[tuple, dict[str, list[float]]]:
 def ratio_interval(
     auto_calls: Sequence[float], fixed_calls: Sequence[Sequence[float]], rng: np.random.Generator
 ) -> tuple[float, float]:
-    """Bootstrap interval of median(auto) / min over the fixed algorithms of their medians."""
-    fixed = np.min([resampled_medians(np.asarray(c), rng, DRAWS) for c in fixed_calls], axis=0)
-    return percentile_interval(resampled_medians(np.asarray(auto_calls), rng, DRAWS) / fixed)
+    """Bootstrap interval of median(auto) / min over the fixed algorithms of their medians
+    (the fixed series resampled first, then auto's)."""
+
+    def ratio(*series: np.ndarray, axis: int) -> np.ndarray:
+        fixed = np.min([np.median(s, axis=axis) for s in series[:-1]], axis=0)
+        return np.median(series[-1], axis=axis) / fixed
+
+    return percentile_bootstrap([*fixed_calls, auto_calls], ratio, rng, DRAWS)
 
 
 def _read_run(path: Path, cells: dict, calls: dict) -> None:
