@@ -9,7 +9,9 @@ model prunes, the measurement decides), each timed on the caller's own call, so 
 costs no extra work and every call's result is right whichever candidate ran it.  The
 candidates take turns: each's first call makes and binds its plan and is not timed, then up
 to ``REPEATS`` timed calls each (the median counts); one whose median
-is more than ``DROP`` times the best so far is not tried again; once every candidate is
+is more than ``DROP`` times the best so far is not tried again, nor one whose measured
+floor (a planner's: the cpu's round trip of its worker threads) is above the best; once
+every candidate is
 timed, or the shape's budget (``RING_PLAN_BUDGET`` seconds, default 1) is spent, the
 fastest timed candidate is the shape's plan.
 
@@ -25,6 +27,7 @@ read, is ignored with one warning and replaced on the next write.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -110,6 +113,9 @@ class Trial:
 
     candidates: list[tuple]
     budget: float
+    # Per candidate, seconds it cannot beat (measured, e.g. waking worker threads): it waits
+    # until those without one are timed, and is not tried when one of them is faster.
+    floors: dict[tuple, float] = field(default_factory=dict)
     times: dict[tuple, list[float]] = field(default_factory=dict)
     spent: float = 0.0
     # Candidates whose first call ran: it makes the candidate's plan and binds it (a cold
@@ -122,13 +128,17 @@ class Trial:
         during the trial falls on every candidate alike), or None when planning is over."""
         if self.spent >= self.budget and self.times:
             return None
-        best = min((statistics.median(t) for t in self.times.values()), default=0.0)
+        best = min((statistics.median(t) for t in self.times.values()), default=math.inf)
+        floors = self.floors
         left = [
             c
             for c in self.candidates
             if len(self.times.get(c, ())) < REPEATS
             and not (c in self.times and statistics.median(self.times[c]) > DROP * best)
+            and (c in self.times or floors.get(c, 0.0) <= best)  # once timed, its times count
         ]
+        if any(c not in self.times and not floors.get(c) for c in left):
+            left = [c for c in left if not floors.get(c)]  # their times decide the rest's
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
         return min(left, key=lambda c: (c in self.warmed, len(self.times.get(c, ()))), default=None)
 

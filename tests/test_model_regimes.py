@@ -182,6 +182,7 @@ def test_auto_on_a_communicator_prices_its_own_inline_bytes(monkeypatch):
     assert own != default  # the default fit's two regimes pick differently here
     planned = []
     plan_for = ring_cpu.plan_for
+    monkeypatch.setattr(CpuCommunicator, "_wake_seconds", lambda self: 0.0)  # plans nothing
     monkeypatch.setattr(ring_cpu, "plan_for", lambda *a: planned.append(a[4]) or plan_for(*a))
     with CpuCommunicator(4, algorithm="auto", inline_bytes=0) as comm:
         comm.allreduce([np.ones(256, np.float32) for _ in range(4)])

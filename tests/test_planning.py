@@ -39,14 +39,27 @@ def fresh_wisdom(tmp_path, monkeypatch):
 
 
 def _slowed(monkeypatch, costs: dict[str, float]) -> list[str]:
-    """Each trial call of algorithm A runs ``costs[A]`` seconds longer; returns the
+    """Each trial call of algorithm A, bound or not, runs ``costs[A]`` seconds longer; returns the
     algorithms that calls on new buffers planned to run (a repeat runs bound)."""
     ran: list[str] = []
     real_run, real_plan = CpuCommunicator._run, CpuCommunicator._plan_call
+    real_bind = CpuCommunicator._bind
 
     def run(self, buffers, ufunc, steps, average, threads, executor):
         time.sleep(costs.get(steps.algorithm, 0.0))
         return real_run(self, buffers, ufunc, steps, average, threads, executor)
+
+    def bind(self, call, steps, executor, threads):
+        bound = real_bind(self, call, steps, executor, threads)
+        if bound is None:
+            return None
+        cost, real = costs.get(steps.algorithm, 0.0), bound.run
+
+        def slowed():
+            time.sleep(cost)
+            return real()
+
+        return bound._replace(run=slowed)
 
     def plan_call(self, call):
         planned = real_plan(self, call)
@@ -54,6 +67,7 @@ def _slowed(monkeypatch, costs: dict[str, float]) -> list[str]:
         return planned
 
     monkeypatch.setattr(CpuCommunicator, "_run", run)
+    monkeypatch.setattr(CpuCommunicator, "_bind", bind)
     monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
     return ran
 
@@ -78,16 +92,23 @@ def test_planning_keeps_the_fastest_candidate_and_every_call_is_right(fresh_wisd
     assert ran[-3:] == ["recursive-doubling"] * 3  # then only the fastest
 
 
-def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monkeypatch):
+@pytest.fixture
+def free_wake(monkeypatch):
+    """The workers' round trip taken as free: no candidate on them is left out for it."""
+    monkeypatch.setattr(CpuCommunicator, "_wake_seconds", lambda self: 0.0)
+
+
+def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monkeypatch, free_wake):
     monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
     seen = set()
-    real = CpuCommunicator._run
+    real = CpuCommunicator._plan_call
 
-    def run(self, buffers, ufunc, steps, average, threads, executor):
+    def plan_call(self, call):
+        steps, threads, executor, trying = real(self, call)
         seen.add((steps.algorithm, executor, threads == 1))
-        return real(self, buffers, ufunc, steps, average, threads, executor)
+        return steps, threads, executor, trying
 
-    monkeypatch.setattr(CpuCommunicator, "_run", run)
+    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
     with CpuCommunicator(2, algorithm="auto") as comm:
         buffers = [np.ones(512), np.ones(512)]
         for _ in range(30):
@@ -97,13 +118,63 @@ def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monk
     assert {i for _, _, i in seen} == {True, False}
 
 
-def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(fresh_wisdom, monkeypatch):
+def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
+    fresh_wisdom, monkeypatch, free_wake
+):
     monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
     with CpuCommunicator(2, algorithm="auto", executor="slices", inline_bytes=0) as comm:
         for _ in range(20):
             comm.allreduce([np.ones(512), np.ones(512)])
     (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
     assert sorted(plan["seconds"]) == ["direct/slices/False", "ring/slices/False"]
+
+
+def test_workers_whose_round_trip_loses_to_an_inline_candidate_are_not_tried(
+    fresh_wisdom, monkeypatch
+):
+    monkeypatch.setattr(CpuCommunicator, "_wake_seconds", lambda self: 10.0)
+    threads = set()
+    real = CpuCommunicator._plan_call
+
+    def plan_call(self, call):
+        planned = real(self, call)
+        threads.add(planned[1])
+        return planned
+
+    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
+    rng = np.random.default_rng(5)
+    with CpuCommunicator(3, algorithm="auto") as comm:
+        inputs = random_inputs(rng, 3, 300, np.float32, "sum")
+        buffers = [x.copy() for x in inputs]
+        while comm.measuring("allreduce", buffers, "sum"):
+            for b, x in zip(buffers, inputs, strict=True):
+                b[...] = x
+            comm.allreduce(buffers)
+            for b in buffers:
+                check(b, inputs, "sum")
+        assert comm.planned("allreduce", buffers, "sum")[2] is True  # inline
+    assert threads == {1}
+
+
+def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, monkeypatch):
+    """What a trial times is what the plan will cost: its call bound to the buffers, made
+    once per candidate (its untimed first call), not the full path every time."""
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    binds, unbound = [], []
+    real_bind, real_run = CpuCommunicator._bind, CpuCommunicator._run
+    monkeypatch.setattr(
+        CpuCommunicator, "_bind", lambda self, *a: binds.append(a[2]) or real_bind(self, *a)
+    )
+    monkeypatch.setattr(
+        CpuCommunicator, "_run", lambda self, *a: unbound.append(1) or real_run(self, *a)
+    )
+    with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
+        buffers = [np.ones(64), np.ones(64)]
+        while comm.measuring("allreduce", buffers, "sum"):
+            comm.allreduce(buffers)
+    # One binding per candidate, and the plan's own on the call that settles it; no call
+    # took the full path.
+    assert len(binds) == 3 and not unbound
 
 
 def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):

@@ -52,6 +52,32 @@ def test_each_candidates_first_call_is_not_timed():
     assert trial.spent == 100.0 + wisdom.REPEATS * 3.0
 
 
+def test_a_candidate_whose_floor_loses_to_a_timed_one_is_never_run():
+    """A floor (the workers' round trip) is a time a candidate cannot beat: it waits for the
+    candidates without one, and is not run where one of them is already faster."""
+    costs = {"inline": 1.0, "other inline": 1.5, "workers": 0.5, "near workers": 1.1}
+    floors = {"workers": 2.0, "near workers": 0.8}
+    trial = Trial(list(costs), 100.0, floors)
+    ran = []
+    while (candidate := trial.next()) is not None:
+        ran.append(candidate)
+        trial.record(candidate, costs[candidate])
+    assert "workers" not in ran  # faster than its floor says it can be: never reached
+    # Tried only once both candidates without a floor had their untimed and a timed call.
+    first = ran.index("near workers")
+    assert ran[:first].count("inline") >= 2 and ran[:first].count("other inline") >= 2
+    assert trial.winner() == "inline"
+
+
+def test_a_floor_below_the_best_lets_its_candidate_win():
+    costs = {"inline": 1.0, "workers": 0.5}
+    trial = Trial(list(costs), 100.0, {"workers": 0.4})
+    while (candidate := trial.next()) is not None:
+        trial.record(candidate, costs[candidate])
+    assert trial.winner() == "workers"
+    assert len(trial.times["workers"]) == wisdom.REPEATS
+
+
 def test_a_candidate_far_slower_than_the_best_is_tried_once():
     costs = {"fast": 1.0, "slow": 10.0, "close": 1.2}
     trial = _run_trial(costs)

@@ -227,7 +227,10 @@ class CpuCommunicator(RingCommunicator):
         # What auto keeps as given rather than planning over it.
         self._fixed = {k: given[k] for k in ("inline_bytes", "executor") if k in given}
         self.cores = _cores()
-        self._planner = Planner(self.nodes, self.sync, self.inline_bytes)
+        self._planner = Planner(self.nodes, self.sync, self.inline_bytes, self._wake_seconds)
+        self._wake: float | None = None  # the workers' round trip, once measured
+        # Per (key, candidate) of a trial under way: the candidate's call, bound.
+        self._trial_bound: dict[tuple, Bound] = {}
         # Per collective and per-call options: the checked options, and the last call, if bound.
         self._options: dict[object, dict] = {}
         self._bound: dict[object, Bound] = {}
@@ -259,12 +262,14 @@ class CpuCommunicator(RingCommunicator):
         self._closed = True
         with self._call_lock:
             self._bound = {}  # the bound calls' views keep their buffers alive
+            self._trial_bound = {}
             self._finalizer.detach()
             self._crew.stop(True)
 
     def unbind(self) -> None:
         with self._call_lock:
             self._bound = {}
+            self._trial_bound = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -374,9 +379,7 @@ class CpuCommunicator(RingCommunicator):
         buffers = list(call.buffers)
         steps, threads, executor, trying = self._plan_call(call)
         if trying is not None:
-            started = time.perf_counter()
-            self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
-            trying[0].record(trying[1], time.perf_counter() - started)
+            self._try(call, key if bind else None, trying, steps, threads, executor)
             return
         if bind:
             bound = self._bind(call, steps, executor, threads)
@@ -385,6 +388,41 @@ class CpuCommunicator(RingCommunicator):
                 self._guarded(name, bound.run)
                 return
         self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
+
+    def _try(self, call: Call, key: object, trying: tuple, steps: Plan, threads, executor):
+        """A call that ``auto``'s trial runs by one of its candidates, timed for it.  Where
+        it repeats on the same buffers (``key``: bound calls are kept) the candidate runs
+        bound, as its plan will once chosen, so what is timed is what the plan costs."""
+        trial, candidate = trying
+        ufunc, _, average = call.checked
+        started = time.perf_counter()  # a candidate's binding is part of what planning costs
+        bound = self._trial_bound.get((key, candidate)) if key is not None else None
+        if bound is None or not bound.takes(call.buffers, call.op):
+            bound = self._bind(call, steps, executor, threads) if key is not None else None
+            if bound is not None:
+                self._trial_bound[(key, candidate)] = bound
+        args = () if bound is not None else (call.buffers, ufunc, steps, average, threads, executor)
+        run = bound.run if bound is not None else self._run
+        if candidate in trial.warmed:  # a timed call: the run alone, as a planned call's
+            started = time.perf_counter()
+        self._guarded(call.name, run, *args)
+        trial.record(candidate, time.perf_counter() - started)
+        if trial.next() is None:  # planned: the candidates' bound calls are done with
+            self._trial_bound = {k: b for k, b in self._trial_bound.items() if k[0] != key}
+
+    def _wake_seconds(self) -> float:
+        """The workers' round trip: the least of three allreduces of one element per node
+        on every worker, on private buffers (measured once per communicator)."""
+        if self._wake is None:
+            buffers = [np.zeros(self.nodes, np.float32) for _ in range(self.nodes)]
+            steps = plan_for("allreduce", self.nodes, self.nodes, 4, "ring", {})
+            crew, times = self._crew, []
+            for _ in range(3):
+                started = time.perf_counter()
+                self._guarded("allreduce", crew.run, crew.job(buffers, np.add, steps, False))
+                times.append(time.perf_counter() - started)
+            self._wake = min(times)
+        return self._wake
 
     def _plan_call(self, call: Call) -> tuple[Plan, int, str, tuple[Trial, tuple] | None]:
         """The plan a checked call runs, on how many threads, by which executor, and the
@@ -464,5 +502,6 @@ class CpuCommunicator(RingCommunicator):
         """Close after a call that did not complete: stop and join every worker."""
         self._closed = True
         self._bound = {}
+        self._trial_bound = {}
         self._finalizer.detach()
         self._crew.stop(True)

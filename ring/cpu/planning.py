@@ -9,12 +9,16 @@ a trial cut short by its budget still ends with a plan at least as fast as that.
 
 What planning measures would otherwise be machine constants: the executor, and where a
 call stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's
-threshold).  Calls above :data:`INLINE_CAP` are not tried on the calling thread alone.
+threshold).  Calls above :data:`INLINE_CAP` are not tried on the calling thread alone, and
+the candidates on the workers only after those inline, where the workers' measured round
+trip does not already lose to one of them: at a few KiB, waking threads costs more than
+the whole call.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
@@ -31,8 +35,11 @@ Choice = tuple  # (algorithm, executor, inline)
 class Planner:
     """The plans of one communicator's call shapes, and the trials still under way."""
 
-    def __init__(self, nodes: int, sync: str, inline_bytes: int):
+    def __init__(self, nodes: int, sync: str, inline_bytes: int, wake: Callable[[], float]):
         self.nodes, self.sync, self.inline_bytes = nodes, sync, inline_bytes
+        # Seconds of the workers' round trip with next to no work: no candidate on the
+        # workers is faster, so one is not tried where a candidate inline beats it.
+        self._wake = wake
         self._plans: dict[str, Choice] = {}
         self._trials: dict[str, wisdom.Trial] = {}
         self._generation = (auto.generation(), wisdom.generation())
@@ -98,7 +105,9 @@ class Planner:
             trial = self._trials.get(key)
             if trial is None:
                 found = self.candidates(name, nbytes, inline_given, executor_given)
-                trial = self._trials[key] = wisdom.Trial(found, wisdom.budget_seconds())
+                floors = {c: self._wake() for c in found if not c[2]}
+                trial = wisdom.Trial(found, wisdom.budget_seconds(), floors)
+                self._trials[key] = trial
             candidate = trial.next()
             if candidate is not None:
                 return candidate, trial
