@@ -14,7 +14,9 @@ from ._optional import EXTRAS
 SCRIPT_EXTRAS = {
     **EXTRAS,
     "nvtx": "nvtx",
-    **dict.fromkeys(("pandas", "matplotlib", "seaborn", "jinja2", "yaml", "scipy"), "report"),
+    **dict.fromkeys(
+        ("pandas", "matplotlib", "seaborn", "jinja2", "yaml", "scipy", "markdown_it"), "report"
+    ),
 }
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
-import re
 import struct
 from datetime import UTC, datetime
 from pathlib import Path
@@ -105,15 +105,20 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", header[16:24])
 
 
-def _inline_html(text: str):
-    """Escape ``text`` for HTML and turn its Markdown `code` and **bold** into tags."""
-    from markupsafe import Markup, escape
+@functools.cache
+def _commonmark():
+    from markdown_it import MarkdownIt
 
-    html = str(escape(text))
-    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
-    html = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html)
-    html = re.sub(r"(?<![\w*])\*([^*]+)\*(?![\w*])", r"<em>\1</em>", html)
-    return Markup(html)
+    return MarkdownIt("commonmark", {"html": False})  # raw HTML in a text is escaped
+
+
+def _inline_html(text: str):
+    """``text``'s inline Markdown (`code`, **bold**, *emphasis*) as HTML, the rest escaped:
+    the sentences the Markdown report carries, in the HTML page (CommonMark, by
+    markdown-it-py)."""
+    from markupsafe import Markup
+
+    return Markup(_commonmark().renderInline(text))
 
 
 def render(model: ReportModel, figures: list[Figure], out_dir: str | Path) -> tuple[Path, Path]:
