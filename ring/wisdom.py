@@ -122,11 +122,14 @@ class Trial:
     # call, many times a warm one), so it is not timed, or the first candidate tried would
     # win by being the only one ever timed warm.
     warmed: set = field(default_factory=set)
+    # The run of each candidate's first call, its plan's making left out: what stands for a
+    # candidate the budget ends before timing (at 1 GiB, a call is half the budget).
+    firsts: dict[tuple, float] = field(default_factory=dict)
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift
         during the trial falls on every candidate alike), or None when planning is over."""
-        if self.spent >= self.budget and self.times:
+        if self.spent >= self.budget and (self.times or self.firsts):
             return None
         best = min((statistics.median(t) for t in self.times.values()), default=math.inf)
         floors = self.floors
@@ -142,24 +145,31 @@ class Trial:
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
         return min(left, key=lambda c: (c in self.warmed, len(self.times.get(c, ()))), default=None)
 
-    def record(self, candidate: tuple, seconds: float) -> None:
+    def record(self, candidate: tuple, seconds: float, run: float | None = None) -> None:
         """One call's time; the process's planning cost counts it at once, so a shape still
-        being planned when the process reports is counted too."""
+        being planned when the process reports is counted too.  ``run``: of a first call,
+        the time of its run alone (kept in :attr:`firsts`)."""
         self.spent += seconds
         wisdom().spend(seconds)
         if candidate not in self.warmed:
             self.warmed.add(candidate)
+            if run is not None:
+                self.firsts[candidate] = run
             return
         self.times.setdefault(candidate, []).append(seconds)
 
     def winner(self) -> tuple:
-        """The timed candidate of least median time (the first candidate if none was)."""
-        if not self.times:
+        """The candidate of least time (the first candidate if none ran): a timed one's
+        median, or for one never timed its first run."""
+        scores = self.medians()
+        if not scores:
             return self.candidates[0]
-        return min(self.times, key=lambda c: statistics.median(self.times[c]))
+        return min(scores, key=scores.__getitem__)
 
     def medians(self) -> dict[tuple, float]:
-        return {c: statistics.median(t) for c, t in self.times.items()}
+        """Each candidate's time: its timed calls' median, else its first run's."""
+        untimed = {c: t for c, t in self.firsts.items() if c not in self.times}
+        return untimed | {c: statistics.median(t) for c, t in self.times.items()}
 
 
 class Wisdom:

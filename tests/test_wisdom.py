@@ -78,6 +78,31 @@ def test_a_floor_below_the_best_lets_its_candidate_win():
     assert len(trial.times["workers"]) == wisdom.REPEATS
 
 
+def test_where_the_budget_ends_before_any_timed_call_the_first_runs_decide():
+    """At 1 GiB one call is half the budget: the candidates' first calls are all there is,
+    and their runs (their plan's making left out) pick the plan."""
+    runs = {"first": 0.6, "second": 0.45, "third": 0.5}
+    trial = Trial(list(runs), 1.0)
+    ran = []
+    while (candidate := trial.next()) is not None:
+        ran.append(candidate)
+        trial.record(candidate, runs[candidate] + 0.01, run=runs[candidate])
+    assert ran == ["first", "second"]  # 1.07 s spent: over the budget, nothing timed
+    assert trial.times == {}
+    assert trial.winner() == "second"
+    assert trial.medians() == {"first": 0.6, "second": 0.45}
+
+
+def test_a_timed_median_counts_over_a_first_run():
+    trial = Trial(["a", "b"], 100.0)
+    trial.record("a", 5.0, run=0.1)  # a first run that was quick
+    trial.record("b", 1.0, run=1.0)
+    trial.record("a", 2.0)
+    trial.record("b", 1.0)
+    assert trial.medians() == {"a": 2.0, "b": 1.0}
+    assert trial.winner() == "b"
+
+
 def test_a_candidate_far_slower_than_the_best_is_tried_once():
     costs = {"fast": 1.0, "slow": 10.0, "close": 1.2}
     trial = _run_trial(costs)

@@ -403,10 +403,13 @@ class CpuCommunicator(RingCommunicator):
                 self._trial_bound[(key, candidate)] = bound
         args = () if bound is not None else (call.buffers, ufunc, steps, average, threads, executor)
         run = bound.run if bound is not None else self._run
-        if candidate in trial.warmed:  # a timed call: the run alone, as a planned call's
-            started = time.perf_counter()
+        running = time.perf_counter()
         self._guarded(call.name, run, *args)
-        trial.record(candidate, time.perf_counter() - started)
+        done = time.perf_counter()
+        if candidate in trial.warmed:  # a timed call: the run alone, as a planned call's
+            trial.record(candidate, done - running)
+        else:
+            trial.record(candidate, done - started, run=done - running)
         if trial.next() is None:  # planned: the candidates' bound calls are done with
             self._trial_bound = {k: b for k, b in self._trial_bound.items() if k[0] != key}
 
