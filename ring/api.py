@@ -25,6 +25,7 @@ from .communicator import (
     normalized_op,
 )
 from .place import Refused, check_send, copy_in
+from .schedule import COLLECTIVES
 from .work import PENDING, Work, submit
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
@@ -116,9 +117,9 @@ def _execute(module, call, options: dict) -> Work | None:
 
 
 # (backend, N, the options as the caller wrote them) -> the communicator calls of those
-# options run on: a repeated module call goes straight to it (_took_given), a good part of
-# a 1 KiB call's few µs.
-_direct: dict[tuple, RingCommunicator] = {}
+# options run on, and per collective the key its bound calls are kept under: a repeated
+# module call goes straight to it (_took_given), a good part of a 1 KiB call's few µs.
+_direct: dict[tuple, tuple[RingCommunicator, dict[str, object]]] = {}
 
 
 def _run_direct(module, name: str, buffers: list, op, backend: str, options: dict) -> None:
@@ -131,8 +132,9 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
         # One communicator per sync for every option set: the rest go with each call, so
         # none of one call's options becomes a default of the next.
         sync = {"sync": options["sync"]} if "sync" in options else {}
-        key = (backend, len(buffers), tuple(options.items()))
-        _direct[key] = _cached(module, len(buffers), sync)
+        given = tuple(options.items())
+        keys = {c: (c, *given) if given else c for c in COLLECTIVES}
+        _direct[(backend, len(buffers), given)] = (_cached(module, len(buffers), sync), keys)
 
 
 def allreduce(
@@ -203,15 +205,14 @@ def _took_given(name: str, buffers, op, backend: str, options: dict) -> bool:
     for :func:`_run_direct` to make one."""
     if type(buffers) is not list:
         return False
-    given = tuple(options.items()) if options else ()
     try:
-        comm = _direct.get((backend, len(buffers), given))
+        entry = _direct.get((backend, len(buffers), tuple(options.items()) if options else ()))
     except TypeError:  # an option of no plain type: the full checks refuse it
         return False
-    if comm is None or comm.closed:
+    if entry is None or entry[0]._closed:
         return False
     try:
-        comm._keyed((name, *given) if given else name, name, buffers, op, options)
+        entry[0]._keyed(entry[1][name], name, buffers, op, options)
     except CommunicatorClosedError:
         return False
     return True
