@@ -25,7 +25,6 @@ from .communicator import (
     normalized_op,
 )
 from .place import Refused, check_send, copy_in
-from .schedule import COLLECTIVES
 from .work import PENDING, Work, submit
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
@@ -133,8 +132,13 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
         # none of one call's options becomes a default of the next.
         sync = {"sync": options["sync"]} if "sync" in options else {}
         given = tuple(options.items())
-        keys = {c: (c, *given) if given else c for c in COLLECTIVES}
-        _direct[(backend, len(buffers), given)] = (_cached(module, len(buffers), sync), keys)
+        entry = _direct.get((backend, len(buffers), given))
+        if entry is None or entry[0].closed:
+            entry = _direct[(backend, len(buffers), given)] = (
+                _cached(module, len(buffers), sync),
+                {},
+            )
+        entry[1][name] = (name, *given) if given else name
 
 
 def allreduce(
@@ -209,7 +213,7 @@ def _took_given(name: str, buffers, op, backend: str, options: dict) -> bool:
         entry = _direct.get((backend, len(buffers), tuple(options.items()) if options else ()))
     except TypeError:  # an option of no plain type: the full checks refuse it
         return False
-    if entry is None or entry[0]._closed:
+    if entry is None or entry[0]._closed or name not in entry[1]:
         return False
     try:
         entry[0]._keyed(entry[1][name], name, buffers, op, options)

@@ -61,7 +61,7 @@ __all__ = [
 
 WISDOM_ENV = "RING_WISDOM"
 BUDGET_ENV = "RING_PLAN_BUDGET"
-SCHEMA = 1
+SCHEMA = 2
 REPEATS = 3
 DROP = 2.0
 # "measure": plan by measuring (this module); "estimate": the decision table's pick only.
@@ -125,6 +125,7 @@ class Trial:
     # The run of each candidate's first call, its plan's making left out: what stands for a
     # candidate the budget ends before timing (at 1 GiB, a call is half the budget).
     firsts: dict[tuple, float] = field(default_factory=dict)
+    refining: bool = False  # a second trial, of its first's winner against variants of it
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift

@@ -45,12 +45,12 @@ def _slowed(monkeypatch, costs: dict[str, float]) -> list[str]:
     real_run, real_plan = CpuCommunicator._run, CpuCommunicator._plan_call
     real_bind = CpuCommunicator._bind
 
-    def run(self, buffers, ufunc, steps, average, threads, executor):
+    def run(self, buffers, ufunc, steps, *how):
         time.sleep(costs.get(steps.algorithm, 0.0))
-        return real_run(self, buffers, ufunc, steps, average, threads, executor)
+        return real_run(self, buffers, ufunc, steps, *how)
 
-    def bind(self, call, steps, executor, threads):
-        bound = real_bind(self, call, steps, executor, threads)
+    def bind(self, call, steps, *how):
+        bound = real_bind(self, call, steps, *how)
         if bound is None:
             return None
         cost, real = costs.get(steps.algorithm, 0.0), bound.run
@@ -87,7 +87,7 @@ def test_planning_keeps_the_fastest_candidate_and_every_call_is_right(fresh_wisd
                 check(b, inputs, "sum")
     planned = wisdom.Wisdom(fresh_wisdom).plans
     (plan,) = planned.values()
-    assert plan["choice"] == ["recursive-doubling", "nodes", False]
+    assert plan["choice"] == ["recursive-doubling", "nodes", False, None]
     assert set(ran[:3]) == {"ring", "recursive-doubling", "direct"}  # each tried in turn
     assert ran[-3:] == ["recursive-doubling"] * 3  # then only the fastest
 
@@ -104,9 +104,10 @@ def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monk
     real = CpuCommunicator._plan_call
 
     def plan_call(self, call):
-        steps, threads, executor, trying = real(self, call)
+        planned = real(self, call)
+        steps, threads, executor = planned[:3]
         seen.add((steps.algorithm, executor, threads == 1))
-        return steps, threads, executor, trying
+        return planned
 
     monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
     with CpuCommunicator(2, algorithm="auto") as comm:
@@ -126,7 +127,10 @@ def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
         for _ in range(20):
             comm.allreduce([np.ones(512), np.ones(512)])
     (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
-    assert sorted(plan["seconds"]) == ["direct/slices/False", "ring/slices/False"]
+    assert {k.rsplit("/", 1)[0] for k in plan["seconds"]} == {
+        "direct/slices/False",
+        "ring/slices/False",
+    }
 
 
 def test_workers_whose_round_trip_loses_to_an_inline_candidate_are_not_tried(
@@ -175,6 +179,66 @@ def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, mo
     # One binding per candidate, and the plan's own on the call that settles it; no call
     # took the full path.
     assert len(binds) == 3 and not unbound
+
+
+def test_a_winner_by_slices_is_timed_again_with_larger_and_smaller_tiles(
+    fresh_wisdom, monkeypatch, free_wake
+):
+    """The tile is measured as the executor is: the cache probe's size is where it starts."""
+    monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 400)
+    monkeypatch.setattr("ring.cpu.planning.MIN_TILE", 8)
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("reduce-broadcast", "ring"))
+    tiles = set()
+    real = CpuCommunicator._plan_call
+
+    def plan_call(self, call):
+        planned = real(self, call)
+        tiles.add(planned[4])
+        return planned
+
+    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
+    rng = np.random.default_rng(8)
+    with CpuCommunicator(4, algorithm="auto", executor="slices", inline_bytes=0) as comm:
+        inputs = random_inputs(rng, 4, 2001, np.float32, "sum")  # 8004 B: 21 tiles of 400
+        buffers = [x.copy() for x in inputs]
+        while comm.measuring("allreduce", buffers, "sum"):
+            for b, x in zip(buffers, inputs, strict=True):
+                b[...] = x
+            comm.allreduce(buffers)
+            for b in buffers:
+                check(b, inputs, "sum")
+        best = comm.planned("allreduce", buffers, "sum")
+    assert tiles == {None, 1600, 100}
+    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    winner = f"{best[0]}/slices/False"
+    assert {f"{winner}/None", f"{winner}/1600", f"{winner}/100"} <= set(plan["seconds"])
+    assert plan["choice"] == list(best)
+
+
+def test_refinement_tries_only_tiles_that_change_the_cut(monkeypatch):
+    from ring.cpu.planning import Planner
+
+    monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 64 << 10)
+    trial = wisdom.Trial([("ring", "slices", True, None), ("ring", "nodes", True, None)], 10.0)
+    trial.record(("ring", "slices", True, None), 0.1)
+    trial.record(("ring", "slices", True, None), 0.1)
+    refined = Planner.refinement(trial, 1 << 20)
+    assert refined is not None and refined.refining
+    assert refined.candidates == [
+        ("ring", "slices", True, None),
+        ("ring", "slices", True, 256 << 10),
+        ("ring", "slices", True, 16 << 10),
+    ]
+    assert refined.times == trial.times  # the winner is not timed again from scratch
+    assert Planner.refinement(refined, 1 << 20) is None  # once
+    assert Planner.refinement(trial, 60 << 10) is not None  # 16 KiB tiles cut it in 4
+    assert Planner.refinement(trial, 16 << 10) is None  # one tile whatever the size
+    spent = wisdom.Trial([("ring", "slices", True, None)], 0.15)
+    spent.record(("ring", "slices", True, None), 0.2)
+    assert Planner.refinement(spent, 1 << 20) is None  # no budget left
+    by_nodes = wisdom.Trial([("ring", "nodes", True, None)], 10.0)
+    by_nodes.record(("ring", "nodes", True, None), 0.1)
+    assert Planner.refinement(by_nodes, 1 << 20) is None
 
 
 def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):

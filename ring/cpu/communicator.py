@@ -312,16 +312,19 @@ class CpuCommunicator(RingCommunicator):
         self._bound.pop(key, None)
         self._execute(_checked_call(name, buffers, op, checked), bind=True, key=key)
 
-    def _bind(self, call: Call, steps: Plan, executor: str, threads: int) -> Bound | None:
+    def _bind(
+        self, call: Call, steps: Plan, executor: str, threads: int, tile: int | None = None
+    ) -> Bound | None:
         """The call bound to its buffers (ring.host.moves): on the calling thread where its
-        plan can be (see ring.cpu.crew.Crew.bind), else its job on the workers."""
+        plan can be (see ring.cpu.crew.Crew.bind), else its job on the workers; ``tile``:
+        bytes of a tile by slices (None: the machine's default)."""
         ufunc, _, average = call.checked
         buffers = list(call.buffers)
         if threads == 1:
-            bound = self._crew.bind(call.op, buffers, ufunc, steps, average, executor)
+            bound = self._crew.bind(call.op, buffers, ufunc, steps, average, executor, tile)
         else:
             bound = self._crew.bind_workers(
-                call.op, buffers, ufunc, steps, average, threads, executor
+                call.op, buffers, ufunc, steps, average, threads, executor, tile
             )
         if bound is None:
             return None
@@ -377,19 +380,19 @@ class CpuCommunicator(RingCommunicator):
             self._check_open()
             return
         buffers = list(call.buffers)
-        steps, threads, executor, trying = self._plan_call(call)
+        steps, threads, executor, trying, tile = self._plan_call(call)
         if trying is not None:
-            self._try(call, key if bind else None, trying, steps, threads, executor)
+            self._try(call, key if bind else None, trying, steps, threads, executor, tile)
             return
         if bind:
-            bound = self._bind(call, steps, executor, threads)
+            bound = self._bind(call, steps, executor, threads, tile)
             if bound is not None:
                 self._bound[name if key is None else key] = bound
                 self._guarded(name, bound.run)
                 return
-        self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor)
+        self._guarded(name, self._run, buffers, ufunc, steps, average, threads, executor, tile)
 
-    def _try(self, call: Call, key: object, trying: tuple, steps: Plan, threads, executor):
+    def _try(self, call: Call, key: object, trying: tuple, steps: Plan, threads, executor, tile):
         """A call that ``auto``'s trial runs by one of its candidates, timed for it.  Where
         it repeats on the same buffers (``key``: bound calls are kept) the candidate runs
         bound, as its plan will once chosen, so what is timed is what the plan costs."""
@@ -398,10 +401,11 @@ class CpuCommunicator(RingCommunicator):
         started = time.perf_counter()  # a candidate's binding is part of what planning costs
         bound = self._trial_bound.get((key, candidate)) if key is not None else None
         if bound is None or not bound.takes(call.buffers, call.op):
-            bound = self._bind(call, steps, executor, threads) if key is not None else None
+            bound = self._bind(call, steps, executor, threads, tile) if key is not None else None
             if bound is not None:
                 self._trial_bound[(key, candidate)] = bound
-        args = () if bound is not None else (call.buffers, ufunc, steps, average, threads, executor)
+        args: tuple = (call.buffers, ufunc, steps, average, threads, executor, tile)
+        args = () if bound is not None else args
         run = bound.run if bound is not None else self._run
         running = time.perf_counter()
         self._guarded(call.name, run, *args)
@@ -427,9 +431,12 @@ class CpuCommunicator(RingCommunicator):
             self._wake = min(times)
         return self._wake
 
-    def _plan_call(self, call: Call) -> tuple[Plan, int, str, tuple[Trial, tuple] | None]:
-        """The plan a checked call runs, on how many threads, by which executor, and the
-        trial of ``auto`` that times it with the candidate it runs (None: no trial)."""
+    def _plan_call(
+        self, call: Call
+    ) -> tuple[Plan, int, str, tuple[Trial, tuple] | None, int | None]:
+        """The plan a checked call runs, on how many threads, by which executor, the trial
+        of ``auto`` that times it with the candidate it runs (None: no trial), and the
+        bytes of a tile by slices (None: the machine's default)."""
         options = dict(call.options)
         count = call.checked[1]
         itemsize = call.buffers[0].dtype.itemsize
@@ -440,24 +447,24 @@ class CpuCommunicator(RingCommunicator):
         planning = options.pop("planning", self.planning)
         inline_bytes = self.inline_bytes if given_inline is None else given_inline
         executor = given_executor or self.executor
-        trying = None
+        trying, tile = None, None
         if algorithm == AUTO and planning == "measure":
             dtype = call.buffers[0].dtype.str
             choice, trial = self._planner.plan(
                 call.name, dtype, call.op, nbytes, given_inline, given_executor
             )
             trying = None if trial is None else (trial, choice)
-            algorithm, executor, inline = choice
+            algorithm, executor, inline, tile = choice
             inline_bytes = nbytes if inline else 0
-        threads = self.threads_for(nbytes, inline_bytes, executor)
+        threads = self.threads_for(nbytes, inline_bytes, executor, tile)
         algorithm = resolve_algorithm(
             self.backend, call.name, self.nodes, nbytes, algorithm, inline_bytes
         )
         steps = plan_for(call.name, self.nodes, count, itemsize, algorithm, options)
-        return steps, threads, executor, trying
+        return steps, threads, executor, trying, tile
 
     def planned(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> tuple | None:
-        """(algorithm, executor, inline) that ``auto`` settled on for calls like this one
+        """(algorithm, executor, inline, tile) that ``auto`` settled on for calls like this one
         of the communicator's own options, None while it measures (or without auto)."""
         if self.algorithm != AUTO or self.planning != "measure" or not buffers:
             return None
@@ -475,24 +482,28 @@ class CpuCommunicator(RingCommunicator):
         return self.planned(name, buffers, op) is None
 
     def threads_for(
-        self, nbytes: int, inline_bytes: int | None = None, executor: str | None = None
+        self,
+        nbytes: int,
+        inline_bytes: int | None = None,
+        executor: str | None = None,
+        tile: int | None = None,
     ) -> int:
         """How many threads a call of ``nbytes`` per node runs on: 1 (the caller) up to
         ``inline_bytes``; above it, one per node (``executor="nodes"``) or one per slice,
-        as many as nodes, cores and whole tiles allow (``"slices"``)."""
+        as many as nodes, cores and whole tiles (of ``tile`` bytes) allow (``"slices"``)."""
         inline_bytes = self.inline_bytes if inline_bytes is None else inline_bytes
         if self.nodes == 1 or nbytes <= inline_bytes:
             return 1
         if (self.executor if executor is None else executor) == "slices":
-            tiles = -(-nbytes // positions.tile_bytes())  # a slice is whole tiles
+            tiles = -(-nbytes // (tile or positions.tile_bytes()))  # a slice is whole tiles
             return min(self.nodes, self.cores, tiles)
         return self.nodes
 
-    def _run(self, buffers, ufunc, steps, average, threads, executor):
+    def _run(self, buffers, ufunc, steps, average, threads, executor, tile=None):
         """Run one plan on ``threads`` threads; a worker's exception is returned."""
         crew = self._crew
         if executor == "slices":
-            job = crew.slice_job(buffers, ufunc, steps, average, threads)
+            job = crew.slice_job(buffers, ufunc, steps, average, threads, tile)
             if job is not None:
                 return crew.run_slices(job)
         job = crew.job(buffers, ufunc, steps, average)

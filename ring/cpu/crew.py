@@ -59,6 +59,11 @@ __all__ = ["PAIRS_PER_NODE", "PROGRAMS", "Aborted", "Between", "Crew", "Program"
 PAIRS_PER_NODE = 8  # a plan whose waits pair more nodes per node runs with the barrier
 
 
+def _elements(tile: int | None, dtype: np.dtype) -> int:
+    """Elements of a tile of ``tile`` bytes (None: the machine's default tile)."""
+    return tile_elements(dtype) if tile is None else max(1, tile // dtype.itemsize)
+
+
 class Between:
     """``value`` at every step ``t`` but those where ``(t + shift) % period == 0``, nothing
     there: one node's queues when they are the same at every step but a block's first (the
@@ -225,16 +230,19 @@ class Crew:
             buffers, ufunc, steps, average, scratch, *compiled, tile, itertools.count(), self.nodes
         )
 
-    def slice_job(self, buffers: list, ufunc, steps: Plan, average: bool, parts: int):
+    def slice_job(
+        self, buffers: list, ufunc, steps: Plan, average: bool, parts: int, tile: int | None = None
+    ):
         """One call of ``steps`` run by position (:mod:`ring.host.positions`) in ``parts``
-        slices, or None where the plan cannot be read by position."""
+        slices of ``tile`` bytes (None: :func:`~ring.host.positions.tile_bytes`), or None
+        where the plan cannot be read by position."""
         dtype = buffers[0].dtype
-        key = (steps, parts, dtype)
+        key = (steps, parts, dtype, tile)
         shape = self.sliced.get(key)
         if shape is None:
             if len(self.sliced) >= PROGRAMS:
                 del self.sliced[next(iter(self.sliced))]
-            shape = self.sliced[key] = self._slice_shape(steps, parts, dtype)
+            shape = self.sliced[key] = self._slice_shape(steps, parts, dtype, tile)
         positions, bounds, tile = shape
         if positions is None:
             return None
@@ -249,7 +257,14 @@ class Crew:
         )
 
     def bind(
-        self, op, buffers: list, ufunc, steps: Plan, average: bool, executor: str
+        self,
+        op,
+        buffers: list,
+        ufunc,
+        steps: Plan,
+        average: bool,
+        executor: str,
+        tile: int | None = None,
     ) -> Bound | None:
         """A call of ``steps`` on the calling thread bound to ``buffers``
         (:mod:`ring.host.moves`), by position or node after node as ``executor`` says;
@@ -262,17 +277,25 @@ class Crew:
         positions = by_position(steps)
         if positions is None:
             return None
-        tile = tile_elements(buffers[0].dtype)
-        return bind(op, steps.algorithm, buffers, ufunc, average, positions, tile)
+        elements = _elements(tile, buffers[0].dtype)
+        return bind(op, steps.algorithm, buffers, ufunc, average, positions, elements)
 
     def bind_workers(
-        self, op, buffers: list, ufunc, steps: Plan, average: bool, threads: int, executor: str
+        self,
+        op,
+        buffers: list,
+        ufunc,
+        steps: Plan,
+        average: bool,
+        threads: int,
+        executor: str,
+        tile: int | None = None,
     ) -> Bound:
         """A call on the workers bound to ``buffers``: its job is made once, and each
         repeat runs it with a new count of finished workers (its one per-call state)."""
         job: Any = None
         if executor == "slices":
-            job = self.slice_job(buffers, ufunc, steps, average, threads)
+            job = self.slice_job(buffers, ufunc, steps, average, threads, tile)
         if job is not None:
             run = partial(_again, self.run_slices, job)
         else:
@@ -280,11 +303,11 @@ class Crew:
         return bind_run(op, steps.algorithm, buffers, ufunc, run)
 
     @staticmethod
-    def _slice_shape(steps: Plan, parts: int, dtype: np.dtype) -> tuple:
+    def _slice_shape(steps: Plan, parts: int, dtype: np.dtype, tile: int | None) -> tuple:
         """What a sliced call of ``steps`` needs besides its buffers: the plan by position,
         each part's positions and the tile, in elements."""
-        tile = tile_elements(dtype)
-        return by_position(steps), slice_bounds(steps.length, parts, tile), tile
+        elements = _elements(tile, dtype)
+        return by_position(steps), slice_bounds(steps.length, parts, elements), elements
 
     def _compile(self, steps: Plan) -> tuple[list[Program], list]:
         programs = program(steps, self.pushers, self.pairwise, self.pairs)

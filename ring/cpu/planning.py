@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
+from ..host import positions
 
 __all__ = ["INLINE_CAP", "Planner"]
 
@@ -29,7 +30,10 @@ TOP = wisdom.TOP  # the table's candidates tried per column
 # Above this, one thread streaming every node's buffers is not tried against the workers.
 INLINE_CAP = 64 << 20
 
-Choice = tuple  # (algorithm, executor, inline)
+Choice = tuple  # (algorithm, executor, inline, tile bytes by slices or None: the default)
+# A winner by slices is tried again with tiles this many times larger and smaller.
+TILE_STEP = 4
+MIN_TILE = 4 << 10
 
 
 class Planner:
@@ -66,8 +70,33 @@ class Planner:
         for rank in range(TOP):
             for inline in runs:
                 if rank < len(ranked[inline]):
-                    found += [(ranked[inline][rank], e, inline) for e in executors]
+                    found += [(ranked[inline][rank], e, inline, None) for e in executors]
         return list(dict.fromkeys(found))
+
+    @staticmethod
+    def refinement(trial: wisdom.Trial, nbytes: int) -> wisdom.Trial | None:
+        """Where a trial's winner runs by slices, the trial that times it against tiles
+        :data:`TILE_STEP` times larger and smaller (those that cut the call into another
+        number of tiles), in what is left of the budget, the winner's times kept: the tile
+        is measured too, the cache probe's size only the start.  None where there is
+        nothing to try."""
+        best = trial.winner()
+        left = trial.budget - trial.spent
+        if best[1] != "slices" or trial.refining or left <= 0:
+            return None
+        tile = best[3] or positions.tile_bytes()
+        tiles = -(-nbytes // tile)
+        others = [
+            t
+            for t in (tile * TILE_STEP, tile // TILE_STEP)
+            if t >= MIN_TILE and -(-nbytes // t) != tiles
+        ]
+        if not others:
+            return None
+        refined = wisdom.Trial([best, *((*best[:3], t) for t in others)], left, refining=True)
+        refined.times = {c: list(t) for c, t in trial.times.items()}
+        refined.firsts, refined.warmed = dict(trial.firsts), set(trial.warmed)
+        return refined
 
     def planned(
         self, name: str, dtype: str, op: str | None, nbytes: int, inline_given, executor_given
@@ -109,6 +138,9 @@ class Planner:
                 trial = wisdom.Trial(found, wisdom.budget_seconds(), floors)
                 self._trials[key] = trial
             candidate = trial.next()
+            if candidate is None and (refined := self.refinement(trial, nbytes)) is not None:
+                trial = self._trials[key] = refined
+                candidate = trial.next()
             if candidate is not None:
                 return candidate, trial
             del self._trials[key]
