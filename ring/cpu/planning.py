@@ -1,18 +1,20 @@
 """How a cpu call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.wisdom`).
 
-A candidate is (algorithm, executor, inline): the algorithms the decision table leaves in
-for the call's N and size (:func:`ring.auto.ranked`, the model's pick first), each by
-nodes and by position, on the calling thread and on the workers; an executor or an
-``inline_bytes`` the caller gave is kept, not planned over.  The first candidate is what
-``planning="estimate"`` runs (the table's pick on the default executor and threshold), so
-a trial cut short by its budget still ends with a plan at least as fast as that.
+A candidate is (algorithm, executor, inline, tile): the algorithms the decision table
+leaves in for the call's N and size (:func:`ring.auto.ranked`, the model's pick first),
+each by nodes and by position, on the calling thread and on the workers, with the default
+tile; an executor or an ``inline_bytes`` the caller gave is kept, not planned over.  The
+first candidate is what ``planning="estimate"`` runs (the table's pick on the default
+executor and threshold), so a trial cut short by its budget still ends with a plan at least
+as fast as that.
 
-What planning measures would otherwise be machine constants: the executor, and where a
-call stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's
-threshold).  Calls above :data:`INLINE_CAP` are not tried on the calling thread alone, and
-the candidates on the workers only after those inline, where the workers' measured round
-trip does not already lose to one of them: at a few KiB, waking threads costs more than
-the whole call.
+What planning measures would otherwise be machine constants: the executor, where a call
+stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
+the tile by slices (:meth:`Planner.refinement`; the cache probe's is only the start).
+Calls above :data:`INLINE_CAP` are not tried on the calling thread alone, and the
+candidates on the workers only after those inline, where the workers' measured round trip
+does not already lose to one of them: at a few KiB, waking threads costs more than the
+whole call.
 """
 
 from __future__ import annotations
