@@ -47,7 +47,7 @@ class Ordering:
 
     @property
     def blocking(self) -> bool:
-        """Whether the host waits for the call before it returns (today's default)."""
+        """Whether the host waits for the call before it returns (no stream, no handle)."""
         return self.streams is None and not self.handle
 
 
