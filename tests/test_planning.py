@@ -38,12 +38,37 @@ def fresh_wisdom(tmp_path, monkeypatch):
     wisdom.forget_process()
 
 
-def _slowed(monkeypatch, costs: dict[str, float]) -> list[str]:
-    """Each trial call of algorithm A, bound or not, runs ``costs[A]`` seconds longer; returns the
-    algorithms that calls on new buffers planned to run (a repeat runs bound)."""
-    ran: list[str] = []
-    real_run, real_plan = CpuCommunicator._run, CpuCommunicator._plan_call
-    real_bind = CpuCommunicator._bind
+def _plans(monkeypatch) -> list[tuple]:
+    """What each call planned to run (``CpuCommunicator._plan_call``: steps, threads,
+    executor, trial, tile), in call order."""
+    planned: list[tuple] = []
+    real = CpuCommunicator._plan_call
+
+    def plan_call(self, call):
+        planned.append(real(self, call))
+        return planned[-1]
+
+    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
+    return planned
+
+
+def _plan_checked(comm, inputs: list) -> list:
+    """Call ``comm`` on buffers reset to ``inputs`` until auto has planned, every result
+    checked against the reference; returns the buffers."""
+    buffers = [x.copy() for x in inputs]
+    while comm.measuring("allreduce", buffers, "sum"):
+        for b, x in zip(buffers, inputs, strict=True):
+            b[...] = x
+        comm.allreduce(buffers)
+        for b in buffers:
+            check(b, inputs, "sum")
+    return buffers
+
+
+def _slowed(monkeypatch, costs: dict[str, float]) -> list[tuple]:
+    """Each trial call of algorithm A, bound or not, runs ``costs[A]`` seconds longer; returns
+    what calls on new buffers planned to run (:func:`_plans`; a repeat runs bound)."""
+    real_run, real_bind = CpuCommunicator._run, CpuCommunicator._bind
 
     def run(self, buffers, ufunc, steps, *how):
         time.sleep(costs.get(steps.algorithm, 0.0))
@@ -61,22 +86,16 @@ def _slowed(monkeypatch, costs: dict[str, float]) -> list[str]:
 
         return bound._replace(run=slowed)
 
-    def plan_call(self, call):
-        planned = real_plan(self, call)
-        ran.append(planned[0].algorithm)
-        return planned
-
     monkeypatch.setattr(CpuCommunicator, "_run", run)
     monkeypatch.setattr(CpuCommunicator, "_bind", bind)
-    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
-    return ran
+    return _plans(monkeypatch)
 
 
 def test_planning_keeps_the_fastest_candidate_and_every_call_is_right(fresh_wisdom, monkeypatch):
     monkeypatch.setattr(
         ring.auto, "ranked", lambda *a, **k: ("ring", "recursive-doubling", "direct")
     )
-    ran = _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
+    planned = _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
     rng = np.random.default_rng(2)
     with CpuCommunicator(3, algorithm="auto", inline_bytes=0, executor="nodes") as comm:
         for _ in range(12):
@@ -85,9 +104,9 @@ def test_planning_keeps_the_fastest_candidate_and_every_call_is_right(fresh_wisd
             comm.allreduce(buffers)
             for b in buffers:
                 check(b, inputs, "sum")
-    planned = wisdom.Wisdom(fresh_wisdom).plans
-    (plan,) = planned.values()
+    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
     assert plan["choice"] == ["recursive-doubling", "nodes", False, None]
+    ran = [p[0].algorithm for p in planned]
     assert set(ran[:3]) == {"ring", "recursive-doubling", "direct"}  # each tried in turn
     assert ran[-3:] == ["recursive-doubling"] * 3  # then only the fastest
 
@@ -100,20 +119,12 @@ def free_wake(monkeypatch):
 
 def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monkeypatch, free_wake):
     monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
-    seen = set()
-    real = CpuCommunicator._plan_call
-
-    def plan_call(self, call):
-        planned = real(self, call)
-        steps, threads, executor = planned[:3]
-        seen.add((steps.algorithm, executor, threads == 1))
-        return planned
-
-    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
+    planned = _plans(monkeypatch)
     with CpuCommunicator(2, algorithm="auto") as comm:
         buffers = [np.ones(512), np.ones(512)]
         for _ in range(30):
             comm.allreduce(buffers)
+    seen = {(p[0].algorithm, p[2], p[1] == 1) for p in planned}
     assert {a for a, _, _ in seen} == {"direct", "ring"}
     assert {e for _, e, _ in seen} == {"nodes", "slices"}
     assert {i for _, _, i in seen} == {True, False}
@@ -137,27 +148,12 @@ def test_workers_whose_round_trip_loses_to_an_inline_candidate_are_not_tried(
     fresh_wisdom, monkeypatch
 ):
     monkeypatch.setattr(CpuCommunicator, "_wake_seconds", lambda self: 10.0)
-    threads = set()
-    real = CpuCommunicator._plan_call
-
-    def plan_call(self, call):
-        planned = real(self, call)
-        threads.add(planned[1])
-        return planned
-
-    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
+    planned = _plans(monkeypatch)
     rng = np.random.default_rng(5)
     with CpuCommunicator(3, algorithm="auto") as comm:
-        inputs = random_inputs(rng, 3, 300, np.float32, "sum")
-        buffers = [x.copy() for x in inputs]
-        while comm.measuring("allreduce", buffers, "sum"):
-            for b, x in zip(buffers, inputs, strict=True):
-                b[...] = x
-            comm.allreduce(buffers)
-            for b in buffers:
-                check(b, inputs, "sum")
+        buffers = _plan_checked(comm, random_inputs(rng, 3, 300, np.float32, "sum"))
         assert comm.planned("allreduce", buffers, "sum")[2] is True  # inline
-    assert threads == {1}
+    assert {p[1] for p in planned} == {1}
 
 
 def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, monkeypatch):
@@ -188,27 +184,12 @@ def test_a_winner_by_slices_is_timed_again_with_larger_and_smaller_tiles(
     monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 400)
     monkeypatch.setattr("ring.cpu.planning.MIN_TILE", 8)
     monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("reduce-broadcast", "ring"))
-    tiles = set()
-    real = CpuCommunicator._plan_call
-
-    def plan_call(self, call):
-        planned = real(self, call)
-        tiles.add(planned[4])
-        return planned
-
-    monkeypatch.setattr(CpuCommunicator, "_plan_call", plan_call)
+    planned = _plans(monkeypatch)
     rng = np.random.default_rng(8)
     with CpuCommunicator(4, algorithm="auto", executor="slices", inline_bytes=0) as comm:
         inputs = random_inputs(rng, 4, 2001, np.float32, "sum")  # 8004 B: 21 tiles of 400
-        buffers = [x.copy() for x in inputs]
-        while comm.measuring("allreduce", buffers, "sum"):
-            for b, x in zip(buffers, inputs, strict=True):
-                b[...] = x
-            comm.allreduce(buffers)
-            for b in buffers:
-                check(b, inputs, "sum")
-        best = comm.planned("allreduce", buffers, "sum")
-    assert tiles == {None, 1600, 100}
+        best = comm.planned("allreduce", _plan_checked(comm, inputs), "sum")
+    assert {p[4] for p in planned} == {None, 1600, 100}
     (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
     winner = f"{best[0]}/slices/False"
     assert {f"{winner}/None", f"{winner}/1600", f"{winner}/100"} <= set(plan["seconds"])
@@ -242,12 +223,12 @@ def test_refinement_tries_only_tiles_that_change_the_cut(monkeypatch):
 
 
 def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):
-    ran = _slowed(monkeypatch, {})
+    planned = _slowed(monkeypatch, {})
     with CpuCommunicator(2, algorithm="auto", planning="estimate", inline_bytes=0) as comm:
         for _ in range(10):
             comm.allreduce([np.ones(64), np.ones(64)])
     assert not fresh_wisdom.exists()
-    assert set(ran) == {ring.auto.choose("cpu", "allreduce", 2, 512, 0)}
+    assert {p[0].algorithm for p in planned} == {ring.auto.choose("cpu", "allreduce", 2, 512, 0)}
 
 
 def test_planning_cost_is_counted(fresh_wisdom, monkeypatch):
