@@ -8,12 +8,12 @@ runs its first calls by the candidates the decision table ranks (:mod:`ring.auto
 model prunes, the measurement decides), each timed on the caller's own call, so trying
 costs no extra work and every call's result is right whichever candidate ran it.  The
 candidates take turns: each's first call makes and binds its plan and is not timed, then up
-to ``REPEATS`` timed calls each (the median counts); one whose median
-is more than ``DROP`` times the best so far is not tried again, nor one whose measured
-floor (a planner's: the cpu's round trip of its worker threads) is above the best; once
-every candidate is
-timed, or the shape's budget (``RING_PLAN_BUDGET`` seconds, default 1) is spent, the
-fastest timed candidate is the shape's plan.
+to ``REPEATS`` timed calls each (the median counts); one whose median is more than ``DROP``
+times the best so far is not tried again, nor one whose measured floor (a planner's: the
+cpu's round trip of its worker threads) is above the best.  Once every candidate is timed,
+or the shape's budget (``RING_PLAN_BUDGET`` seconds, default 1) is spent, the fastest
+candidate is the shape's plan: by its timed median, or by its first call's run where the
+budget ended before timing it.
 
 The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
 ``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``

@@ -404,11 +404,12 @@ class CpuCommunicator(RingCommunicator):
             bound = self._bind(call, steps, executor, threads, tile) if key is not None else None
             if bound is not None:
                 self._trial_bound[(key, candidate)] = bound
-        args: tuple = (call.buffers, ufunc, steps, average, threads, executor, tile)
-        args = () if bound is not None else args
-        run = bound.run if bound is not None else self._run
         running = time.perf_counter()
-        self._guarded(call.name, run, *args)
+        if bound is not None:
+            self._guarded(call.name, bound.run)
+        else:
+            args = (call.buffers, ufunc, steps, average, threads, executor, tile)
+            self._guarded(call.name, self._run, *args)
         done = time.perf_counter()
         if candidate in trial.warmed:  # a timed call: the run alone, as a planned call's
             trial.record(candidate, done - running)

@@ -95,10 +95,14 @@ class Planner:
         ]
         if not others:
             return None
-        refined = wisdom.Trial([best, *((*best[:3], t) for t in others)], left, refining=True)
-        refined.times = {c: list(t) for c, t in trial.times.items()}
-        refined.firsts, refined.warmed = dict(trial.firsts), set(trial.warmed)
-        return refined
+        return wisdom.Trial(
+            [best, *((*best[:3], t) for t in others)],
+            left,
+            times={c: list(t) for c, t in trial.times.items()},
+            warmed=set(trial.warmed),
+            firsts=dict(trial.firsts),
+            refining=True,
+        )
 
     def planned(
         self, name: str, dtype: str, op: str | None, nbytes: int, inline_given, executor_given
