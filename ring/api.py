@@ -21,10 +21,11 @@ from .communicator import (
     CommunicatorClosedError,
     RingCommunicator,
     check_buffer_list,
+    copy_in,
     flattened,
     normalized_op,
 )
-from .place import Refused, check_send, copy_in
+from .place import Refused, check_send
 from .work import PENDING, Work, submit
 
 __all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]

@@ -42,6 +42,7 @@ __all__ = [
     "check_auto_pick",
     "check_buffer_list",
     "check_nodes",
+    "copy_in",
     "flattened",
     "may_share",
     "normalized_op",
@@ -76,6 +77,14 @@ def _flat(buf):
     if getattr(buf, "ndim", 1) == 1 or flags is None or not flags.c_contiguous:
         return buf
     return buf.reshape(-1)
+
+
+def copy_in(send: list, recv: list) -> None:
+    """Each node's input into its output (the flat views the backends run on): the copy
+    an out-of-place call (:mod:`ring.place`) makes before the in-place one."""
+    for mine, out in zip(send, flattened(recv), strict=True):
+        if mine is not out:
+            out[...] = mine.reshape(-1)
 
 
 def normalized_op(op):

@@ -2,9 +2,10 @@
 writes the result to ``recv`` (NCCL's ``sendbuff``/``recvbuff``, MPI's ``Allreduce(sendbuf,
 recvbuf)``).
 
-It is the in-place call on ``recv`` after each ``send[i]`` is copied into ``recv[i]``: one
-more pass over the data than a fused out-of-place kernel, the price of running the one
-in-place schedule (the harness's out-of-place columns time the same thing).  ``send[i]``
+It is the in-place call on ``recv`` after each ``send[i]`` is copied into ``recv[i]``
+(:func:`ring.communicator.copy_in`): one more pass over the data than a fused out-of-place
+kernel, the price of running the one in-place schedule (the harness's out-of-place columns
+time the same thing).  ``send[i]``
 may be read-only, strided or of another shape, with ``recv[i]``'s dtype and number of
 elements; it may be ``recv[i]`` itself or overlap it (that node in place), but no other
 ``recv[j]``, or copying one node's input would overwrite another's.  These checks come
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .communicator import flattened, may_share
+from .communicator import may_share
 
-__all__ = ["Refused", "check_send", "copy_in"]
+__all__ = ["Refused", "check_send"]
 
 
 class Refused(Sequence):
@@ -59,10 +60,3 @@ def check_send(send: object, recv: list) -> list:
                     "node in place, or buffers apart"
                 )
     return send
-
-
-def copy_in(send: list, recv: list) -> None:
-    """Each node's input into its output (the flat views the backends run on)."""
-    for mine, out in zip(send, flattened(recv), strict=True):
-        if mine is not out:
-            out[...] = mine.reshape(-1)

@@ -271,8 +271,8 @@ _CORE = {"schedule", "ops", "buffers", "communicator", "nvtx", "_optional", "mac
 _ALLOWED = {
     "cpu": _CORE | {"cpu", "host", "wisdom"},
     # The GPU queues the API's async and out-of-place forms on its streams itself: its
-    # handle is a ring.work.Work, its copies ring.place's (ring.gpu.caller).
-    "gpu": _CORE | {"gpu", "place", "work"},
+    # handle is a ring.work.Work (ring.gpu.caller).
+    "gpu": _CORE | {"gpu", "work"},
     "mpi": _CORE | {"mpi", "host", "wisdom"},
     "host": {"schedule", "ops", "machine", "host"},
     # The API's own forms: out of place (ring.place) and async (ring.work), over the core.

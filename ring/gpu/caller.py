@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..place import copy_in
+from ..communicator import copy_in
 from ..work import Work
 
 __all__ = ["BLOCKING", "GpuWork", "Ordering", "check_stream", "copy_sends", "node_streams"]
