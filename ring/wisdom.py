@@ -107,6 +107,9 @@ def shape_key(backend: str, collective: str, nodes: int, dtype, op, nbytes: int,
     return f"{backend}|{collective}|{nodes}|{dtype}|{op}|{log2}|{fixed}"
 
 
+_STALE = object()
+
+
 @dataclass
 class Trial:
     """The candidates of one call shape as its first calls try them."""
@@ -126,38 +129,59 @@ class Trial:
     # candidate the budget ends before timing (at 1 GiB, a call is half the budget).
     firsts: dict[tuple, float] = field(default_factory=dict)
     refining: bool = False  # a second trial, of its first's winner against variants of it
+    # Each timed candidate's median as its times come, and the next candidate once found
+    # (_STALE after a call is recorded): a trial call asks next() twice.
+    _median: dict = field(default_factory=dict, init=False, repr=False)
+    _upcoming: object = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._median = {c: statistics.median(t) for c, t in self.times.items()}
+        self._upcoming = _STALE
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift
         during the trial falls on every candidate alike), or None when planning is over."""
+        if self._upcoming is _STALE:
+            self._upcoming = self._find_next()
+        return self._upcoming  # type: ignore[return-value]
+
+    def _find_next(self) -> tuple | None:
         if self.spent >= self.budget and (self.times or self.firsts):
             return None
-        best = min((statistics.median(t) for t in self.times.values()), default=math.inf)
-        floors = self.floors
+        median, floors, times, warmed = self._median, self.floors, self.times, self.warmed
+        best = min(median.values(), default=math.inf)
+        # Once timed, a candidate's times count (within DROP of the best), else its floor.
         left = [
             c
             for c in self.candidates
-            if len(self.times.get(c, ())) < REPEATS
-            and not (c in self.times and statistics.median(self.times[c]) > DROP * best)
-            and (c in self.times or floors.get(c, 0.0) <= best)  # once timed, its times count
+            if len(times.get(c, ())) < REPEATS
+            and (median[c] <= DROP * best if c in median else floors.get(c, 0.0) <= best)
         ]
-        if any(c not in self.times and not floors.get(c) for c in left):
+        if any(c not in times and not floors.get(c) for c in left):
             left = [c for c in left if not floors.get(c)]  # their times decide the rest's
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
-        return min(left, key=lambda c: (c in self.warmed, len(self.times.get(c, ()))), default=None)
+        return min(left, key=lambda c: (c in warmed, len(times.get(c, ()))), default=None)
+
+    def drop(self, candidate: tuple) -> None:
+        """Try ``candidate`` no more (a planner found it the same as one tried)."""
+        self.candidates = [c for c in self.candidates if c != candidate]
+        self._upcoming = _STALE
 
     def record(self, candidate: tuple, seconds: float, run: float | None = None) -> None:
         """One call's time; the process's planning cost counts it at once, so a shape still
         being planned when the process reports is counted too.  ``run``: of a first call,
         the time of its run alone (kept in :attr:`firsts`)."""
         self.spent += seconds
+        self._upcoming = _STALE
         wisdom().spend(seconds)
         if candidate not in self.warmed:
             self.warmed.add(candidate)
             if run is not None:
                 self.firsts[candidate] = run
             return
-        self.times.setdefault(candidate, []).append(seconds)
+        timed = self.times.setdefault(candidate, [])
+        timed.append(seconds)
+        self._median[candidate] = statistics.median(timed)
 
     def winner(self) -> tuple:
         """The candidate of least time (the first candidate if none ran): a timed one's
@@ -170,7 +194,7 @@ class Trial:
     def medians(self) -> dict[tuple, float]:
         """Each candidate's time: its timed calls' median, else its first run's."""
         untimed = {c: t for c, t in self.firsts.items() if c not in self.times}
-        return untimed | {c: statistics.median(t) for c, t in self.times.items()}
+        return untimed | self._median
 
 
 class Wisdom:

@@ -186,7 +186,7 @@ def test_auto_on_a_communicator_prices_its_own_inline_bytes(monkeypatch):
     monkeypatch.setattr(ring_cpu, "plan_for", lambda *a: planned.append(a[4]) or plan_for(*a))
     with CpuCommunicator(4, algorithm="auto", inline_bytes=0) as comm:
         comm.allreduce([np.ones(256, np.float32) for _ in range(4)])
-    assert planned == [own[0]]
+    assert set(planned) == {own[0]}  # its first call runs the pick (planned, then compared)
 
 
 @pytest.mark.parametrize("nodes", [2, 3, 4, 8])

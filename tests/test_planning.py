@@ -120,8 +120,8 @@ def free_wake(monkeypatch):
 def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monkeypatch, free_wake):
     monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
     planned = _plans(monkeypatch)
-    with CpuCommunicator(2, algorithm="auto") as comm:
-        buffers = [np.ones(512), np.ones(512)]
+    with CpuCommunicator(3, algorithm="auto") as comm:  # at N = 2 direct is the ring
+        buffers = [np.ones(512) for _ in range(3)]
         for _ in range(30):
             comm.allreduce(buffers)
     seen = {(p[0].algorithm, p[2], p[1] == 1) for p in planned}
@@ -134,9 +134,9 @@ def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
     fresh_wisdom, monkeypatch, free_wake
 ):
     monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
-    with CpuCommunicator(2, algorithm="auto", executor="slices", inline_bytes=0) as comm:
+    with CpuCommunicator(3, algorithm="auto", executor="slices", inline_bytes=0) as comm:
         for _ in range(20):
-            comm.allreduce([np.ones(512), np.ones(512)])
+            comm.allreduce([np.ones(512) for _ in range(3)])
     (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
     assert {k.rsplit("/", 1)[0] for k in plan["seconds"]} == {
         "direct/slices/False",
@@ -168,13 +168,50 @@ def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, mo
     monkeypatch.setattr(
         CpuCommunicator, "_run", lambda self, *a: unbound.append(1) or real_run(self, *a)
     )
-    with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
-        buffers = [np.ones(64), np.ones(64)]
+    with CpuCommunicator(3, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
+        buffers = [np.ones(64) for _ in range(3)]
         while comm.measuring("allreduce", buffers, "sum"):
             comm.allreduce(buffers)
     # One binding per candidate, and the plan's own on the call that settles it; no call
     # took the full path.
     assert len(binds) == 3 and not unbound
+
+
+def test_candidates_that_make_the_same_moves_are_timed_once(fresh_wisdom, monkeypatch):
+    """At N = 2 direct and hierarchical make the ring's moves: only the first is tried."""
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("ring", "direct", "hierarchical"))
+    planned = _plans(monkeypatch)
+    rng = np.random.default_rng(8)
+    with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
+        buffers = _plan_checked(comm, random_inputs(rng, 2, 301, np.float64, "sum"))
+        assert comm.planned("allreduce", buffers, "sum")[0] == "ring"
+    assert {p[0].algorithm for p in planned} == {"ring"}
+    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    assert [k.split("/")[0] for k in plan["seconds"]] == ["ring"]
+
+
+def test_a_faster_trial_call_repeats_bound_without_the_full_path(fresh_wisdom, monkeypatch):
+    """A trial's timed call on the buffers its candidate is bound to skips the checks and
+    the planning: the first call of each candidate alone takes the full path."""
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    with CpuCommunicator(3, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
+        full = []
+        real = comm._plan_call
+        monkeypatch.setattr(comm, "_plan_call", lambda call: full.append(1) or real(call))
+        rng = np.random.default_rng(9)
+        inputs = random_inputs(rng, 3, 211, np.float64, "sum")
+        buffers = [x.copy() for x in inputs]
+        calls = 0
+        while calls == 0 or comm.measuring("allreduce", buffers, "sum"):
+            for b, x in zip(buffers, inputs, strict=True):
+                b[...] = x
+            comm.allreduce(buffers)
+            calls += 1
+            for b in buffers:
+                check(b, inputs, "sum")
+    # Two candidates' first calls and the call that settles the plan took the full path;
+    # each candidate's timed calls (one at least) did not.
+    assert len(full) == 3 and calls >= 3 + 2
 
 
 def test_a_winner_by_slices_is_timed_again_with_larger_and_smaller_tiles(

@@ -231,6 +231,7 @@ class CpuCommunicator(RingCommunicator):
         self._wake: float | None = None  # the workers' round trip, once measured
         # Per (key, candidate) of a trial under way: the candidate's call, bound.
         self._trial_bound: dict[tuple, Bound] = {}
+        self._trying: dict[object, Trial] = {}  # per key, the trial its last call ran for
         # Per collective and per-call options: the checked options, and the last call, if bound.
         self._options: dict[object, dict] = {}
         self._bound: dict[object, Bound] = {}
@@ -299,6 +300,9 @@ class CpuCommunicator(RingCommunicator):
             and (bound.generation < 0 or bound.generation == auto_generation())
         ):
             self._guarded(name, bound.run)  # the same call again (ring.host.moves)
+            return
+        trial = self._trying.get(key)
+        if trial is not None and self._try_again(key, name, trial, buffers, op):
             return
         self._check_open()
         checked = self._options.get(key)
@@ -415,8 +419,38 @@ class CpuCommunicator(RingCommunicator):
             trial.record(candidate, done - running)
         else:
             trial.record(candidate, done - started, run=done - running)
-        if trial.next() is None:  # planned: the candidates' bound calls are done with
-            self._trial_bound = {k: b for k, b in self._trial_bound.items() if k[0] != key}
+        self._recorded(key, trial)
+
+    def _try_again(self, key: object, name: str, trial: Trial, buffers, op) -> bool:
+        """A trial's call on the buffers its next candidate is already bound to: run bound
+        and timed, without checking and planning it again, as a planned call is not (at a
+        few KiB those are most of a trial call).  False: the call takes the full path."""
+        candidate = trial.next()
+        bound = self._trial_bound.get((key, candidate))
+        if (
+            candidate is None
+            or bound is None
+            or not bound.takes(buffers, op)
+            or bound.generation != auto_generation()
+            or not self._planner.current()
+        ):
+            return False
+        started = time.perf_counter()
+        self._guarded(name, bound.run)
+        trial.record(candidate, time.perf_counter() - started)
+        self._recorded(key, trial)
+        return True
+
+    def _recorded(self, key: object, trial: Trial) -> None:
+        """After a trial's call: the next call of ``key`` takes :meth:`_try_again`, and once
+        the trial is over its candidates' bound calls are dropped."""
+        if key is None:
+            return
+        if trial.next() is not None:
+            self._trying[key] = trial
+            return
+        self._trying.pop(key, None)
+        self._trial_bound = {k: b for k, b in self._trial_bound.items() if k[0] != key}
 
     def _wake_seconds(self) -> float:
         """The workers' round trip: the least of three allreduces of one element per node
@@ -452,7 +486,13 @@ class CpuCommunicator(RingCommunicator):
         if algorithm == AUTO and planning == "measure":
             dtype = call.buffers[0].dtype.str
             choice, trial = self._planner.plan(
-                call.name, dtype, call.op, nbytes, given_inline, given_executor
+                call.name,
+                dtype,
+                call.op,
+                nbytes,
+                given_inline,
+                given_executor,
+                lambda a: plan_for(call.name, self.nodes, count, itemsize, a, options),
             )
             trying = None if trial is None else (trial, choice)
             algorithm, executor, inline, tile = choice

@@ -3,10 +3,11 @@
 A candidate is (algorithm, executor, inline, tile): the algorithms the decision table
 leaves in for the call's N and size (:func:`ring.auto.ranked`, the model's pick first),
 each by nodes and by position, on the calling thread and on the workers, with the default
-tile; an executor or an ``inline_bytes`` the caller gave is kept, not planned over.  The
-first candidate is what ``planning="estimate"`` runs (the table's pick on the default
-executor and threshold), so a trial cut short by its budget still ends with a plan at least
-as fast as that.
+tile; an executor or an ``inline_bytes`` the caller gave is kept, not planned over.  A
+candidate whose plan makes the moves of one run before it the same way is dropped when its
+turn comes (at N = 2, direct and hierarchical are the ring).  The first candidate is what
+``planning="estimate"`` runs (the table's pick on the default executor and threshold), so
+a trial cut short by its budget still ends with a plan at least as fast as that.
 
 What planning measures would otherwise be machine constants: the executor, where a call
 stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
@@ -25,6 +26,8 @@ from collections.abc import Callable
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
 from ..host import positions
+from ..host.moves import bindable
+from ..schedule import Plan
 
 __all__ = ["INLINE_CAP", "Planner"]
 
@@ -50,6 +53,10 @@ class Planner:
         self._trials: dict[str, wisdom.Trial] = {}
         self._generation = (auto.generation(), wisdom.generation())
         self._lock = threading.Lock()
+
+    def current(self) -> bool:
+        """Whether the plans and trials kept are of today's tables and wisdom."""
+        return self._generation == (auto.generation(), wisdom.generation())
 
     def candidates(
         self, name: str, nbytes: int, inline_given: int | None, executor_given: str | None
@@ -120,9 +127,10 @@ class Planner:
         nbytes: int,
         inline_given: int | None,
         executor_given: str | None,
+        steps_of: Callable[[str], Plan],
     ) -> tuple[Choice, wisdom.Trial | None]:
         """The choice a call runs, and the trial to record its time in (None once the
-        shape's plan is made)."""
+        shape's plan is made); ``steps_of(algorithm)``: the call's plan by it."""
         fixed = (inline_given, executor_given, self.sync)
         key = wisdom.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
         now = (auto.generation(), wisdom.generation())
@@ -143,7 +151,7 @@ class Planner:
                 floors = {c: self._wake() for c in found if not c[2]}
                 trial = wisdom.Trial(found, wisdom.budget_seconds(), floors)
                 self._trials[key] = trial
-            candidate = trial.next()
+            candidate = _next_distinct(trial, steps_of)
             if candidate is None and (refined := self.refinement(trial, nbytes)) is not None:
                 trial = self._trials[key] = refined
                 candidate = trial.next()
@@ -153,3 +161,19 @@ class Planner:
             wisdom.wisdom().put(key, trial)
             choice = self._plans[key] = trial.winner()
             return choice, None
+
+
+def _next_distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan]) -> Choice | None:
+    """The trial's next candidate, those dropped on the way whose plan makes the moves of
+    one already run the same way (at N = 2, direct's and hierarchical's are the ring's):
+    they would cost the same.  Compared only where a candidate is first run, which builds
+    its plan anyway, and only plans short enough to bind (a plan's moves can be many)."""
+    while (candidate := trial.next()) is not None and candidate not in trial.warmed:
+        steps = steps_of(candidate[0])
+        if not bindable(steps):
+            return candidate
+        moves = steps.moves
+        if not any(c[1:] == candidate[1:] and steps_of(c[0]).moves == moves for c in trial.warmed):
+            return candidate
+        trial.drop(candidate)
+    return candidate

@@ -24,6 +24,7 @@ from .ring import cache_bytes, ring_family_steps
 from .steps import (
     COLLECTIVE_PHASES,
     COLLECTIVES,
+    Move,
     Send,
     Step,
     check_collective,
@@ -200,6 +201,12 @@ class Plan:
             if self.nodes <= CACHED_NODES:
                 self._cache[node] = steps
         return steps
+
+    @cached_property
+    def moves(self) -> tuple[tuple[tuple[Move, ...], ...], ...]:
+        """Every node's moves, step by step: two plans of the same moves are one schedule
+        under two names (at N = 2, ``direct`` and ``hierarchical`` are the ring)."""
+        return tuple(tuple(s.moves for s in self.node_steps(n)) for n in range(self.nodes))
 
     @cached_property
     def _table(self) -> tuple[tuple[Step, ...], ...]:
