@@ -294,7 +294,8 @@ def test_watchdog_rejects_bad_timeouts():
 def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
     """Ranks whose local timings disagree (rank 0 slow on ring, rank 1 on direct) plan alike
     by the slowest rank's time; a second ring starts tuned from rank 0's wisdom whatever
-    rank 1's says; a call that differs mid-planning raises the same error on every rank."""
+    rank 1's says; a call that differs mid-planning raises the same error on every rank;
+    on one buffer the candidates' timed calls run bound."""
     code, out, err, _ = mpirun(nodes, "planning.py", str(tmp_path))
     assert code == 0, err
     (report,) = json_lines(out)
@@ -306,6 +307,9 @@ def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
         assert untouched
     assert report["estimate"] == {"plans": [[]] * nodes, "calls": [0] * nodes}
     assert report["correct"] == [True] * nodes
+    # On one buffer, each of the 3 candidates' programs is made once (its first call binds
+    # it, its timed calls run bound), and once more the plan's own.
+    assert report["programs"] == [4] * nodes
     # Only rank 0 writes wisdom, and it holds the agreed plan.
     document = json.loads((tmp_path / "wisdom-0.json").read_text())
     assert {p["choice"][0] for p in document["plans"].values()} == {"recursive-doubling"}

@@ -37,17 +37,20 @@ __all__ = ["Bound", "bind"]
 
 class Bound(NamedTuple):
     """A bound call: ``call(buffers, op)`` runs it and returns True when the call is this
-    one again, else returns False having done nothing (:func:`bind`)."""
+    one again, else returns False having done nothing (:func:`bind`); ``held`` is the
+    same for a caller that holds the ring's lock and has pushed the call's outer range
+    already when it passes ``outer=False`` (a trial of ``auto``)."""
 
     buf: np.ndarray
     call: Callable[[object, str | None], bool]
+    held: Callable[..., bool]  # (buffers, op, outer=True): False, no outer range
 
 
 def bind(ring, name: str, buf, op: str | None, settings: tuple, form, run) -> Bound:
     """A call of collective ``name`` and ``form`` with ``op`` on ``buf`` bound, on ``ring``
     (a :class:`ring.mpi.MpiRing` whose options were ``settings``); ``run``: its compiled
     program, ready to run (None: nothing moves)."""
-    return Bound(buf, _call(ring, name, buf, op, settings, form, run))
+    return Bound(buf, *_call(ring, name, buf, op, settings, form, run))
 
 
 def _call(ring, name: str, buf, op, settings: tuple, form, run):
@@ -77,39 +80,43 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
         data = memoryview(buf).cast("B")
 
     def call(buffers: object, given_op: str | None) -> bool:
+        with lock:
+            return held(buffers, given_op)
+
+    def held(buffers: object, given_op: str | None, outer: bool = True) -> bool:
         if type(buffers) is not list or len(buffers) != 1 or buffers[0] is not buf:
             return False
         if given_op != op or buf.dtype is not dtype or buf.strides != strides:
             return False
-        with lock:
-            ring = ring_ref()
-            if ring is None or ring.algorithm is not algorithm or ring.segment_bytes is not segment:
-                return False
-            if ring.group_size is not group or ring._closed or not buf.flags.writeable:
-                return False
-            if ranged:
-                push()
+        ring = ring_ref()
+        if ring is None or ring.algorithm is not algorithm or ring.segment_bytes is not segment:
+            return False
+        if ring.group_size is not group or ring._closed or not buf.flags.writeable:
+            return False
+        pushed = ranged and outer
+        if pushed:
+            push()
+        try:
+            if ring._slot_row is not row:
+                ring._put_row(row)
+            if place is not None:
+                place[:] = data
             try:
-                if ring._slot_row is not row:
-                    ring._put_row(row)
-                if place is not None:
-                    place[:] = data
-                try:
-                    allgather(*exchange)
-                    if rows.tobytes() != table:
-                        check_table(comm, rows, form, None)
-                except Exception:
-                    raise  # raised alike on every rank, before any data moves
-                except BaseException:  # noqa: BLE001 - Ctrl-C: the peers have the table
-                    ring._abort(name)
-                try:
-                    if run is not None:
-                        run()
-                except BaseException:  # noqa: BLE001 - the peers are mid-collective
-                    ring._abort(name)
-            finally:
-                if ranged:
-                    pop()
+                allgather(*exchange)
+                if rows.tobytes() != table:
+                    check_table(comm, rows, form, None)
+            except Exception:
+                raise  # raised alike on every rank, before any data moves
+            except BaseException:  # noqa: BLE001 - Ctrl-C: the peers have the table
+                ring._abort(name)
+            try:
+                if run is not None:
+                    run()
+            except BaseException:  # noqa: BLE001 - the peers are mid-collective
+                ring._abort(name)
+        finally:
+            if pushed:
+                pop()
         return True
 
-    return call
+    return call, held

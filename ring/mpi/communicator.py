@@ -175,6 +175,8 @@ class MpiRing(RingCommunicator):
         self._planner = MpiPlanner(self._comm, self.rank, self.nodes, MPI.MAX)
         self._forms: dict = {}
         self._bound: dict[str, Bound] = {}  # per collective: its last call, if bound
+        # Per (form key, candidate) of a trial under way: the candidate's call, bound.
+        self._trial_bound: dict[tuple, Bound] = {}
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
         self._shared = SharedArrays(self.rank, self.nodes)
         self._outer = {name: nvtx.pusher(name) for name in COLLECTIVES}
@@ -203,12 +205,12 @@ class MpiRing(RingCommunicator):
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
                 self._comm.Free()
             self._programs.clear()
-            self._bound = {}
+            self._bound, self._trial_bound = {}, {}
             self._shared.clear()
 
     def unbind(self) -> None:
         with self._call_lock:
-            self._bound = {}
+            self._bound, self._trial_bound = {}, {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -266,7 +268,11 @@ class MpiRing(RingCommunicator):
                 self._plan(name, buffers, op, settings, key, block, bindable)
                 return
             runs_by = planned
-        self._run(name, buffers, op, settings, runs_by, key, block, bindable)
+        self._keep(name, self._run(name, buffers, op, settings, runs_by, key, block, bindable))
+
+    def _keep(self, name: str, bound: Bound | None) -> None:
+        if bound is not None:
+            self._bound[name] = bound
 
     def planned(self, name: str, buffers, op: str | None) -> tuple | None:
         """(algorithm,) that ``auto`` settled on for calls like this one of the ring's own
@@ -303,17 +309,34 @@ class MpiRing(RingCommunicator):
             buf, form = self._preflight(name, key, buffers, op, settings, key[5])
             planned = planner.start(key, name, form, buf.nbytes, settings, self._abort)
             if planned is not None:
-                self._run(name, buffers, op, settings, planned, key, block, bindable)
+                self._keep(
+                    name, self._run(name, buffers, op, settings, planned, key, block, bindable)
+                )
                 return
         runs_by, candidate = planner.next(key, settings)
-        if candidate is None:
-            self._run(name, buffers, op, settings, runs_by, key, block, bindable)
+        if candidate is None:  # planned: the candidates' bound calls are done with
+            self._trial_bound = {k: b for k, b in self._trial_bound.items() if k[0] != key}
+            self._keep(name, self._run(name, buffers, op, settings, runs_by, key, block, bindable))
             return
-        run = partial(self._run, name, buffers, op, settings, runs_by, key, block, False)
+        run = partial(self._try, name, buffers, op, settings, runs_by, key, block, bindable)
         planner.timed(name, key, candidate, run, self._abort)
 
-    def _run(self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable):
-        """The call by ``runs_by`` (``settings`` with auto resolved, or ``settings``)."""
+    def _try(self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable):
+        """A trial's call by candidate ``runs_by``: bound to its buffer as the plan's calls
+        will be (the first call of a candidate, not timed, binds it), so what is timed is
+        what the plan costs.  Every rank's call, bound or not, runs the same exchange."""
+        kept = (key, runs_by)
+        bound = self._trial_bound.get(kept)
+        if bound is None or not bound.held(buffers, op, False):  # in _collective's lock, range
+            bound = self._run(name, buffers, op, settings, runs_by, key, block, bindable)
+            if bound is not None:
+                self._trial_bound[kept] = bound
+
+    def _run(
+        self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable
+    ) -> Bound | None:
+        """The call by ``runs_by`` (``settings`` with auto resolved, or ``settings``); the
+        call bound to its buffer where it may be (``bindable``: the ring's own options)."""
         shared = 0 if block is None else block.ident
         if runs_by is not settings and key is not None:
             key = (*key[:4], runs_by, key[5])
@@ -321,14 +344,16 @@ class MpiRing(RingCommunicator):
         if form.device:
             if self.nodes > 1 and buf.shape[0] > 0:
                 self._guarded(name, self._run_device, form, buf)
-            return
+            return None
         run = None  # nothing moves on one rank or for an empty buffer
         if self.nodes > 1 and buf.shape[0] > 0:
             run = self._guarded(name, self._host_program, form, buf, block)
+        bound = None
         if bindable and key is not None:
-            self._bound[name] = bind(self, name, buf, op, settings, form, run)
+            bound = bind(self, name, buf, op, settings, form, run)
         if run is not None:
             self._guarded(name, run)
+        return bound
 
     def _reduction(self, form: CallForm, xp) -> tuple:
         """(ufunc, finish) of a call of ``form`` on arrays of ``xp`` (NumPy or CuPy): the

@@ -6,10 +6,12 @@ ring and rank 1 slow running direct (a sleep in their programs), so each rank al
 plan differently; agreeing on the slowest rank's time, every rank must plan
 recursive-doubling.  Then: a second ring starts tuned from rank 0's wisdom although rank 1
 reads other wisdom; a call that differs on one rank mid-planning raises the same error on
-every rank; ``planning="estimate"`` measures nothing.
+every rank; calls on one buffer run each candidate bound to it (its program made once);
+``planning="estimate"`` measures nothing.
 
 Rank 0 prints one JSON object: ``{"nodes", "plans": [per rank], "calls": [per rank],
-"tuned": {"plans", "calls"}, "differ": [[type, message, untouched], ...], "estimate":
+"tuned": {"plans", "calls"}, "differ": [[type, message, untouched], ...], "programs": [per
+rank: programs made while one buffer planned and ran], "estimate":
 {"plans", "calls"}, "correct": bool}``.
 """
 
@@ -68,6 +70,26 @@ def calls(comm, count: int = COUNT, times: int = 30) -> None:
         correct = correct and bool(np.array_equal(buf, expected))
 
 
+def one_buffer(count: int = 7 * COUNT) -> int:
+    """A new shape planned and run on one buffer, reset in place and checked each call;
+    returns how many programs were made for it."""
+    global correct
+    made = []
+    host_program = mpi_communicator.MpiRing._host_program
+    mpi_communicator.MpiRing._host_program = lambda *a: made.append(1) or host_program(*a)
+    comm = MpiRing(world, algorithm="auto")
+    buf = np.empty(count)
+    expected = nodes * (np.arange(count) % 13) + nodes * (nodes - 1) / 2
+    for _ in range(40):
+        buf[...] = np.arange(count) % 13 + rank
+        comm.allreduce([buf])
+        correct = correct and bool(np.array_equal(buf, expected))
+    assert comm.planned("allreduce", [buf], "sum") is not None
+    comm.close()
+    mpi_communicator.MpiRing._host_program = host_program
+    return len(made)
+
+
 def plans(comm) -> list:
     return world.gather(sorted(set(p[1] for p in comm._planner._plans.values())), root=0)
 
@@ -103,6 +125,8 @@ def main() -> int:
     report["differ"] = run(tuned, "differ", partial(tuned.allreduce, [other]), other)
     calls(tuned, count=3 * COUNT, times=20)
     tuned.close()
+
+    report["programs"] = world.gather(one_buffer(), root=0)
 
     before = wisdom.wisdom().calls
     estimate = MpiRing(world, algorithm="auto", planning="estimate")
