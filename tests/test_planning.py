@@ -24,6 +24,7 @@ import ring
 import ring.auto
 from ring import wisdom
 from ring.cpu import CpuCommunicator
+from ring.cpu.planning import FUSED, Planner
 
 let_children_see_sigint()
 
@@ -125,7 +126,7 @@ def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monk
         for _ in range(30):
             comm.allreduce(buffers)
     seen = {(p[0].algorithm, p[2], p[1] == 1) for p in planned}
-    assert {a for a, _, _ in seen} == {"direct", "ring"}
+    assert {a for a, _, _ in seen} == {"direct", "ring", FUSED}
     assert {e for _, e, _ in seen} == {"nodes", "slices"}
     assert {i for _, _, i in seen} == {True, False}
 
@@ -140,8 +141,25 @@ def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
     (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
     assert {k.rsplit("/", 1)[0] for k in plan["seconds"]} == {
         "direct/slices/False",
+        f"{FUSED}/slices/False",
         "ring/slices/False",
     }
+
+
+def test_an_allreduce_on_the_workers_tries_the_fused_path_second():
+    """Reduce-broadcast by slices (each byte crosses memory twice) is a candidate of every
+    allreduce on the workers, after the table's pick, whatever the table's rank of it; not
+    of the other collectives, nor where the executor is given."""
+    planner = Planner(4, "pairwise", 1 << 20, lambda: 0.0)
+    fused = (FUSED, "slices", False, None)
+    found = planner.candidates("allreduce", 1 << 30, None, None)
+    assert found[:3] == [
+        (found[0][0], "nodes", False, None),
+        (found[0][0], "slices", False, None),
+        fused,
+    ]
+    assert fused not in planner.candidates("allreduce", 1 << 30, None, "nodes")
+    assert all(c[0] != FUSED for c in planner.candidates("reduce_scatter", 1 << 30, None, None))
 
 
 def test_workers_whose_round_trip_loses_to_an_inline_candidate_are_not_tried(

@@ -29,11 +29,17 @@ from ..host import positions
 from ..host.moves import bindable
 from ..schedule import Plan
 
-__all__ = ["INLINE_CAP", "Planner"]
+__all__ = ["FUSED", "INLINE_CAP", "Planner"]
 
 TOP = wisdom.TOP  # the table's candidates tried per column
 # Above this, one thread streaming every node's buffers is not tried against the workers.
 INLINE_CAP = 64 << 20
+
+# By position, reduce-broadcast is the fused reduce-then-copy: tile by tile, node 0's tile
+# takes every other node's and is copied back while all are in cache, so each byte crosses
+# memory twice (2N·S), the least any allreduce can.  The table prices algorithms by nodes,
+# where it is the slowest, so it would not rank it among the large calls' candidates.
+FUSED = "reduce-broadcast"
 
 Choice = tuple  # (algorithm, executor, inline, tile bytes by slices or None: the default)
 # A winner by slices is tried again with tiles this many times larger and smaller.
@@ -61,7 +67,8 @@ class Planner:
     def candidates(
         self, name: str, nbytes: int, inline_given: int | None, executor_given: str | None
     ) -> list[Choice]:
-        """The candidates of a call, the estimate's first."""
+        """The candidates of a call, the estimate's first; an allreduce on the workers tries
+        :data:`FUSED` by slices second, whatever the table's rank of it."""
         if inline_given is not None:
             runs = [nbytes <= inline_given]
         else:
@@ -80,6 +87,8 @@ class Planner:
             for inline in runs:
                 if rank < len(ranked[inline]):
                     found += [(ranked[inline][rank], e, inline, None) for e in executors]
+            if rank == 0 and name == "allreduce" and "slices" in executors and False in runs:
+                found.append((FUSED, "slices", False, None))
         return list(dict.fromkeys(found))
 
     @staticmethod
