@@ -11,7 +11,9 @@ candidates take turns: each's first call makes and binds its plan and is not tim
 to ``REPEATS`` timed calls each (the median counts); one whose median is more than ``DROP``
 times the best so far is not tried again, nor one whose measured floor (a planner's: the
 cpu's round trip of its worker threads) is above the best.  Once every candidate is timed,
-or the shape's budget (``RING_PLAN_BUDGET`` seconds, default 1) is spent, the fastest
+or the next call would end past the shape's budget (``RING_PLAN_BUDGET`` seconds, default
+1; the call's time guessed as its candidate's so far, else the fastest's; two candidates
+run whatever it costs), the fastest
 candidate is the shape's plan: by its timed median, or by its first call's run where the
 budget ended before timing it.
 
@@ -146,8 +148,6 @@ class Trial:
         return self._upcoming  # type: ignore[return-value]
 
     def _find_next(self) -> tuple | None:
-        if self.spent >= self.budget and (self.times or self.firsts):
-            return None
         median, floors, times, warmed = self._median, self.floors, self.times, self.warmed
         best = min(median.values(), default=math.inf)
         # Once timed, a candidate's times count (within DROP of the best), else its floor.
@@ -160,7 +160,16 @@ class Trial:
         if any(c not in times and not floors.get(c) for c in left):
             left = [c for c in left if not floors.get(c)]  # their times decide the rest's
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
-        return min(left, key=lambda c: (c in warmed, len(times.get(c, ()))), default=None)
+        candidate = min(left, key=lambda c: (c in warmed, len(times.get(c, ()))), default=None)
+        if candidate is None:
+            return None
+        known = self.medians()
+        # Not a call that would end past the budget (its time as known, else the fastest's),
+        # once two candidates have run: choosing needs two.
+        guess = known.get(candidate, min(known.values(), default=0.0))
+        if len(warmed) >= 2 and known and self.spent + guess > self.budget:
+            return None
+        return candidate
 
     def drop(self, candidate: tuple) -> None:
         """Try ``candidate`` no more (a planner found it the same as one tried)."""

@@ -87,7 +87,7 @@ def test_where_the_budget_ends_before_any_timed_call_the_first_runs_decide():
     while (candidate := trial.next()) is not None:
         ran.append(candidate)
         trial.record(candidate, runs[candidate] + 0.01, run=runs[candidate])
-    assert ran == ["first", "second"]  # 1.07 s spent: over the budget, nothing timed
+    assert ran == ["first", "second"]  # two run whatever they cost: 1.07 s, nothing timed
     assert trial.times == {}
     assert trial.winner() == "second"
     assert trial.medians() == {"first": 0.6, "second": 0.45}
@@ -110,14 +110,24 @@ def test_a_candidate_far_slower_than_the_best_is_tried_once():
     assert trial.winner() == "fast"
 
 
-def test_a_trial_stops_at_its_budget_with_the_best_timed():
-    # Each candidate's first call (untimed) then timed turns: 1.2 s of first calls, then
-    # first and second timed once each before the 2 s are spent.
+def test_a_trial_stops_before_a_call_that_would_end_past_its_budget():
+    """The next call's time is guessed as its candidate's so far, else the fastest's."""
+    trial = Trial(["a", "b", "c"], 2.0)
+    trial.record("a", 0.7, run=0.6)
+    trial.record("b", 0.6, run=0.5)
+    assert trial.next() == "c"  # 1.3 s spent, and the fastest so far takes 0.5
+    trial.record("c", 0.15, run=0.1)
+    assert trial.next() is None  # a's next call would take 0.6 more: 2.05 s
+    assert trial.spent <= trial.budget
+    assert trial.winner() == "c"
+
+
+def test_a_trial_of_timed_calls_stops_within_its_budget():
     costs = {"first": 0.6, "second": 0.5, "third": 0.1}
     trial = _run_trial(costs, budget=2.0)
-    assert trial.spent >= 2.0
+    assert trial.spent <= 2.0
     assert "third" not in trial.times  # never reached within the budget
-    assert trial.winner() == "second"
+    assert trial.winner() == "first"  # the only one timed
 
 
 def test_wisdom_survives_a_restart(tmp_path):
