@@ -148,15 +148,15 @@ def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
 
 def test_an_allreduce_on_the_workers_tries_the_fused_path_second():
     """Reduce-broadcast by slices (each byte crosses memory twice) is a candidate of every
-    allreduce on the workers, after the table's pick, whatever the table's rank of it; not
+    allreduce on the workers, right after the estimate, whatever the table's rank of it; not
     of the other collectives, nor where the executor is given."""
     planner = Planner(4, "pairwise", 1 << 20, lambda: 0.0)
     fused = (FUSED, "slices", False, None)
     found = planner.candidates("allreduce", 1 << 30, None, None)
     assert found[:3] == [
         (found[0][0], "nodes", False, None),
-        (found[0][0], "slices", False, None),
         fused,
+        (found[0][0], "slices", False, None),
     ]
     assert fused not in planner.candidates("allreduce", 1 << 30, None, "nodes")
     assert all(c[0] != FUSED for c in planner.candidates("reduce_scatter", 1 << 30, None, None))

@@ -68,7 +68,8 @@ class Planner:
         self, name: str, nbytes: int, inline_given: int | None, executor_given: str | None
     ) -> list[Choice]:
         """The candidates of a call, the estimate's first; an allreduce on the workers tries
-        :data:`FUSED` by slices second, whatever the table's rank of it."""
+        :data:`FUSED` by slices second, whatever the table's rank of it (at 1 GiB the
+        budget has room for two or three calls)."""
         if inline_given is not None:
             runs = [nbytes <= inline_given]
         else:
@@ -87,8 +88,8 @@ class Planner:
             for inline in runs:
                 if rank < len(ranked[inline]):
                     found += [(ranked[inline][rank], e, inline, None) for e in executors]
-            if rank == 0 and name == "allreduce" and "slices" in executors and False in runs:
-                found.append((FUSED, "slices", False, None))
+        if name == "allreduce" and "slices" in executors and False in runs:
+            found.insert(1, (FUSED, "slices", False, None))  # second: see FUSED
         return list(dict.fromkeys(found))
 
     @staticmethod
