@@ -1,0 +1,70 @@
+"""What planning one new call shape costs, against 1,000 calls of the plan it settles on.
+
+    .venv/bin/python scripts/plan_cost.py --nodes 4 --bytes 1024 [--shapes 11]
+
+A communicator of ``algorithm="auto"`` that has already planned one shape (the process,
+the worker threads and the workers' round trip are warm) meets ``--shapes`` new ones in
+turn. Each has a new length in the same size bucket, with the plans held in memory
+forgotten first (``RING_WISDOM=off``), and runs ``max`` calls until its plan is made (the
+calls and seconds of planning). Then 1,000 more calls time the plan. The script prints
+the medians over the shapes and planning's share of the loop. Every call is a real one:
+planning's seconds include the work the calls would do anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+import ring
+from ring import wisdom
+
+LOOP = 1000
+
+
+def _shape(comm, buffers: list) -> tuple[int, float, float]:
+    """(calls, seconds) of planning the shape of ``buffers``, and the seconds of LOOP
+    calls of its plan."""
+    calls, started = 0, time.perf_counter()
+    while calls == 0 or comm.measuring("allreduce", buffers, "max"):
+        comm.allreduce(buffers, "max")
+        calls += 1
+    planning = time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(LOOP):
+        comm.allreduce(buffers, "max")
+    return calls, planning, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--bytes", type=int, default=1024, help="per node, float32")
+    parser.add_argument("--shapes", type=int, default=11)
+    args = parser.parse_args()
+    os.environ[wisdom.WISDOM_ENV] = "off"  # read on first use: plans in memory only
+    n = args.bytes // 4
+    with ring.CpuCommunicator(args.nodes, algorithm="auto") as comm:
+        _shape(comm, [np.full(max(1, n // 4), 0.5, np.float32) for _ in range(args.nodes)])
+        results = []
+        for k in range(args.shapes):
+            wisdom.forget_process()
+            length = max(1, n - k)  # a new length, so no plan is cached either
+            results.append(
+                _shape(comm, [np.full(length, 0.5, np.float32) for _ in range(args.nodes)])
+            )
+    calls, planning, loop = (statistics.median(r[i] for r in results) for i in range(3))
+    spread = [r[1] * 1e3 for r in results]
+    print(
+        f"N={args.nodes} {args.bytes} B: planning {planning * 1e3:.2f} ms"
+        f" ({min(spread):.2f}-{max(spread):.2f}) in {calls:g} calls;"
+        f" {LOOP} calls {loop * 1e3:.2f} ms; planning is {planning / loop:.0%} of them"
+    )
+
+
+if __name__ == "__main__":
+    main()
