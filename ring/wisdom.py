@@ -13,9 +13,8 @@ times the best so far is not tried again, nor one whose measured floor (a planne
 cpu's round trip of its worker threads) is above the best.  Once every candidate is timed,
 or the next call would end past the shape's budget (``RING_PLAN_BUDGET`` seconds, default
 1; the call's time guessed as its candidate's so far, else the fastest's; two candidates
-run whatever it costs), the fastest
-candidate is the shape's plan: by its timed median, or by its first call's run where the
-budget ended before timing it.
+run whatever it costs), the fastest candidate is the shape's plan: by its timed median, or
+by its first call's run where the budget ended before timing it.
 
 The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
 ``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``

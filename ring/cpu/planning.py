@@ -68,8 +68,8 @@ class Planner:
         self, name: str, nbytes: int, inline_given: int | None, executor_given: str | None
     ) -> list[Choice]:
         """The candidates of a call, the estimate's first; an allreduce on the workers tries
-        :data:`FUSED` by slices second, whatever the table's rank of it (at 1 GiB the
-        budget has room for two or three calls)."""
+        :data:`FUSED` by slices second, whatever the table's rank of it (where a call is a
+        large share of the budget, only the first few candidates run)."""
         if inline_given is not None:
             runs = [nbytes <= inline_given]
         else:
@@ -143,10 +143,9 @@ class Planner:
         shape's plan is made); ``steps_of(algorithm)``: the call's plan by it."""
         fixed = (inline_given, executor_given, self.sync)
         key = wisdom.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
-        now = (auto.generation(), wisdom.generation())
-        if self._generation != now:  # other tables or wisdom: measure again
+        if not self.current():  # other tables or wisdom: measure again
             self._plans, self._trials = {}, {}
-            self._generation = now
+            self._generation = (auto.generation(), wisdom.generation())
         choice = self._plans.get(key)
         if choice is not None:
             return choice, None

@@ -54,18 +54,19 @@ def bind(ring, name: str, buf, op: str | None, settings: tuple, form, run) -> Bo
 
 
 def _call(ring, name: str, buf, op, settings: tuple, form, run):
-    """The bound call as one function.  It takes the call when it is this one again, on
-    ``ring``, under its lock: the same buffer object, with the dtype object and strides it
-    had (while the bound views exist it cannot be resized, so its length is the same) and
-    still writeable, the same op, the ring's same option objects, the ring open.  Then:
-    the outer range; the call's row in the pre-flight slot unless the slot holds it
-    already, and a gathered call's buffer with it; the exchange and the check of every
-    rank's row (any difference, or a local error on some rank, raises the same error on
-    every rank through :func:`ring.mpi.agree.check_table`, before anything moves); the
-    program.  A Ctrl-C in the exchange, or a failure once data moves, aborts the job
-    (``ring._abort``), as a call in full does.  Written out rather than through the ring's
-    methods: at 1 KiB each call layer costs a tenth of the call, and under ``mpirun -n 2``
-    each µs of Python beside the exchange costs up to two."""
+    """The bound call, ``call`` (which takes the ring's lock) and ``held`` (run under it).
+    It takes the call when it is this one again, on ``ring``, under its lock: the same
+    buffer object, with the dtype object and strides it had (while the bound views exist
+    it cannot be resized, so its length is the same) and still writeable, the same op, the
+    ring's same option objects, the ring open.  Then: the outer range; the call's row in the
+    pre-flight slot unless the slot holds it already, and a gathered call's buffer with it;
+    the exchange and the check of every rank's row (any difference, or a local error on
+    some rank, raises the same error on every rank through
+    :func:`ring.mpi.agree.check_table`, before anything moves); the program.  A Ctrl-C in
+    the exchange, or a failure once data moves, aborts the job (``ring._abort``), as a call
+    in full does.  Written out rather than through the ring's methods (``call`` adds only
+    the lock to ``held``): at 1 KiB each call layer costs a tenth of the call, and under
+    ``mpirun -n 2`` each µs of Python beside the exchange costs up to two."""
     row, table, dtype, strides = form.row, form.table, buf.dtype, buf.strides
     segment, algorithm, group = settings
     comm, rows, exchange, lock = ring.comm, ring._rows, ring._exchange, ring._call_lock
