@@ -14,7 +14,9 @@ cpu's round trip of its worker threads) is above the best.  Once every candidate
 or the next call would end past the shape's budget (``RING_PLAN_BUDGET`` seconds, default
 1; the call's time guessed as its candidate's so far, else the fastest's; two candidates
 run whatever it costs), the fastest candidate is the shape's plan: by its timed median, or
-by its first call's run where the budget ended before timing it.
+by its first call's run where the budget ended before timing it.  Where a planner lets a
+call run several candidates (:attr:`Trial.pieces`; the cpu's cuts a large allreduce into
+slices, each by another candidate), each call times each of them once.
 
 The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
 ``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``
@@ -130,10 +132,14 @@ class Trial:
     # candidate the budget ends before timing (at 1 GiB, a call is half the budget).
     firsts: dict[tuple, float] = field(default_factory=dict)
     refining: bool = False  # a second trial, of its first's winner against variants of it
-    # Each timed candidate's median as its times come, and the next candidate once found
-    # (_STALE after a call is recorded): a trial call asks next() twice.
+    # How many candidates one call may run, each on its own slice of the buffers (a
+    # planner's choice, see share()); 1: a call is one candidate's.
+    pieces: int = 1
+    # Each timed candidate's median as its times come, and the next call's candidates once
+    # found (_STALE after a call is recorded): a trial call asks next() twice.
     _median: dict = field(default_factory=dict, init=False, repr=False)
     _upcoming: object = field(default=None, init=False, repr=False)
+    _group: list = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._median = {c: statistics.median(t) for c, t in self.times.items()}
@@ -141,12 +147,23 @@ class Trial:
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift
-        during the trial falls on every candidate alike), or None when planning is over."""
+        during the trial falls on every candidate alike), or None when planning is over;
+        the first of :meth:`share` where a call runs several."""
         if self._upcoming is _STALE:
-            self._upcoming = self._find_next()
+            self._group = self._find_group()
+            self._upcoming = self._group[0] if self._group else None
         return self._upcoming  # type: ignore[return-value]
 
-    def _find_next(self) -> tuple | None:
+    def share(self) -> list[tuple]:
+        """The candidates the next call runs, up to :attr:`pieces` of them, each on an
+        equal slice of the buffers (an allreduce is element-wise, so every slice's result
+        is right whichever candidate made it): where one call is a good part of the
+        budget, one call times several candidates, on the same memory at the same moment,
+        instead of one.  Empty when planning is over."""
+        self.next()
+        return self._group
+
+    def _find_group(self) -> list[tuple]:
         median, floors, times, warmed = self._median, self.floors, self.times, self.warmed
         best = min(median.values(), default=math.inf)
         # Once timed, a candidate's times count (within DROP of the best), else its floor.
@@ -159,16 +176,18 @@ class Trial:
         if any(c not in times and not floors.get(c) for c in left):
             left = [c for c in left if not floors.get(c)]  # their times decide the rest's
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
-        candidate = min(left, key=lambda c: (c in warmed, len(times.get(c, ()))), default=None)
-        if candidate is None:
-            return None
+        group = sorted(left, key=lambda c: (c in warmed, len(times.get(c, ()))))[: self.pieces]
+        if not group:
+            return []
         known = self.medians()
-        # Not a call that would end past the budget (its time as known, else the fastest's),
-        # once two candidates have run: choosing needs two.
-        guess = known.get(candidate, min(known.values(), default=0.0))
+        # Not a call that would end past the budget (a candidate's time as known, else the
+        # fastest's; several on equal slices take their mean), once two candidates have
+        # run: choosing needs two.
+        fastest = min(known.values(), default=0.0)
+        guess = sum(known.get(c, fastest) for c in group) / len(group)
         if len(warmed) >= 2 and known and self.spent + guess > self.budget:
-            return None
-        return candidate
+            return []
+        return group
 
     def drop(self, candidate: tuple) -> None:
         """Try ``candidate`` no more (a planner found it the same as one tried)."""
@@ -190,6 +209,20 @@ class Trial:
         timed = self.times.setdefault(candidate, [])
         timed.append(seconds)
         self._median[candidate] = statistics.median(timed)
+
+    def record_share(self, seconds: dict[tuple, float], spent: float) -> None:
+        """One call that ran several candidates (:meth:`share`): ``seconds``, each one's
+        time for the whole buffers (its slice's, scaled by size), timed from its first
+        run on (a slice past the caches is long beside making its plan, which is not
+        timed); ``spent``: the call's."""
+        self.spent += spent
+        self._upcoming = _STALE
+        wisdom().spend(spent)
+        for candidate, taken in seconds.items():
+            self.warmed.add(candidate)
+            timed = self.times.setdefault(candidate, [])
+            timed.append(taken)
+            self._median[candidate] = statistics.median(timed)
 
     def winner(self) -> tuple:
         """The candidate of least time (the first candidate if none ran): a timed one's

@@ -23,8 +23,8 @@ from test_bench import bench, outside_mpirun, small_ceilings  # noqa: F401 - aut
 import ring
 import ring.auto
 from ring import wisdom
-from ring.cpu import CpuCommunicator
-from ring.cpu.planning import FUSED, Planner
+from ring.cpu import CpuCommunicator, planning
+from ring.cpu.planning import FUSED, Planner, slices_apart
 
 let_children_see_sigint()
 
@@ -275,6 +275,71 @@ def test_refinement_tries_only_tiles_that_change_the_cut(monkeypatch):
     by_nodes = wisdom.Trial([("ring", "nodes", True, None)], 10.0)
     by_nodes.record(("ring", "nodes", True, None), 0.1)
     assert Planner.refinement(by_nodes, 1 << 20) is None
+
+
+def _runs(monkeypatch) -> list[int]:
+    """The length of every plan run unbound (``CpuCommunicator._run``), in call order."""
+    lengths: list[int] = []
+    real = CpuCommunicator._run
+
+    def run(self, buffers, *how):
+        lengths.append(len(buffers[0]))
+        return real(self, buffers, *how)
+
+    monkeypatch.setattr(CpuCommunicator, "_run", run)
+    return lengths
+
+
+def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_right(
+    fresh_wisdom, monkeypatch
+):
+    """Where slices of a call stream from memory as the whole call does, a trial call runs
+    one candidate per slice: the fastest still wins, and every result is right."""
+    monkeypatch.setattr(
+        ring.auto, "ranked", lambda *a, **k: ("ring", "recursive-doubling", "direct")
+    )
+    monkeypatch.setattr(planning, "slices_apart", lambda nodes, nbytes: 3)
+    _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
+    lengths = _runs(monkeypatch)
+    rng = np.random.default_rng(4)
+    inputs = random_inputs(rng, 3, 1001, np.float64, "sum")
+    with CpuCommunicator(3, algorithm="auto", inline_bytes=0, executor="nodes") as comm:
+        _plan_checked(comm, inputs)
+    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    assert plan["choice"] == ["recursive-doubling", "nodes", False, None]
+    assert lengths[:3] == [334, 334, 333]  # the first call: three candidates, a slice each
+    assert wisdom.wisdom().calls <= wisdom.REPEATS + 1  # not a first and 3 timed calls each
+
+
+def test_only_an_allreduce_is_cut_into_slices(fresh_wisdom, monkeypatch):
+    """A reduce-scatter's or all-gather's chunks are of the whole buffer: never cut."""
+    monkeypatch.setattr(planning, "slices_apart", lambda nodes, nbytes: 3)
+    shared: list[str] = []
+    real = CpuCommunicator._try_share
+
+    def try_share(self, call, *rest):
+        shared.append(call.name)
+        return real(self, call, *rest)
+
+    monkeypatch.setattr(CpuCommunicator, "_try_share", try_share)
+    rng = np.random.default_rng(6)
+    inputs = random_inputs(rng, 3, 999, np.float64, "sum")
+    with CpuCommunicator(3, algorithm="auto", inline_bytes=0) as comm:
+        for _ in range(12):
+            buffers = [x.copy() for x in inputs]
+            comm.reduce_scatter(buffers)
+            comm.all_gather(buffers)
+            comm.allreduce(buffers)
+    assert shared and set(shared) == {"allreduce"}
+
+
+def test_a_slice_streams_from_memory_as_the_whole_call_does():
+    """Every slice's data, on all nodes, holds at least twice the last-level cache."""
+    caches = (1 << 20, 300 << 20)
+    assert slices_apart(4, 1 << 30, caches) == 6
+    assert slices_apart(2, 1 << 30, caches) == 3
+    assert slices_apart(4, 64 << 20, caches) == 1
+    assert slices_apart(4, 64 << 20, (1 << 20, 32 << 20)) == 4
 
 
 def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):

@@ -130,6 +130,33 @@ def test_a_trial_of_timed_calls_stops_within_its_budget():
     assert trial.winner() == "first"  # the only one timed
 
 
+def test_a_call_shared_by_candidates_times_each_of_them():
+    """Where a trial's call runs several candidates on slices of it, each call times up to
+    ``pieces`` of them, the untried first, and the budget guess is their mean."""
+    costs = {"a": 3.0, "b": 1.0, "c": 1.4, "d": 1.2}
+    trial = Trial(list(costs), 100.0, pieces=2)
+    shares = []
+    while share := trial.share():
+        shares.append(share)
+        trial.record_share({c: costs[c] for c in share}, sum(costs[c] for c in share) / 2)
+        assert len(shares) < 20
+    assert shares[:2] == [["a", "b"], ["c", "d"]]  # every candidate once, then the turns
+    assert trial.winner() == "b"
+    assert len(trial.times["a"]) == 1  # 3x the best after one call: dropped
+    assert all(len(trial.times[c]) == wisdom.REPEATS for c in "bcd")
+    assert trial.next() is None
+    assert trial.spent == pytest.approx(sum(sum(costs[c] for c in s) / 2 for s in shares))
+
+
+def test_a_shared_call_is_not_started_past_the_budget():
+    trial = Trial(["a", "b", "c", "d"], 2.0, pieces=2)
+    trial.record_share({"a": 0.6, "b": 0.8}, 0.7)
+    assert trial.share() == ["c", "d"]  # untried: the fastest's time is the guess, 0.6
+    trial.record_share({"c": 0.5, "d": 0.9}, 0.7)
+    assert trial.share() == []  # a and b next, their mean 0.7 more: 2.1 s
+    assert trial.winner() == "c"
+
+
 def test_wisdom_survives_a_restart(tmp_path):
     path = tmp_path / "wisdom.json"
     first = Wisdom(path)

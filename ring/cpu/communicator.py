@@ -69,7 +69,7 @@ from ..schedule import (
     check_collective,
     plan_for,
 )
-from ..schedule.steps import check_int
+from ..schedule.steps import check_int, chunk_range
 from ..wisdom import Trial, check_planning
 from .crew import Crew
 from .planning import Planner
@@ -96,6 +96,8 @@ EXECUTORS = ("nodes", "slices")
 _OPTIONS = frozenset(
     {"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes", "executor", "planning"}
 )
+# A call's options that auto's plan decides, not the algorithm's own.
+_PLANNED_OPTIONS = frozenset({"algorithm", "inline_bytes", "executor", "planning"})
 # Calls of at most this many bytes per node run on the calling thread (inline_bytes) unless
 # the caller says otherwise or auto measures where this machine's crossover lies: a
 # starting guess (below it, waking the workers costs more than the second core's share of
@@ -386,7 +388,10 @@ class CpuCommunicator(RingCommunicator):
         buffers = list(call.buffers)
         steps, threads, executor, trying, tile = self._plan_call(call)
         if trying is not None:
-            self._try(call, key if bind else None, trying, steps, threads, executor, tile)
+            if 1 < len(share := trying[0].share()) <= count:
+                self._try_share(call, key if bind else None, trying[0], share)
+            else:
+                self._try(call, key if bind else None, trying, steps, threads, executor, tile)
             return
         if bind:
             bound = self._bind(call, steps, executor, threads, tile)
@@ -421,6 +426,37 @@ class CpuCommunicator(RingCommunicator):
             trial.record(candidate, done - started, run=done - running)
         self._recorded(key, trial)
 
+    def _try_share(self, call: Call, key: object, trial: Trial, share: list[tuple]) -> None:
+        """A trial's call that runs several candidates, each on an equal slice of the
+        buffers (:meth:`ring.wisdom.Trial.share`), in one turn of the outer range; each
+        slice's plan is made before its run is timed, and its time is scaled to the whole
+        call's.  The candidates take the slices in another order each call."""
+        ufunc, count, average = call.checked
+        turn = len(trial.times.get(share[0], ())) % len(share)
+        share = share[turn:] + share[:turn]
+        runs = []
+        for k, candidate in enumerate(share):
+            lo, hi = chunk_range(count, len(share), k)
+            slices = [b[lo:hi] for b in call.buffers]
+            steps, threads, executor, tile = self._candidate(call, candidate, hi - lo)
+            runs.append((candidate, count / (hi - lo), slices, steps, threads, executor, tile))
+        seconds: dict[tuple, float] = {}
+        started = time.perf_counter()
+        self._guarded(call.name, self._run_share, runs, ufunc, average, seconds)
+        trial.record_share(seconds, time.perf_counter() - started)
+        self._recorded(key, trial)
+
+    def _run_share(self, runs: list, ufunc, average: bool, seconds: dict) -> BaseException | None:
+        """:meth:`_try_share`'s slices in turn, each one's time (scaled) into ``seconds``;
+        a worker's exception is returned, and the slices after it are not run."""
+        for candidate, scale, slices, steps, threads, executor, tile in runs:
+            started = time.perf_counter()
+            error = self._run(slices, ufunc, steps, average, threads, executor, tile)
+            if error is not None:
+                return error
+            seconds[candidate] = (time.perf_counter() - started) * scale
+        return None
+
     def _try_again(self, key: object, name: str, trial: Trial, buffers, op) -> bool:
         """A trial's call on the buffers its next candidate is already bound to: run bound
         and timed, without checking and planning it again, as a planned call is not (at a
@@ -429,6 +465,7 @@ class CpuCommunicator(RingCommunicator):
         bound = self._trial_bound.get((key, candidate))
         if (
             candidate is None
+            or trial.pieces > 1
             or bound is None
             or not bound.takes(buffers, op)
             or bound.generation != auto_generation()
@@ -503,6 +540,17 @@ class CpuCommunicator(RingCommunicator):
         )
         steps = plan_for(call.name, self.nodes, count, itemsize, algorithm, options)
         return steps, threads, executor, trying, tile
+
+    def _candidate(self, call: Call, choice: tuple, count: int) -> tuple:
+        """(plan, threads, executor, tile) of a trial's ``choice`` (algorithm, executor,
+        inline, tile) run on ``count`` elements of the call's buffers."""
+        options = {k: v for k, v in call.options.items() if k not in _PLANNED_OPTIONS}
+        algorithm, executor, inline, tile = choice
+        itemsize = call.buffers[0].dtype.itemsize
+        nbytes = count * itemsize
+        threads = self.threads_for(nbytes, nbytes if inline else 0, executor, tile)
+        steps = plan_for(call.name, self.nodes, count, itemsize, algorithm, options)
+        return steps, threads, executor, tile
 
     def planned(self, name: str, buffers: Sequence[np.ndarray], op: str | None) -> tuple | None:
         """(algorithm, executor, inline, tile) that ``auto`` settled on for calls like this one

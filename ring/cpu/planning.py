@@ -12,10 +12,13 @@ a trial cut short by its budget still ends with a plan at least as fast as that.
 What planning measures would otherwise be machine constants: the executor, where a call
 stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
 the tile by slices (:meth:`Planner.refinement`; the cache probe's is only the start).
-Calls above :data:`INLINE_CAP` are not tried on the calling thread alone, and the
-candidates on the workers only after those inline, where the workers' measured round trip
-does not already lose to one of them: at a few KiB, waking threads costs more than the
-whole call.
+An allreduce so large that slices of it stream from memory as the whole call does
+(:func:`slices_apart`) is cut, in a trial call, into one slice per candidate, each timed
+apart: at 1 GiB, where a call can take a third of the budget, every candidate is timed in
+each call instead of one.  Calls above :data:`INLINE_CAP` are not tried on the calling
+thread alone, and the candidates on the workers only after those inline, where the
+workers' measured round trip does not already lose to one of them: at a few KiB, waking
+threads costs more than the whole call.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from .. import auto, wisdom
 from ..communicator import check_auto_pick
 from ..host import positions
 from ..host.moves import bindable
+from ..machine import cache_bytes
 from ..schedule import Plan
 
-__all__ = ["FUSED", "INLINE_CAP", "Planner"]
+__all__ = ["FUSED", "INLINE_CAP", "Planner", "slices_apart"]
 
 TOP = wisdom.TOP  # the table's candidates tried per column
 # Above this, one thread streaming every node's buffers is not tried against the workers.
@@ -42,6 +46,18 @@ INLINE_CAP = 64 << 20
 FUSED = "reduce-broadcast"
 
 Choice = tuple  # (algorithm, executor, inline, tile bytes by slices or None: the default)
+
+
+def slices_apart(nodes: int, nbytes: int, caches: tuple[int, int] | None = None) -> int:
+    """Into how many slices a trial may cut an allreduce of ``nbytes`` per node, each run
+    by another candidate: as many as keep every slice's data, on all nodes, at least twice
+    the last-level cache (``caches``: (L2, last-level) bytes, else this machine's), so a
+    slice streams from memory as the whole call does and its time, scaled by size, is
+    the call's.  1: the call is not cut."""
+    last = (caches or cache_bytes())[1]
+    return max(1, nodes * nbytes // (2 * last))
+
+
 # A winner by slices is tried again with tiles this many times larger and smaller.
 TILE_STEP = 4
 MIN_TILE = 4 << 10
@@ -119,6 +135,7 @@ class Planner:
             warmed=set(trial.warmed),
             firsts=dict(trial.firsts),
             refining=True,
+            pieces=trial.pieces,
         )
 
     def planned(
@@ -159,8 +176,11 @@ class Planner:
                 found = self.candidates(name, nbytes, inline_given, executor_given)
                 floors = {c: self._wake() for c in found if not c[2]}
                 trial = wisdom.Trial(found, wisdom.budget_seconds(), floors)
+                if name == "allreduce":  # element-wise: its slices can run apart
+                    trial.pieces = min(len(found), slices_apart(self.nodes, nbytes))
                 self._trials[key] = trial
-            candidate = _next_distinct(trial, steps_of)
+            group = _distinct(trial, steps_of)
+            candidate = group[0] if group else None
             if candidate is None and (refined := self.refinement(trial, nbytes)) is not None:
                 trial = self._trials[key] = refined
                 candidate = trial.next()
@@ -172,17 +192,24 @@ class Planner:
             return choice, None
 
 
-def _next_distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan]) -> Choice | None:
-    """The trial's next candidate, those dropped on the way whose plan makes the moves of
-    one already run the same way (at N = 2, direct's and hierarchical's are the ring's):
-    they would cost the same.  Compared only where a candidate is first run, which builds
-    its plan anyway, and only plans short enough to bind (a plan's moves can be many)."""
-    while (candidate := trial.next()) is not None and candidate not in trial.warmed:
-        steps = steps_of(candidate[0])
-        if not bindable(steps):
-            return candidate
-        moves = steps.moves
-        if not any(c[1:] == candidate[1:] and steps_of(c[0]).moves == moves for c in trial.warmed):
-            return candidate
-        trial.drop(candidate)
-    return candidate
+def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan]) -> list[Choice]:
+    """The candidates of the trial's next call (:meth:`~ring.wisdom.Trial.share`), those
+    dropped on the way whose plan makes the moves of one already run, or of one before it
+    in the call, the same way (at N = 2, direct's and hierarchical's are the ring's): they
+    would cost the same.  Compared only where a candidate is first run, which builds its
+    plan anyway, and only plans short enough to bind (a plan's moves can be many)."""
+    while True:
+        group = trial.share()
+        for k, candidate in enumerate(group):
+            if candidate in trial.warmed:
+                continue
+            steps = steps_of(candidate[0])
+            if not bindable(steps):
+                continue
+            others = [*trial.warmed, *group[:k]]
+            moves = steps.moves
+            if any(c[1:] == candidate[1:] and steps_of(c[0]).moves == moves for c in others):
+                trial.drop(candidate)
+                break
+        else:
+            return group
