@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import statistics
 import sys
@@ -111,6 +112,7 @@ def shape_key(backend: str, collective: str, nodes: int, dtype, op, nbytes: int,
 
 
 _STALE = object()
+_RUN_AND_CALLS = operator.itemgetter(0, 1)
 
 
 @dataclass
@@ -164,28 +166,38 @@ class Trial:
         return self._group
 
     def _find_group(self) -> list[tuple]:
+        """:meth:`share` worked out: one pass over the candidates (a trial call at a few KiB
+        asks it once, and takes a few µs itself)."""
         median, floors, times, warmed = self._median, self.floors, self.times, self.warmed
         best = min(median.values(), default=math.inf)
+        cut = DROP * best
         # Once timed, a candidate's times count (within DROP of the best), else its floor.
-        left = [
-            c
-            for c in self.candidates
-            if len(times.get(c, ())) < REPEATS
-            and (median[c] <= DROP * best if c in median else floors.get(c, 0.0) <= best)
-        ]
-        if any(c not in times and not floors.get(c) for c in left):
-            left = [c for c in left if not floors.get(c)]  # their times decide the rest's
+        left: list[tuple] = []  # (run already, calls timed, candidate)
+        untimed_unfloored = False
+        for c in self.candidates:
+            timed = times.get(c)
+            if timed:
+                if len(timed) < REPEATS and median[c] <= cut:
+                    left.append((c in warmed, len(timed), c))
+                continue
+            floor = floors.get(c, 0.0)
+            if floor <= best:
+                left.append((c in warmed, 0, c))
+                untimed_unfloored = untimed_unfloored or not floor
+        if untimed_unfloored:  # their times decide the rest's
+            left = [entry for entry in left if not floors.get(entry[2])]
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
-        group = sorted(left, key=lambda c: (c in warmed, len(times.get(c, ()))))[: self.pieces]
-        if not group:
-            return []
-        known = self.medians()
+        left.sort(key=_RUN_AND_CALLS)
+        group = [entry[2] for entry in left[: self.pieces]]
+        if not group or len(warmed) < 2:
+            return group
         # Not a call that would end past the budget (a candidate's time as known, else the
         # fastest's; several on equal slices take their mean), once two candidates have
         # run: choosing needs two.
+        known = self.medians()
         fastest = min(known.values(), default=0.0)
         guess = sum(known.get(c, fastest) for c in group) / len(group)
-        if len(warmed) >= 2 and known and self.spent + guess > self.budget:
+        if known and self.spent + guess > self.budget:
             return []
         return group
 
