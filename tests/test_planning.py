@@ -400,12 +400,17 @@ while True:
 """
 
 
+# A trial call cut into slices, one candidate each, as at 1 GiB.
+_CUT = "import ring.cpu.planning as p; p.slices_apart = lambda nodes, nbytes: 3\n"
+
+
 @pytest.mark.slow
-def test_ctrl_c_mid_planning_leaves_no_partial_wisdom_and_a_right_next_call(tmp_path):
+@pytest.mark.parametrize("prelude", ["", _CUT], ids=["whole calls", "cut calls"])
+def test_ctrl_c_mid_planning_leaves_no_partial_wisdom_and_a_right_next_call(tmp_path, prelude):
     path = tmp_path / "wisdom.json"
     env = {**os.environ, wisdom.WISDOM_ENV: str(path), wisdom.BUDGET_ENV: "30"}
     process = subprocess.Popen(
-        [sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", prelude + _INTERRUPTED], stdout=subprocess.PIPE, text=True, env=env
     )
     assert process.stdout.readline() == "planning\n"
     time.sleep(0.5)  # inside the trial: a 30 s budget at 16 MiB a call
@@ -413,7 +418,7 @@ def test_ctrl_c_mid_planning_leaves_no_partial_wisdom_and_a_right_next_call(tmp_
     assert process.wait(timeout=60) != 0
     assert not path.exists() or json.loads(path.read_text())["plans"] is not None
     assert [p.name for p in tmp_path.iterdir()] in ([], ["wisdom.json"])
-    check_code = textwrap.dedent("""
+    check_code = prelude + textwrap.dedent("""
         import json, numpy as np, ring
         rng = np.random.default_rng(0)
         inputs = [rng.uniform(0.5, 2, 1 << 21) for _ in range(2)]
