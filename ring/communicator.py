@@ -161,9 +161,9 @@ def check_auto_pick(backend: str, name: str) -> str:
     return name
 
 
-def auto_generation() -> int:
-    """:func:`ring.auto.generation`: while it stays, every pick already made stands."""
-    return auto.generation()
+# ring.auto.generation: while it stays, every pick already made stands (the function itself,
+# not a wrapper: a bound auto call asks it every time).
+auto_generation = auto.generation
 
 
 @dataclass(frozen=True)

@@ -238,6 +238,7 @@ class CpuCommunicator(RingCommunicator):
         self._options: dict[object, dict] = {}
         self._bound: dict[object, Bound] = {}
         self._call_pushers = {name: nvtx.pusher(name) for name in COLLECTIVES}
+        self._ranged = nvtx.AVAILABLE
         self._closed = False
         self._call_lock = threading.Lock()
         self._crew = Crew(self.nodes, self.sync)
@@ -343,16 +344,20 @@ class CpuCommunicator(RingCommunicator):
         returns a worker's exception, if any.  Interrupted (Ctrl-C), wherever in this
         block, or failed anywhere: the communicator closes, so no worker outlives it.
         The outer range is pushed and popped directly (a context manager is two Python
-        frames more, which at 1 KiB are a good part of a bound call)."""
+        frames more, which at 1 KiB are a good part of a bound call), and only where a tool
+        can take it (:data:`ring.nvtx.AVAILABLE`)."""
         with self._call_lock:
             if self._closed:  # a call less than _check_open() on the way through
                 self._check_open()
             try:
-                self._call_pushers[name]()
-                try:
+                if self._ranged:
+                    self._call_pushers[name]()
+                    try:
+                        error = run(*args)
+                    finally:
+                        nvtx.pop()
+                else:
                     error = run(*args)
-                finally:
-                    nvtx.pop()
             except BaseException:
                 self._shut_down()
                 raise
