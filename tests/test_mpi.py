@@ -306,6 +306,7 @@ def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
         assert kind == "ValueError" and "buffer lengths differ between ranks" in message
         assert untouched
     assert report["estimate"] == {"plans": [[]] * nodes, "calls": [0] * nodes}
+    assert report["short budget"] == [["recursive-doubling"]] * nodes  # by its first call
     assert report["correct"] == [True] * nodes
     # On one buffer, each of the 3 candidates' programs is made once (its first call binds
     # it, its timed calls run bound), and once more the plan's own.

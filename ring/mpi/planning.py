@@ -100,7 +100,10 @@ class MpiPlanner:
         return self._settle(key, settings, trial.winner()[0]), None
 
     def timed(self, name: str, key: tuple, candidate: tuple, run, abort) -> None:
-        """``run()``, timed on every rank; the slowest rank's time is the candidate's."""
+        """``run()``, timed on every rank; the slowest rank's time is the candidate's.  A
+        candidate's first call (which makes its program) is not timed, but its time
+        stands for the candidate where the budget ends before a timed call (at 1 GiB one
+        call can take a third of the budget)."""
         started = time.perf_counter()
         run()
         mine = time.perf_counter() - started
@@ -108,4 +111,4 @@ class MpiPlanner:
             slowest = self._comm.allreduce(mine, op=self._max)
         except BaseException:  # noqa: BLE001 - the peers wait for the time
             abort(name, "while planning")
-        self._trials[key][0].record(candidate, slowest)
+        self._trials[key][0].record(candidate, slowest, run=slowest)
