@@ -175,9 +175,11 @@ class Planner:
             if trial is None:
                 found = self.candidates(name, nbytes, inline_given, executor_given)
                 floors = {c: self._wake() for c in found if not c[2]}
-                trial = wisdom.Trial(found, wisdom.budget_seconds(), floors)
-                if name == "allreduce":  # element-wise: its slices can run apart
-                    trial.pieces = min(len(found), slices_apart(self.nodes, nbytes))
+                # An allreduce is element-wise: its slices can run apart.
+                apart = slices_apart(self.nodes, nbytes) if name == "allreduce" else 1
+                trial = wisdom.Trial(
+                    found, wisdom.budget_seconds(), floors, pieces=min(len(found), apart)
+                )
                 self._trials[key] = trial
             group = _distinct(trial, steps_of)
             candidate = group[0] if group else None
