@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._version import __version__
-from .machine import host_label
+from .machine import cache_bytes, host_label
 
 __all__ = [
     "BUDGET_ENV",
@@ -59,6 +59,7 @@ __all__ = [
     "forget_process",
     "generation",
     "shape_key",
+    "slices_apart",
     "wisdom",
     "wisdom_path",
 ]
@@ -103,6 +104,16 @@ def budget_seconds() -> float:
     if not value >= 0:
         raise ValueError(f"{BUDGET_ENV}={text!r}: give the seconds a new call shape may plan")
     return value
+
+
+def slices_apart(nodes: int, nbytes: int, caches: tuple[int, int] | None = None) -> int:
+    """Into how many slices a trial may cut an allreduce of ``nbytes`` per node, each run
+    by another candidate (:attr:`Trial.pieces`): as many as keep every slice's data, on the
+    ``nodes`` that share a host's memory, at least twice the last-level cache (``caches``:
+    (L2, last-level) bytes, else this machine's), so a slice streams from memory as the
+    whole call does and its time, scaled by size, is the call's.  1: the call is not cut."""
+    last = (caches or cache_bytes())[1]
+    return max(1, nodes * nbytes // (2 * last))
 
 
 def shape_key(backend: str, collective: str, nodes: int, dtype, op, nbytes: int, fixed) -> str:

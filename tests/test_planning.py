@@ -23,8 +23,8 @@ from test_bench import bench, outside_mpirun, small_ceilings  # noqa: F401 - aut
 import ring
 import ring.auto
 from ring import wisdom
-from ring.cpu import CpuCommunicator, planning
-from ring.cpu.planning import FUSED, Planner, slices_apart
+from ring.cpu import CpuCommunicator
+from ring.cpu.planning import FUSED, Planner
 
 let_children_see_sigint()
 
@@ -298,7 +298,7 @@ def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_r
     monkeypatch.setattr(
         ring.auto, "ranked", lambda *a, **k: ("ring", "recursive-doubling", "direct")
     )
-    monkeypatch.setattr(planning, "slices_apart", lambda nodes, nbytes: 3)
+    monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 3)
     _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
     lengths = _runs(monkeypatch)
     rng = np.random.default_rng(4)
@@ -313,7 +313,7 @@ def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_r
 
 def test_only_an_allreduce_is_cut_into_slices(fresh_wisdom, monkeypatch):
     """A reduce-scatter's or all-gather's chunks are of the whole buffer: never cut."""
-    monkeypatch.setattr(planning, "slices_apart", lambda nodes, nbytes: 3)
+    monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 3)
     shared: list[str] = []
     real = CpuCommunicator._try_share
 
@@ -331,15 +331,6 @@ def test_only_an_allreduce_is_cut_into_slices(fresh_wisdom, monkeypatch):
             comm.all_gather(buffers)
             comm.allreduce(buffers)
     assert shared and set(shared) == {"allreduce"}
-
-
-def test_a_slice_streams_from_memory_as_the_whole_call_does():
-    """Every slice's data, on all nodes, holds at least twice the last-level cache."""
-    caches = (1 << 20, 300 << 20)
-    assert slices_apart(4, 1 << 30, caches) == 6
-    assert slices_apart(2, 1 << 30, caches) == 3
-    assert slices_apart(4, 64 << 20, caches) == 1
-    assert slices_apart(4, 64 << 20, (1 << 20, 32 << 20)) == 4
 
 
 def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):
@@ -401,7 +392,7 @@ while True:
 
 
 # A trial call cut into slices, one candidate each, as at 1 GiB.
-_CUT = "import ring.cpu.planning as p; p.slices_apart = lambda nodes, nbytes: 3\n"
+_CUT = "import ring.wisdom as w; w.slices_apart = lambda nodes, nbytes: 3\n"
 
 
 @pytest.mark.slow

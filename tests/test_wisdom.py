@@ -157,6 +157,15 @@ def test_a_shared_call_is_not_started_past_the_budget():
     assert trial.winner() == "c"
 
 
+def test_a_slice_streams_from_memory_as_the_whole_call_does():
+    """Every slice's data, on all nodes, holds at least twice the last-level cache."""
+    caches = (1 << 20, 300 << 20)
+    assert wisdom.slices_apart(4, 1 << 30, caches) == 6
+    assert wisdom.slices_apart(2, 1 << 30, caches) == 3
+    assert wisdom.slices_apart(4, 64 << 20, caches) == 1
+    assert wisdom.slices_apart(4, 64 << 20, (1 << 20, 32 << 20)) == 4
+
+
 def test_wisdom_survives_a_restart(tmp_path):
     path = tmp_path / "wisdom.json"
     first = Wisdom(path)

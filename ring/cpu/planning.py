@@ -13,7 +13,7 @@ What planning measures would otherwise be machine constants: the executor, where
 stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
 the tile by slices (:meth:`Planner.refinement`; the cache probe's is only the start).
 An allreduce so large that slices of it stream from memory as the whole call does
-(:func:`slices_apart`) is cut, in a trial call, into one slice per candidate, each timed
+(:func:`ring.wisdom.slices_apart`) is cut, in a trial call, into one slice per candidate, each timed
 apart: at 1 GiB, where a call can take a third of the budget, every candidate is timed in
 each call instead of one.  Calls above :data:`INLINE_CAP` are not tried on the calling
 thread alone, and the candidates on the workers only after those inline, where the
@@ -30,10 +30,9 @@ from .. import auto, wisdom
 from ..communicator import check_auto_pick
 from ..host import positions
 from ..host.moves import bindable
-from ..machine import cache_bytes
 from ..schedule import Plan
 
-__all__ = ["FUSED", "INLINE_CAP", "Planner", "slices_apart"]
+__all__ = ["FUSED", "INLINE_CAP", "Planner"]
 
 TOP = wisdom.TOP  # the table's candidates tried per column
 # Above this, one thread streaming every node's buffers is not tried against the workers.
@@ -46,16 +45,6 @@ INLINE_CAP = 64 << 20
 FUSED = "reduce-broadcast"
 
 Choice = tuple  # (algorithm, executor, inline, tile bytes by slices or None: the default)
-
-
-def slices_apart(nodes: int, nbytes: int, caches: tuple[int, int] | None = None) -> int:
-    """Into how many slices a trial may cut an allreduce of ``nbytes`` per node, each run
-    by another candidate: as many as keep every slice's data, on all nodes, at least twice
-    the last-level cache (``caches``: (L2, last-level) bytes, else this machine's), so a
-    slice streams from memory as the whole call does and its time, scaled by size, is
-    the call's.  1: the call is not cut."""
-    last = (caches or cache_bytes())[1]
-    return max(1, nodes * nbytes // (2 * last))
 
 
 # A winner by slices is tried again with tiles this many times larger and smaller.
@@ -176,7 +165,7 @@ class Planner:
                 found = self.candidates(name, nbytes, inline_given, executor_given)
                 floors = {c: self._wake() for c in found if not c[2]}
                 # An allreduce is element-wise: its slices can run apart.
-                apart = slices_apart(self.nodes, nbytes) if name == "allreduce" else 1
+                apart = wisdom.slices_apart(self.nodes, nbytes) if name == "allreduce" else 1
                 trial = wisdom.Trial(
                     found, wisdom.budget_seconds(), floors, pieces=min(len(found), apart)
                 )
