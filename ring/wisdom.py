@@ -153,6 +153,7 @@ class Trial:
     _median: dict = field(default_factory=dict, init=False, repr=False)
     _upcoming: object = field(default=None, init=False, repr=False)
     _group: list = field(default_factory=list, init=False, repr=False)
+    _shares: int = field(default=0, init=False, repr=False)  # calls that ran several
 
     def __post_init__(self) -> None:
         self._median = {c: statistics.median(t) for c, t in self.times.items()}
@@ -169,10 +170,10 @@ class Trial:
 
     def share(self) -> list[tuple]:
         """The candidates the next call runs, up to :attr:`pieces` of them, each on an
-        equal slice of the buffers (an allreduce is element-wise, so every slice's result
-        is right whichever candidate made it): where one call is a good part of the
-        budget, one call times several candidates, on the same memory at the same moment,
-        instead of one.  Empty when planning is over."""
+        equal slice of the buffers, in slice order (an allreduce is element-wise, so every
+        slice's result is right whichever candidate made it): where one call is a good
+        part of the budget, one call times several candidates, on the same memory at the
+        same moment, instead of one.  Empty when planning is over."""
         self.next()
         return self._group
 
@@ -200,6 +201,9 @@ class Trial:
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
         left.sort(key=_RUN_AND_CALLS)
         group = [entry[2] for entry in left[: self.pieces]]
+        if len(group) > 1:  # in another order each call: no candidate keeps one slice
+            turn = self._shares % len(group)
+            group = group[turn:] + group[:turn]
         if not group or len(warmed) < 2:
             return group
         # Not a call that would end past the budget (a candidate's time as known, else the
@@ -240,6 +244,7 @@ class Trial:
         timed); ``spent``: the call's."""
         self.spent += spent
         self._upcoming = _STALE
+        self._shares += 1
         wisdom().spend(spent)
         for candidate, taken in seconds.items():
             self.warmed.add(candidate)

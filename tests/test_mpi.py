@@ -307,6 +307,8 @@ def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
         assert untouched
     assert report["estimate"] == {"plans": [[]] * nodes, "calls": [0] * nodes}
     assert report["short budget"] == [["recursive-doubling"]] * nodes  # by its first call
+    assert report["cut"]["plans"] == [["recursive-doubling"]] * nodes
+    assert len(set(report["cut"]["shared"])) == 1 and report["cut"]["shared"][0] > 0
     assert report["correct"] == [True] * nodes
     # On one buffer, each of the 3 candidates' programs is made once (its first call binds
     # it, its timed calls run bound), and once more the plan's own.

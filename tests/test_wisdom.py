@@ -140,7 +140,8 @@ def test_a_call_shared_by_candidates_times_each_of_them():
         shares.append(share)
         trial.record_share({c: costs[c] for c in share}, sum(costs[c] for c in share) / 2)
         assert len(shares) < 20
-    assert shares[:2] == [["a", "b"], ["c", "d"]]  # every candidate once, then the turns
+    # Every candidate once, then the turns; the slices' order turns from call to call.
+    assert shares[:2] == [["a", "b"], ["d", "c"]]
     assert trial.winner() == "b"
     assert len(trial.times["a"]) == 1  # 3x the best after one call: dropped
     assert all(len(trial.times[c]) == wisdom.REPEATS for c in "bcd")
@@ -151,7 +152,7 @@ def test_a_call_shared_by_candidates_times_each_of_them():
 def test_a_shared_call_is_not_started_past_the_budget():
     trial = Trial(["a", "b", "c", "d"], 2.0, pieces=2)
     trial.record_share({"a": 0.6, "b": 0.8}, 0.7)
-    assert trial.share() == ["c", "d"]  # untried: the fastest's time is the guess, 0.6
+    assert set(trial.share()) == {"c", "d"}  # untried: the fastest's time is the guess
     trial.record_share({"c": 0.5, "d": 0.9}, 0.7)
     assert trial.share() == []  # a and b next, their mean 0.7 more: 2.1 s
     assert trial.winner() == "c"

@@ -435,10 +435,8 @@ class CpuCommunicator(RingCommunicator):
         """A trial's call that runs several candidates, each on an equal slice of the
         buffers (:meth:`ring.wisdom.Trial.share`), in one turn of the outer range; each
         slice's plan is made before its run is timed, and its time is scaled to the whole
-        call's.  The candidates take the slices in another order each call."""
+        call's."""
         ufunc, count, average = call.checked
-        turn = len(trial.times.get(share[0], ())) % len(share)
-        share = share[turn:] + share[:turn]
         runs = []
         for k, candidate in enumerate(share):
             lo, hi = chunk_range(count, len(share), k)

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import nvtx
+from .. import nvtx, wisdom
 from .._optional import require
 from ..communicator import (
     Call,
@@ -68,7 +68,7 @@ from ..communicator import (
     refuse_gpu_options,
 )
 from ..ops import OPS, divide_by_nodes
-from ..schedule import AUTO, COLLECTIVES, check_collective
+from ..schedule import AUTO, COLLECTIVES, check_collective, chunk_range
 from ..wisdom import check_planning
 from .agree import (
     SLOT,
@@ -307,7 +307,10 @@ class MpiRing(RingCommunicator):
         planner = self._planner
         if planner.trial(key) is None:
             buf, form = self._preflight(name, key, buffers, op, settings, key[5])
-            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort)
+            apart = 1  # an allreduce is element-wise: its slices can run apart
+            if name == "allreduce" and not form.device and block is None:
+                apart = wisdom.slices_apart(self.host_group_size, buf.nbytes)
+            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort, apart)
             if planned is not None:
                 self._keep(
                     name, self._run(name, buffers, op, settings, planned, key, block, bindable)
@@ -318,8 +321,24 @@ class MpiRing(RingCommunicator):
             self._trial_bound = {k: b for k, b in self._trial_bound.items() if k[0] != key}
             self._keep(name, self._run(name, buffers, op, settings, runs_by, key, block, bindable))
             return
+        if 1 < len(share := planner.share(key)) <= buffers[0].shape[0]:
+            self._try_share(name, buffers[0], op, settings, key, share)
+            return
         run = partial(self._try, name, buffers, op, settings, runs_by, key, block, bindable)
         planner.timed(name, key, candidate, run, self._abort)
+
+    def _try_share(self, name: str, buf, op, settings: tuple, key: tuple, share: list) -> None:
+        """A trial's call cut into one slice per candidate (:meth:`ring.wisdom.Trial.share`),
+        each agreed on and run as a call of its own on its slice of every rank's buffer,
+        and timed apart."""
+        count = buf.shape[0]
+        runs = []
+        for k, candidate in enumerate(share):
+            lo, hi = chunk_range(count, len(share), k)
+            runs_by = (settings[0], candidate[0], settings[2])
+            run = partial(self._run, name, [buf[lo:hi]], op, settings, runs_by, None, None, False)
+            runs.append((candidate, count / (hi - lo), run))
+        self._planner.timed_share(name, key, runs, self._abort)
 
     def _try(self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable):
         """A trial's call by candidate ``runs_by``: bound to its buffer as the plan's calls

@@ -49,11 +49,15 @@ class MpiPlanner:
         planned = self._plans[key] = (settings[0], algorithm, settings[2])
         return planned
 
-    def start(self, key: tuple, name: str, form, nbytes: int, settings: tuple, abort):
+    def start(
+        self, key: tuple, name: str, form, nbytes: int, settings: tuple, abort, apart: int = 1
+    ):
         """After a first call of ``key`` was agreed on (its estimate ``form``): the plan
         rank 0 knows, settled, or None with a trial begun on every rank.  ``abort(name,
         when)``: the ring's, for a rank that fails inside the broadcast (the ring is not
-        kept here: a dropped ring must be freed without the cyclic collector)."""
+        kept here: a dropped ring must be freed without the cyclic collector).  ``apart``:
+        the slices this rank would cut a trial call into (:func:`ring.wisdom.slices_apart`;
+        rank 0's is every rank's)."""
         known: tuple | None = None
         found: list[tuple] = []
         problem: str | None = None
@@ -69,7 +73,7 @@ class MpiPlanner:
             except auto.AutoTableError as exc:  # raised on every rank, after the broadcast
                 problem = str(exc)
         try:
-            known, found, problem = self._comm.bcast((known, found, problem), root=0)
+            known, found, problem, apart = self._comm.bcast((known, found, problem, apart), root=0)
         except BaseException:  # noqa: BLE001 - the peers wait in the broadcast
             abort(name, "while planning")
         if problem is not None:
@@ -80,7 +84,8 @@ class MpiPlanner:
             return self._settle(key, settings, found[0][0])
         if len(self._trials) >= _KEPT:
             self._trials.clear()
-        self._trials[key] = (wisdom.Trial(found, wisdom.budget_seconds()), shape)
+        pieces = min(len(found), apart)
+        self._trials[key] = (wisdom.Trial(found, wisdom.budget_seconds(), pieces=pieces), shape)
         return None
 
     def trial(self, key: tuple) -> wisdom.Trial | None:
@@ -98,6 +103,26 @@ class MpiPlanner:
         if self.rank == 0:
             wisdom.wisdom().put(shape, trial)
         return self._settle(key, settings, trial.winner()[0]), None
+
+    def share(self, key: tuple) -> list[tuple]:
+        """The candidates of the trial's next call, one per slice (one: a whole call)."""
+        return self._trials[key][0].share()
+
+    def timed_share(self, name: str, key: tuple, runs: list, abort) -> None:
+        """``runs``: per slice, (candidate, scale, run()), run in turn on every rank; each
+        slice's slowest rank's time, scaled to the whole call, is its candidate's."""
+        mine, started = [], time.perf_counter()
+        for _, scale, run in runs:
+            begun = time.perf_counter()
+            run()
+            mine.append((time.perf_counter() - begun) * scale)
+        mine.append(time.perf_counter() - started)
+        try:
+            slowest = [self._comm.allreduce(t, op=self._max) for t in mine]
+        except BaseException:  # noqa: BLE001 - the peers wait for the times
+            abort(name, "while planning")
+        seconds = {run[0]: t for run, t in zip(runs, slowest, strict=False)}
+        self._trials[key][0].record_share(seconds, slowest[-1])
 
     def timed(self, name: str, key: tuple, candidate: tuple, run, abort) -> None:
         """``run()``, timed on every rank; the slowest rank's time is the candidate's.  A

@@ -8,12 +8,14 @@ recursive-doubling.  Then: a second ring starts tuned from rank 0's wisdom altho
 reads other wisdom; a call that differs on one rank mid-planning raises the same error on
 every rank; calls on one buffer run each candidate bound to it (its program made once);
 ``planning="estimate"`` measures nothing; where the budget ends before most candidates are
-timed, their first calls' times decide.
+timed, their first calls' times decide; a call large enough to cut runs one candidate per
+slice.
 
 Rank 0 prints one JSON object: ``{"nodes", "plans": [per rank], "calls": [per rank],
 "tuned": {"plans", "calls"}, "differ": [[type, message, untouched], ...], "programs": [per
 rank: programs made while one buffer planned and ran], "estimate":
-{"plans", "calls"}, "short budget": [per rank], "correct": bool}``.
+{"plans", "calls"}, "short budget": [per rank], "cut": {"plans", "shared": [per rank: calls
+cut]}, "correct": bool}``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import ring.auto
 from ring import wisdom
 from ring.mpi import MpiRing
 from ring.mpi import communicator as mpi_communicator
+from ring.mpi.planning import MpiPlanner
 
 world = MPI.COMM_WORLD
 rank, nodes = world.Get_rank(), world.Get_size()
@@ -146,6 +149,17 @@ def main() -> int:
     report["short budget"] = plans(short)
     short.close()
     del os.environ[wisdom.BUDGET_ENV]
+
+    # A call large enough to cut: each trial call runs one candidate per slice, all timed.
+    shared = []
+    real = (wisdom.slices_apart, MpiPlanner.timed_share)
+    wisdom.slices_apart = lambda nodes, nbytes, caches=None: 3
+    MpiPlanner.timed_share = lambda *a: shared.append(1) or real[1](*a)
+    cut = MpiRing(world, algorithm="auto")
+    calls(cut, count=17 * COUNT, times=15)  # a size no shape above planned
+    report["cut"] = {"plans": plans(cut), "shared": world.gather(len(shared), root=0)}
+    cut.close()
+    wisdom.slices_apart, MpiPlanner.timed_share = real
 
     report["correct"] = world.gather(correct, root=0)
     if rank == 0:
