@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 import pytest
-from reference import check, ops_for
+from reference import check, ops_for, random_inputs
 from test_cpu_algorithms import _options
 from test_cpu_inline import assert_same_bits
 
@@ -244,6 +244,25 @@ def test_unbind_lets_the_last_buffers_go_and_the_next_call_binds_again(executor,
             for buffer in buffers:
                 check(buffer, inputs, "sum")
             inputs = [b.copy() for b in buffers]
+
+
+def test_unbind_lets_the_scratch_sized_to_the_buffers_go():
+    """Recursive doubling by nodes lands whole buffers in scratch: unbind drops it with the
+    buffers (at 1 GiB a sweep's series would each keep N GiB), and the next call is right."""
+    rng = np.random.default_rng(8)
+    with _sliced(3, "recursive-doubling", "nodes", inline_bytes=0) as comm:
+        inputs = random_inputs(rng, 3, 5000, np.float64, "sum")
+        buffers = [x.copy() for x in inputs]
+        comm.allreduce(buffers)
+        kept = [weakref.ref(a) for a in comm._crew.scratch if a is not None]
+        assert kept
+        comm.unbind()
+        gc.collect()
+        assert [k() for k in kept] == [None] * len(kept)
+        buffers = [x.copy() for x in inputs]
+        comm.allreduce(buffers)
+        for buffer in buffers:
+            check(buffer, inputs, "sum")
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

@@ -271,9 +271,13 @@ class CpuCommunicator(RingCommunicator):
             self._crew.stop(True)
 
     def unbind(self) -> None:
+        """Let go of every buffer the communicator's calls keep, and of the scratch sized to
+        them (bound calls, the workers' scratch): the next call makes them again.  A
+        harness calls it between sizes, so a sweep holds one point's buffers at a time."""
         with self._call_lock:
             self._bound = {}
             self._trial_bound = {}
+            self._crew.forget_scratch()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

@@ -206,6 +206,12 @@ class Crew:
             thread.start()
             self.threads.append(thread)
 
+    def forget_scratch(self) -> None:
+        """Drop the scratch arrays kept between calls (sized to the last calls' buffers);
+        the next call that needs some makes it again."""
+        self.scratch = [None] * self.nodes
+        self.slots, self.slots_key = [], None
+
     # -- the caller's side, before the workers start a call ------------------------------
 
     def job(self, buffers: list, ufunc, steps: Plan, average: bool) -> _Job:

@@ -209,7 +209,12 @@ class MpiRing(RingCommunicator):
             self._shared.clear()
 
     def unbind(self) -> None:
+        """Let go of every buffer the ring's calls keep, and of the areas sized to them
+        (kept programs' views, bound calls, landing areas): the next call makes them again.
+        A harness calls it between sizes, so a sweep of several series holds one point's
+        buffers at a time."""
         with self._call_lock:
+            self._programs.clear()
             self._bound, self._trial_bound = {}, {}
 
     def __repr__(self) -> str:

@@ -211,6 +211,24 @@ def freed() -> bool:
     return ref() is None
 
 
+def unbound() -> bool:
+    """unbind() lets the ring's last buffer go while the ring stays open (the harness's,
+    between sizes), and the ring's next call is right."""
+    comm = MpiRing(world, algorithm="rabenseifner")
+    buf = np.ones(100_000)
+    for _ in range(2):  # the second call runs bound
+        comm.allreduce([buf])
+    ref = weakref.ref(buf)
+    comm.unbind()
+    del buf
+    gc.collect()
+    let_go = ref() is None
+    again = np.ones(1000)
+    comm.allreduce([again])
+    comm.close()
+    return let_go and bool(np.array_equal(again, np.full(1000, float(nodes))))
+
+
 def dropped() -> bool:
     """A ring dropped without close() is freed at once, with the buffer its calls are bound
     to: nothing it keeps refers back to it (no cycle for the collector to find)."""
@@ -244,6 +262,7 @@ def main() -> int:
         "messages": messages,
         "one group": one_group_as_ring(),
         "freed": freed(),
+        "unbound": unbound(),
         "dropped": dropped(),
         "ranges": nvtx.AVAILABLE,  # bound gathered calls step by step, in ranges
     }
