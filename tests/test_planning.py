@@ -311,6 +311,25 @@ def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_r
     assert wisdom.wisdom().calls <= wisdom.REPEATS + 1  # not a first and 3 timed calls each
 
 
+@pytest.mark.parametrize(
+    "op, dtype, count",
+    [("avg", np.float32, 997), ("max", np.int32, 1024), ("prod", np.float64, 5), ("sum", bool, 64)],
+)
+def test_a_call_cut_into_slices_is_right_for_every_op(fresh_wisdom, monkeypatch, op, dtype, count):
+    """Each slice divides by N for avg, reduces its own elements for the rest, on every
+    executor; a buffer of fewer elements than slices runs whole."""
+    monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 7)
+    op = "bor" if dtype is bool and op == "sum" else op
+    rng = np.random.default_rng(count)
+    with CpuCommunicator(4, algorithm="auto") as comm:
+        for _ in range(25):
+            inputs = random_inputs(rng, 4, count, dtype, op)
+            buffers = [x.copy() for x in inputs]
+            comm.allreduce(buffers, op)
+            for b in buffers:
+                check(b, inputs, op)
+
+
 def test_only_an_allreduce_is_cut_into_slices(fresh_wisdom, monkeypatch):
     """A reduce-scatter's or all-gather's chunks are of the whole buffer: never cut."""
     monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 3)
