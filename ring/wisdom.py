@@ -15,8 +15,9 @@ or the next call would end past the shape's budget (``RING_PLAN_BUDGET`` seconds
 1; the call's time guessed as its candidate's so far, else the fastest's; two candidates
 run whatever it costs), the fastest candidate is the shape's plan: by its timed median, or
 by its first call's run where the budget ended before timing it.  Where a planner lets a
-call run several candidates (:attr:`Trial.pieces`; the cpu's cuts a large allreduce into
-slices, each by another candidate), each call times each of them once.
+call run several candidates (:attr:`Trial.pieces`: the cpu's and mpi's cut a large
+allreduce into slices, each by another candidate, :func:`slices_apart`), each call times
+each of them once.
 
 The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
 ``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``
