@@ -8,7 +8,9 @@ collective is as fast as its slowest rank, and every rank records the same time,
 rank's trial takes the same turns and ends with the same plan.  What rank 0 knows (its
 wisdom file's plan for the shape, or the candidates of its table) is broadcast when a
 shape is first seen, so ranks on hosts with different wisdom or tables still agree; only
-rank 0 writes the plan to its wisdom file.
+rank 0 writes the plan to its wisdom file.  A large allreduce's trial call is cut into one
+slice per candidate (:func:`ring.wisdom.slices_apart`, rank 0's count of slices), each
+agreed on and run as a call of its own, each slice's time agreed on the same way.
 
 No collective is entered before the call's pre-flight exchange (:mod:`ring.mpi.agree`)
 has passed on every rank: a first call of a shape is agreed on as ``auto``'s estimate
