@@ -312,7 +312,9 @@ class MpiRing(RingCommunicator):
         planner = self._planner
         if planner.trial(key) is None:
             buf, form = self._preflight(name, key, buffers, op, settings, key[5])
-            apart = 1  # an allreduce is element-wise: its slices can run apart
+            # An allreduce is element-wise: its slices can run apart.  The ranks of a host
+            # share its cache (host_group_size is 0 where hosts hold uneven groups: no cut).
+            apart = 1
             if name == "allreduce" and not form.device and block is None:
                 apart = wisdom.slices_apart(self.host_group_size, buf.nbytes)
             planned = planner.start(key, name, form, buf.nbytes, settings, self._abort, apart)
