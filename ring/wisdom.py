@@ -150,24 +150,21 @@ class Trial:
     # planner's choice, see share()); 1: a call is one candidate's.
     pieces: int = 1
     # Each timed candidate's median as its times come, and the next call's candidates once
-    # found (_STALE after a call is recorded): a trial call asks next() twice.
+    # found (_STALE after a call is recorded): a trial call asks for them twice.
     _median: dict = field(default_factory=dict, init=False, repr=False)
-    _upcoming: object = field(default=None, init=False, repr=False)
-    _group: list = field(default_factory=list, init=False, repr=False)
+    _group: object = field(default=None, init=False, repr=False)
     _shares: int = field(default=0, init=False, repr=False)  # calls that ran several
 
     def __post_init__(self) -> None:
         self._median = {c: statistics.median(t) for c, t in self.times.items()}
-        self._upcoming = _STALE
+        self._group = _STALE
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift
         during the trial falls on every candidate alike), or None when planning is over;
         the first of :meth:`share` where a call runs several."""
-        if self._upcoming is _STALE:
-            self._group = self._find_group()
-            self._upcoming = self._group[0] if self._group else None
-        return self._upcoming  # type: ignore[return-value]
+        group = self.share()
+        return group[0] if group else None
 
     def share(self) -> list[tuple]:
         """The candidates the next call runs, up to :attr:`pieces` of them, each on an
@@ -175,8 +172,9 @@ class Trial:
         slice's result is right whichever candidate made it): where one call is a good
         part of the budget, one call times several candidates, on the same memory at the
         same moment, instead of one.  Empty when planning is over."""
-        self.next()
-        return self._group
+        if self._group is _STALE:
+            self._group = self._find_group()
+        return self._group  # type: ignore[return-value]
 
     def _find_group(self) -> list[tuple]:
         """:meth:`share` worked out: one pass over the candidates (a trial call at a few KiB
@@ -220,23 +218,21 @@ class Trial:
     def drop(self, candidate: tuple) -> None:
         """Try ``candidate`` no more (a planner found it the same as one tried)."""
         self.candidates = [c for c in self.candidates if c != candidate]
-        self._upcoming = _STALE
+        self._group = _STALE
 
     def record(self, candidate: tuple, seconds: float, run: float | None = None) -> None:
         """One call's time; the process's planning cost counts it at once, so a shape still
         being planned when the process reports is counted too.  ``run``: of a first call,
         the time of its run alone (kept in :attr:`firsts`)."""
         self.spent += seconds
-        self._upcoming = _STALE
+        self._group = _STALE
         wisdom().spend(seconds)
         if candidate not in self.warmed:
             self.warmed.add(candidate)
             if run is not None:
                 self.firsts[candidate] = run
             return
-        timed = self.times.setdefault(candidate, [])
-        timed.append(seconds)
-        self._median[candidate] = statistics.median(timed)
+        self._timed(candidate, seconds)
 
     def record_share(self, seconds: dict[tuple, float], spent: float) -> None:
         """One call that ran several candidates (:meth:`share`): ``seconds``, each one's
@@ -244,14 +240,17 @@ class Trial:
         run on (a slice past the caches is long beside making its plan, which is not
         timed); ``spent``: the call's."""
         self.spent += spent
-        self._upcoming = _STALE
+        self._group = _STALE
         self._shares += 1
         wisdom().spend(spent)
         for candidate, taken in seconds.items():
             self.warmed.add(candidate)
-            timed = self.times.setdefault(candidate, [])
-            timed.append(taken)
-            self._median[candidate] = statistics.median(timed)
+            self._timed(candidate, taken)
+
+    def _timed(self, candidate: tuple, seconds: float) -> None:
+        timed = self.times.setdefault(candidate, [])
+        timed.append(seconds)
+        self._median[candidate] = statistics.median(timed)
 
     def winner(self) -> tuple:
         """The candidate of least time (the first candidate if none ran): a timed one's
