@@ -45,8 +45,6 @@ INLINE_CAP = 64 << 20
 FUSED = "reduce-broadcast"
 
 Choice = tuple  # (algorithm, executor, inline, tile bytes by slices or None: the default)
-
-
 # A winner by slices is tried again with tiles this many times larger and smaller.
 TILE_STEP = 4
 MIN_TILE = 4 << 10

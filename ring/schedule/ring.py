@@ -68,12 +68,12 @@ def ring_chunk(phase: PhaseName, step: int, node: int, nodes: int, direction: in
 def owned_chunk(node: int, nodes: int) -> int:
     """The chunk that ``node`` holds fully reduced after reduce-scatter: the one it
     receives at the last step (every algorithm keeps this ownership)."""
-    if type(node) is int and type(nodes) is int and 0 <= node < nodes:  # the builders' calls
-        return ring_chunk(REDUCE_SCATTER, nodes - 2, node, nodes)
-    node = check_int("node", node)
-    nodes = check_int("nodes", nodes, 1)
-    if not 0 <= node < nodes:
-        raise ValueError(f"node must be in [0, {nodes}), got {node}")
+    # The plan builders' calls pass plain valid ints: only anything else is checked.
+    if not (type(node) is int and type(nodes) is int and 0 <= node < nodes):
+        node = check_int("node", node)
+        nodes = check_int("nodes", nodes, 1)
+        if not 0 <= node < nodes:
+            raise ValueError(f"node must be in [0, {nodes}), got {node}")
     return ring_chunk(REDUCE_SCATTER, nodes - 2, node, nodes)
 
 
