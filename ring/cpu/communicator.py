@@ -138,6 +138,12 @@ def _check_options(options: dict, nodes: int, collective: str | None = None) -> 
     return sync, algorithm, extra, inline, executor, planning
 
 
+def _algorithm_options(call: Call) -> dict:
+    """A call's options that the algorithm takes (segment_bytes, group_size): the rest
+    say what runs, which auto's plan decides when it measures."""
+    return {k: v for k, v in call.options.items() if k not in _PLANNED_OPTIONS}
+
+
 def check_call(name: str, buffers: Sequence[np.ndarray], op: str | None, **options) -> Call:
     """Validate a call's options, buffers and op before any thread is woken, so bad input
     leaves every buffer untouched.  Every collective but all_gather reduces, so ``op``
@@ -516,14 +522,14 @@ class CpuCommunicator(RingCommunicator):
         """The plan a checked call runs, on how many threads, by which executor, the trial
         of ``auto`` that times it with the candidate it runs (None: no trial), and the
         bytes of a tile by slices (None: the machine's default)."""
-        options = dict(call.options)
+        given, options = call.options, _algorithm_options(call)
         count = call.checked[1]
         itemsize = call.buffers[0].dtype.itemsize
         nbytes = count * itemsize
-        algorithm = options.pop("algorithm", self.algorithm)
-        given_inline = options.pop("inline_bytes", self._fixed.get("inline_bytes"))
-        given_executor = options.pop("executor", self._fixed.get("executor"))
-        planning = options.pop("planning", self.planning)
+        algorithm = given.get("algorithm", self.algorithm)
+        given_inline = given.get("inline_bytes", self._fixed.get("inline_bytes"))
+        given_executor = given.get("executor", self._fixed.get("executor"))
+        planning = given.get("planning", self.planning)
         inline_bytes = self.inline_bytes if given_inline is None else given_inline
         executor = given_executor or self.executor
         trying, tile = None, None
@@ -551,7 +557,7 @@ class CpuCommunicator(RingCommunicator):
     def _candidate(self, call: Call, choice: tuple, count: int) -> tuple:
         """(plan, threads, executor, tile) of a trial's ``choice`` (algorithm, executor,
         inline, tile) run on ``count`` elements of the call's buffers."""
-        options = {k: v for k, v in call.options.items() if k not in _PLANNED_OPTIONS}
+        options = _algorithm_options(call)
         algorithm, executor, inline, tile = choice
         itemsize = call.buffers[0].dtype.itemsize
         nbytes = count * itemsize
