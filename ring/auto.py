@@ -46,6 +46,7 @@ __all__ = [
     "reset",
     "table_files",
     "table_for",
+    "unpriced",
 ]
 
 TABLE_ENV = "RING_AUTO_TABLE"
@@ -162,6 +163,16 @@ def ranked(
     return tuple(runs[max(0, bisect.bisect_right(starts, log2) - 1)][1])
 
 
+@functools.lru_cache(maxsize=64)
+def unpriced(backend: str, collective: str, having: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``having`` (the library's algorithms of ``collective``) that the backend's
+    table never priced: a table fitted before an algorithm existed cannot prune it, so a
+    planner that measures tries it after the table's own candidates."""
+    table, _ = table_for(backend)
+    priced = set(table["candidates"].get(collective, ()))
+    return tuple(a for a in having if a not in priced)
+
+
 _generation = 0
 
 
@@ -177,4 +188,5 @@ def reset() -> None:
     table_for.cache_clear()
     choose.cache_clear()
     ranked.cache_clear()
+    unpriced.cache_clear()
     _generation += 1

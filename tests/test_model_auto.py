@@ -24,13 +24,14 @@ import ring.cpu.communicator
 import ring.gpu
 import ring.gpu.communicator
 from ring.auto import AutoTableError
+from ring.cpu.planning import Planner
 from ring.model import ALGORITHMS, Params, auto
 from ring.model.__main__ import main
 from ring.model.data import load_groups
 from ring.model.decisions import decisions, write_decisions
 from ring.model.fit import SIGMA_ABSENT, Fit, Host, fit_group
 from ring.model.table import TABLE_SIZES, decision_table, fastest, load_fits, save_fits
-from ring.schedule import plan
+from ring.schedule import algorithms_of, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 # Small sizes pay the latency (recursive doubling: fewest steps), large ones the bytes.
@@ -224,14 +225,31 @@ def test_bench_measures_auto_and_records_its_pick(tmp_path, use_fit):
     rows = rows_of(out)
     assert {r["algorithm"] for r in rows} == {"auto", "ring"}
     assert all(r["wrong"] == "0" for r in rows)
-    # auto measured its candidates (ring.cpu.planning) and says which one it settled on.
+    # auto measured its candidates (ring.cpu.planning: the table's two, and those it never
+    # priced) and says which one it settled on.
     for row in rows:
         if row["algorithm"] == "ring":
             assert row["resolved"] == ""
         else:
-            assert row["resolved"] in {"ring", "recursive-doubling"}
+            assert row["resolved"] in ALGORITHMS
     planning = json.loads(out.with_suffix(".json").read_text())["planning"]
     assert planning["calls"] > 0
+
+
+def test_a_table_does_not_rule_out_an_algorithm_it_never_priced(tmp_path, use_fit):
+    """A table fitted before an algorithm existed (or on a sweep without it) cannot prune
+    it: the planner tries it after the table's own candidates, for the collectives it has."""
+    use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring"]))
+    planner = Planner(4, "pairwise", 1 << 20, lambda: 0.0)
+    for collective in ("allreduce", "reduce_scatter"):
+        found = planner.candidates(collective, 1024, None, None)
+        assert found[0][0] == "ring"  # the table's pick stays first
+        assert {c[0] for c in found} == set(algorithms_of(collective))
+        unpriced = ring.auto.unpriced("cpu", collective, algorithms_of(collective))
+        assert unpriced == tuple(a for a in algorithms_of(collective) if a != "ring")
+    assert "recursive-doubling" not in algorithms_of("reduce_scatter")
+    use_fit(write_fit(tmp_path / "all.json", "cpu", list(ALGORITHMS)))
+    assert ring.auto.unpriced("cpu", "allreduce", algorithms_of("allreduce")) == ()
 
 
 def _default_dirs() -> list[Path]:
@@ -367,6 +385,26 @@ def test_check_auto_compares_with_the_fastest_fixed_algorithm(tmp_path, capsys):
     ]
     assert out[2].split()[-7:] == ["direct", "ring", "20.0", "1.50", "0.97", ">", "1.1x"]
     assert out[-2] == "auto within 1.1x of the fastest fixed algorithm at 0 of 2 sizes"
+
+
+def test_check_auto_judges_auto_against_every_executors_fixed_series(tmp_path, capsys):
+    """auto chooses its executor, so a fixed algorithm run by slices is a series it must
+    match; auto run with its executor given, and rows on shared buffers, are not."""
+    path = tmp_path / "run.csv"
+    rows = [  # algorithm, executor, buffers, microseconds
+        ("auto", "nodes", "", 10.0),
+        ("auto", "slices", "", 1.0),  # auto with its executor given: not the auto judged
+        ("ring", "nodes", "", 12.0),
+        ("ring", "slices", "", 8.0),
+        ("direct", "nodes", "shared", 2.0),  # another kind of buffers: left out
+    ]
+    path.write_text(
+        "backend,algorithm,executor,buffers,nodes,bytes,time_us,resolved\n"
+        + "".join(f"cpu,{a},{e},{b},2,1024,{t},ring\n" for a, e, b, t in rows)
+    )
+    assert main(["check-auto", str(path)]) == 0
+    line = capsys.readouterr().out.splitlines()[1].split()
+    assert line[4:11] == ["10.0", "ring", "ring", "by", "slices", "8.0", "1.25"]
 
 
 def test_check_auto_gives_each_ratio_an_interval_from_the_timed_calls(tmp_path, capsys):

@@ -39,6 +39,12 @@ def fresh_wisdom(tmp_path, monkeypatch):
     wisdom.forget_process()
 
 
+def _table(monkeypatch, *names: str) -> None:
+    """The decision table's candidates taken as ``names``, and no algorithm left unpriced."""
+    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: names)
+    monkeypatch.setattr(ring.auto, "unpriced", lambda *a, **k: ())
+
+
 def _plans(monkeypatch) -> list[tuple]:
     """What each call planned to run (``CpuCommunicator._plan_call``: steps, threads,
     executor, trial, tile), in call order."""
@@ -93,9 +99,7 @@ def _slowed(monkeypatch, costs: dict[str, float]) -> list[tuple]:
 
 
 def test_planning_keeps_the_fastest_candidate_and_every_call_is_right(fresh_wisdom, monkeypatch):
-    monkeypatch.setattr(
-        ring.auto, "ranked", lambda *a, **k: ("ring", "recursive-doubling", "direct")
-    )
+    _table(monkeypatch, "ring", "recursive-doubling", "direct")
     planned = _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
     rng = np.random.default_rng(2)
     with CpuCommunicator(3, algorithm="auto", inline_bytes=0, executor="nodes") as comm:
@@ -119,7 +123,7 @@ def free_wake(monkeypatch):
 
 
 def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monkeypatch, free_wake):
-    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    _table(monkeypatch, "direct", "ring")
     planned = _plans(monkeypatch)
     with CpuCommunicator(3, algorithm="auto") as comm:  # at N = 2 direct is the ring
         buffers = [np.ones(512) for _ in range(3)]
@@ -134,7 +138,7 @@ def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monk
 def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
     fresh_wisdom, monkeypatch, free_wake
 ):
-    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    _table(monkeypatch, "direct", "ring")
     with CpuCommunicator(3, algorithm="auto", executor="slices", inline_bytes=0) as comm:
         for _ in range(20):
             comm.allreduce([np.ones(512) for _ in range(3)])
@@ -146,10 +150,11 @@ def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
     }
 
 
-def test_an_allreduce_on_the_workers_tries_the_fused_path_second():
+def test_an_allreduce_on_the_workers_tries_the_fused_path_second(monkeypatch):
     """Reduce-broadcast by slices (each byte crosses memory twice) is a candidate of every
     allreduce on the workers, right after the estimate, whatever the table's rank of it; not
     of the other collectives, nor where the executor is given."""
+    _table(monkeypatch, "ring", "direct", "hierarchical")
     planner = Planner(4, "pairwise", 1 << 20, lambda: 0.0)
     fused = (FUSED, "slices", False, None)
     found = planner.candidates("allreduce", 1 << 30, None, None)
@@ -177,7 +182,7 @@ def test_workers_whose_round_trip_loses_to_an_inline_candidate_are_not_tried(
 def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, monkeypatch):
     """What a trial times is what the plan will cost: its call bound to the buffers, made
     once per candidate (its untimed first call), not the full path every time."""
-    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    _table(monkeypatch, "direct", "ring")
     binds, unbound = [], []
     real_bind, real_run = CpuCommunicator._bind, CpuCommunicator._run
     monkeypatch.setattr(
@@ -197,7 +202,7 @@ def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, mo
 
 def test_candidates_that_make_the_same_moves_are_timed_once(fresh_wisdom, monkeypatch):
     """At N = 2 direct and hierarchical make the ring's moves: only the first is tried."""
-    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("ring", "direct", "hierarchical"))
+    _table(monkeypatch, "ring", "direct", "hierarchical")
     planned = _plans(monkeypatch)
     rng = np.random.default_rng(8)
     with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
@@ -211,7 +216,7 @@ def test_candidates_that_make_the_same_moves_are_timed_once(fresh_wisdom, monkey
 def test_a_faster_trial_call_repeats_bound_without_the_full_path(fresh_wisdom, monkeypatch):
     """A trial's timed call on the buffers its candidate is bound to skips the checks and
     the planning: the first call of each candidate alone takes the full path."""
-    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    _table(monkeypatch, "direct", "ring")
     with CpuCommunicator(3, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
         full = []
         real = comm._plan_call
@@ -238,7 +243,7 @@ def test_a_winner_by_slices_is_timed_again_with_larger_and_smaller_tiles(
     """The tile is measured as the executor is: the cache probe's size is where it starts."""
     monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 400)
     monkeypatch.setattr("ring.cpu.planning.MIN_TILE", 8)
-    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("reduce-broadcast", "ring"))
+    _table(monkeypatch, "reduce-broadcast", "ring")
     planned = _plans(monkeypatch)
     rng = np.random.default_rng(8)
     with CpuCommunicator(4, algorithm="auto", executor="slices", inline_bytes=0) as comm:
@@ -295,9 +300,7 @@ def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_r
 ):
     """Where slices of a call stream from memory as the whole call does, a trial call runs
     one candidate per slice: the fastest still wins, and every result is right."""
-    monkeypatch.setattr(
-        ring.auto, "ranked", lambda *a, **k: ("ring", "recursive-doubling", "direct")
-    )
+    _table(monkeypatch, "ring", "recursive-doubling", "direct")
     monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 3)
     _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
     lengths = _runs(monkeypatch)
@@ -362,7 +365,7 @@ def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):
 
 
 def test_planning_cost_is_counted(fresh_wisdom, monkeypatch):
-    monkeypatch.setattr(ring.auto, "ranked", lambda *a, **k: ("direct", "ring"))
+    _table(monkeypatch, "direct", "ring")
     with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=0) as comm:
         for _ in range(10):
             comm.allreduce([np.ones(64), np.ones(64)])

@@ -1,13 +1,15 @@
 """How a cpu call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.wisdom`).
 
-A candidate is (algorithm, executor, inline, tile): the algorithms the decision table
-leaves in for the call's N and size (:func:`ring.auto.ranked`, the model's pick first),
-each by nodes and by position, on the calling thread and on the workers, with the default
-tile; an executor or an ``inline_bytes`` the caller gave is kept, not planned over.  A
-candidate whose plan makes the moves of one run before it the same way is dropped when its
-turn comes (at N = 2, direct and hierarchical are the ring).  The first candidate is what
-``planning="estimate"`` runs (the table's pick on the default executor and threshold), so
-a trial cut short by its budget still ends with a plan at least as fast as that.
+A candidate is (algorithm, executor, inline, tile): the algorithms the decision table leaves
+in for the call's N and size (:func:`ring.auto.ranked`, the model's pick first), then any
+the table never priced (:func:`ring.auto.unpriced`: a table fitted before an algorithm
+existed cannot rule it out), each by nodes and by position, on the calling thread and on the
+workers, with the default tile; an executor or an ``inline_bytes`` the caller gave is kept,
+not planned over.  A candidate whose plan makes the moves of one run before it the same way
+is dropped when its turn comes (at N = 2, direct and hierarchical are the ring).  The first
+candidate is what ``planning="estimate"`` runs (the table's pick on the default executor and
+threshold), so a trial cut short by its budget still ends with a plan at least as fast as
+that.
 
 What planning measures would otherwise be machine constants: the executor, where a call
 stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
@@ -30,7 +32,7 @@ from .. import auto, wisdom
 from ..communicator import check_auto_pick
 from ..host import positions
 from ..host.moves import bindable
-from ..schedule import Plan
+from ..schedule import Plan, algorithms_of
 
 __all__ = ["FUSED", "INLINE_CAP", "Planner"]
 
@@ -79,15 +81,17 @@ class Planner:
             runs = [nbytes <= self.inline_bytes, nbytes > self.inline_bytes]
             runs = [r for r in runs if not r or nbytes <= INLINE_CAP]
         executors = [executor_given] if executor_given else ["nodes", "slices"]
+        unpriced = auto.unpriced("cpu", name, algorithms_of(name))
         ranked = {
             inline: [
                 check_auto_pick("cpu", a)
                 for a in auto.ranked("cpu", name, self.nodes, nbytes, nbytes if inline else 0)[:TOP]
             ]
+            + list(unpriced)
             for inline in runs
         }
         found: list[Choice] = []
-        for rank in range(TOP):
+        for rank in range(TOP + len(unpriced)):
             for inline in runs:
                 if rank < len(ranked[inline]):
                     found += [(ranked[inline][rank], e, inline, None) for e in executors]

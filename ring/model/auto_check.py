@@ -1,5 +1,7 @@
 """``python -m ring.model check-auto CSV...``: ``auto`` against the fastest fixed algorithm
-measured in the same run, per (backend, N, size) (issue #14: within 1.1x at every size).
+and executor measured in the same run, per (backend, N, size) (within 1.1x at every size).
+A cpu run with ``--executor nodes,slices`` measures each fixed algorithm by both; auto,
+which chooses its executor, is judged against the fastest of them.
 
 A run's medians are noisy, and "the fastest fixed algorithm" is the least of several noisy
 medians, so a point ratio above 1.1 can be the run's noise rather than a wrong pick.  Where
@@ -70,10 +72,11 @@ def _calls_of(path: Path) -> dict[tuple, dict[str, list[float]]]:
     samples = samples_path(path)
     if samples.is_file():
         for row in read_csv(samples)[1]:
-            if unpriced(row) is not None:
-                continue  # as in _read_run
+            name = _series(row)
+            if name is None:
+                continue
             key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
-            calls.setdefault(key, {}).setdefault(row["algorithm"], []).append(float(row["time_us"]))
+            calls.setdefault(key, {}).setdefault(name, []).append(float(row["time_us"]))
     return calls
 
 
@@ -90,7 +93,9 @@ def ratio_interval(
     return percentile_bootstrap([*fixed_calls, auto_calls], ratio, rng, DRAWS)
 
 
-def _read_run(path: Path, cells: dict, calls: dict) -> None:
+def _read_run(path: Path, cells: dict, calls: dict, executors: bool = True) -> None:
+    """The run's medians (and timed calls) by series into ``cells`` (``calls``);
+    ``executors``: with the series of executors the model does not price."""
     if not path.is_file():
         raise ModelInputError(f"{path}: no such file")
     run_meta(path)  # the CSV (and its samples) must be the ones its JSON names
@@ -100,18 +105,29 @@ def _read_run(path: Path, cells: dict, calls: dict) -> None:
         raise ModelInputError(old)
     run_calls = _calls_of(path)
     for row in rows:
-        # The model prices the cpu backend's thread per node (MPI messages between the
-        # ranks' own buffers): rows of another executor (a run with --executor
-        # nodes,slices, or --buffers host,shared) are not the series auto is judged against.
-        if unpriced(row) is not None:
-            continue
-        if row["algorithm"] in (AUTO, *ALGORITHMS):
+        name = _series(row)
+        if name is not None and (executors or unpriced(row) is None):
             key = (row["backend"], int(row["nodes"]), int(row["bytes"]))
             seconds = float(row["time_us"])
-            cells.setdefault(key, {})[row["algorithm"]] = (seconds, row.get("resolved", ""))
-            found = run_calls.get(key, {}).get(row["algorithm"])
+            cells.setdefault(key, {})[name] = (seconds, row.get("resolved", ""))
+            found = run_calls.get(key, {}).get(name)
             if found:
-                calls.setdefault(key, {})[row["algorithm"]] = found
+                calls.setdefault(key, {})[name] = found
+
+
+def _series(row: dict) -> str | None:
+    """The series a row belongs to: ``auto``, a fixed algorithm (run as the model prices
+    it), or ``algorithm by executor`` (another executor, ``--executor nodes,slices``: auto
+    chooses the executor too, so it is judged against every one); None for a peer, or
+    for ``auto`` with its executor given or on another kind of buffers."""
+    algorithm, other = row["algorithm"], unpriced(row)
+    if algorithm not in (AUTO, *ALGORITHMS):
+        return None
+    if other is None:
+        return algorithm
+    if algorithm == AUTO or not other.startswith("executor="):
+        return None
+    return f"{algorithm} by {other.removeprefix('executor=')}"
 
 
 def auto_points(paths: Sequence[str | Path]) -> list[AutoPoint]:
@@ -165,14 +181,14 @@ def _mark(point: AutoPoint) -> str:
 def check_lines(points: list[AutoPoint]) -> list[str]:
     lines = [
         f"{'backend':>7} {'N':>3} {'size':>9} {'auto us':>10} {'resolved':>18} "
-        f"{'fastest fixed':>18} {'its us':>10} {'ratio':>6} {'95% interval':>13} {'vs pick':>7}"
+        f"{'fastest fixed':>26} {'its us':>10} {'ratio':>6} {'95% interval':>13} {'vs pick':>7}"
     ]
     for p in points:
         low, high = p.interval
         interval = "" if np.isnan(low) else f"{low:.2f}-{high:.2f}"
         lines.append(
             f"{p.backend:>7} {p.nodes:>3} {format_bytes(p.nbytes):>9} {p.auto_us:>10.1f} "
-            f"{p.resolved:>18} {p.fastest:>18} {p.fastest_us:>10.1f} {p.ratio:>6.2f} "
+            f"{p.resolved:>18} {p.fastest:>26} {p.fastest_us:>10.1f} {p.ratio:>6.2f} "
             f"{interval:>13} {p.auto_us / p.pick_us:>7.2f}{_mark(p)}"
         )
     return lines + _summary(points)
@@ -222,7 +238,7 @@ def pick_points(fits: Sequence[Fit], paths: Sequence[str | Path]) -> list[PickPo
     the fit's picks judged without the noise of measuring ``auto`` itself."""
     cells: dict[tuple, dict[str, tuple[float, str]]] = {}
     for path in map(Path, paths):
-        _read_run(path, cells, {})
+        _read_run(path, cells, {}, executors=False)  # the fit prices nodes alone
     points = []
     for (backend, nodes, nbytes), measured in sorted(cells.items()):
         fixed = {a: t for a, (t, _) in measured.items() if a != AUTO}

@@ -2,7 +2,8 @@
 with every rank choosing the same plan.
 
 The candidates are the algorithms the decision table leaves in for the call's N and size
-(:func:`ring.auto.ranked`, the model's pick first).  Each rank times its own run of a
+(:func:`ring.auto.ranked`, the model's pick first), then any the table never priced
+(:func:`ring.auto.unpriced`).  Each rank times its own run of a
 candidate; the ranks then agree on the slowest rank's time (``allreduce(MAX)``): a
 collective is as fast as its slowest rank, and every rank records the same time, so every
 rank's trial takes the same turns and ends with the same plan.  What rank 0 knows (its
@@ -25,6 +26,7 @@ import time
 
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
+from ..schedule import algorithms_of
 
 __all__ = ["MpiPlanner"]
 
@@ -71,6 +73,7 @@ class MpiPlanner:
                 known = wisdom.wisdom().get(shape)
                 if known is None:
                     ranked = auto.ranked("mpi", name, self.nodes, nbytes)[: wisdom.TOP]
+                    ranked += auto.unpriced("mpi", name, algorithms_of(name))
                     found = [(check_auto_pick("mpi", a),) for a in ranked]
             except auto.AutoTableError as exc:  # raised on every rank, after the broadcast
                 problem = str(exc)

@@ -41,6 +41,7 @@ __all__ = [
     "CACHED_NODES",
     "RING_FAMILY",
     "Plan",
+    "algorithms_of",
     "check_algorithm",
     "check_algorithm_options",
     "default_group_size",
@@ -56,6 +57,13 @@ ALGORITHMS = (*RING_FAMILY, *TABLE_BUILDERS)
 ALGORITHM_COLLECTIVES = {a: COLLECTIVES for a in ALGORITHMS} | {
     "recursive-doubling": ("allreduce", "all_gather")
 }
+
+
+def algorithms_of(collective: str) -> tuple[str, ...]:
+    """The algorithms that have ``collective``, in :data:`ALGORITHMS`' order."""
+    return tuple(a for a in ALGORITHMS if collective in ALGORITHM_COLLECTIVES[a])
+
+
 # algorithm="auto": each call runs the algorithm a decision table names for its backend, N
 # and size (ring.auto; ring.communicator.resolve_algorithm).
 AUTO = "auto"
@@ -76,9 +84,9 @@ def check_algorithm(algorithm: object, collective: str | None = None) -> str:
             f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)} or {AUTO}"
         )
     if collective is not None and collective not in ALGORITHM_COLLECTIVES[algorithm]:
-        having = [a for a in ALGORITHMS if collective in ALGORITHM_COLLECTIVES[a]]
         raise ValueError(
-            f"algorithm {algorithm!r} has no {collective}: use one of {', '.join(having)}"
+            f"algorithm {algorithm!r} has no {collective}: "
+            f"use one of {', '.join(algorithms_of(collective))}"
         )
     return algorithm
 
