@@ -25,6 +25,7 @@ import ring.auto
 from ring import wisdom
 from ring.cpu import CpuCommunicator
 from ring.cpu.planning import FUSED, Planner
+from ring.host import positions
 
 let_children_see_sigint()
 
@@ -133,6 +134,27 @@ def test_the_candidates_cross_algorithms_executors_and_inline(fresh_wisdom, monk
     assert {a for a, _, _ in seen} == {"direct", "ring", FUSED}
     assert {e for _, e, _ in seen} == {"nodes", "slices"}
     assert {i for _, _, i in seen} == {True, False}
+
+
+@pytest.mark.parametrize("tile", [None, 1024], ids=["one tile", "several tiles"])
+def test_by_nodes_on_the_calling_thread_is_left_to_its_twin_by_position_in_one_tile(
+    fresh_wisdom, monkeypatch, tile
+):
+    """Where a buffer fits one tile, by position makes each operation once, as by nodes
+    makes each move, with nothing around them: by nodes is not tried on the calling thread
+    unless by position makes more operations (Rabenseifner at N = 3: 8 against 6).  Over
+    several tiles both are tried; every call's result is right."""
+    _table(monkeypatch, "ring", "rabenseifner")
+    if tile is not None:
+        monkeypatch.setattr(positions, "tile_bytes", lambda: tile)
+    planned = _plans(monkeypatch)
+    rng = np.random.default_rng(7)
+    inputs = random_inputs(rng, 3, 1000, np.float64, "sum")  # 8,000 B: one default tile
+    with CpuCommunicator(3, algorithm="auto", inline_bytes=1 << 20) as comm:
+        _plan_checked(comm, inputs)
+    inline = {(p[0].algorithm, p[2]) for p in planned if p[1] == 1}
+    assert {("ring", "slices"), ("rabenseifner", "nodes"), ("rabenseifner", "slices")} <= inline
+    assert (("ring", "nodes") in inline) == (tile is not None)
 
 
 def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(

@@ -9,7 +9,9 @@ not planned over.  A candidate whose plan makes the moves of one run before it t
 is dropped when its turn comes (at N = 2, direct and hierarchical are the ring).  The first
 candidate is what ``planning="estimate"`` runs (the table's pick on the default executor and
 threshold), so a trial cut short by its budget still ends with a plan at least as fast as
-that.
+that.  On the calling thread, where each buffer fits one tile, a candidate by nodes is left
+to its twin by position when that makes no more operations: the same work with less
+around it, and a first call that costs a fraction as much to make.
 
 What planning measures would otherwise be machine constants: the executor, where a call
 stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
@@ -172,7 +174,7 @@ class Planner:
                     found, wisdom.budget_seconds(), floors, pieces=min(len(found), apart)
                 )
                 self._trials[key] = trial
-            group = _distinct(trial, steps_of)
+            group = _distinct(trial, steps_of, nbytes)
             candidate = group[0] if group else None
             if candidate is None and (refined := self.refinement(trial, nbytes)) is not None:
                 trial = self._trials[key] = refined
@@ -185,12 +187,14 @@ class Planner:
             return choice, None
 
 
-def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan]) -> list[Choice]:
+def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan], nbytes: int) -> list[Choice]:
     """The candidates of the trial's next call (:meth:`~ring.wisdom.Trial.share`), those
     dropped on the way whose plan makes the moves of one already run, or of one before it
     in the call, the same way (at N = 2, direct's and hierarchical's are the ring's): they
-    would cost the same.  Compared only where a candidate is first run, which builds its
-    plan anyway, and only plans short enough to bind (a plan's moves can be many)."""
+    would cost the same; and those on the calling thread by nodes that their twin by
+    position cannot lose to (:func:`_by_position_suffices`).  Compared only where a
+    candidate is first run, which builds its plan anyway, and only plans short enough to
+    bind (a plan's moves can be many)."""
     while True:
         group = trial.share()
         for k, candidate in enumerate(group):
@@ -204,5 +208,32 @@ def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan]) -> list[Choi
             if any(c[1:] == candidate[1:] and steps_of(c[0]).moves == moves for c in others):
                 trial.drop(candidate)
                 break
+            if _by_position_suffices(trial, candidate, steps, nbytes, moves):
+                trial.drop(candidate)
+                break
         else:
             return group
+
+
+def _by_position_suffices(
+    trial: wisdom.Trial, candidate: Choice, steps: Plan, nbytes: int, moves: tuple
+) -> bool:
+    """Whether ``candidate``, a call on the calling thread by nodes, is left to its twin by
+    position (a candidate too): where each buffer fits one tile, by position runs each of
+    its operations once over the whole range, as by nodes runs each move, with no push and
+    pop of a step range between them; so where it makes no more operations than the plan
+    has moves, it does the same work with less around it.  Building the by-nodes program
+    costs several times the by-position one, and at a few KiB a candidate's first call is
+    most of what planning costs.  ``moves``: the plan's, node by node and step by step."""
+    algorithm, executor, inline, tile = candidate
+    twin = (algorithm, "slices", inline, tile)
+    if executor != "nodes" or not inline or twin not in trial.candidates:
+        return False
+    if nbytes > positions.tile_bytes():  # by nodes tiles its moves by the same default
+        return False
+    placed = positions.by_position(steps)
+    if placed is None:
+        return False
+    operations = sum(len(segment.ops) for segment in placed.segments)
+    made = sum(m.dst[1] > m.dst[0] for node in moves for step in node for m in step)
+    return operations <= made
