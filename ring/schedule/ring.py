@@ -35,9 +35,9 @@ from .steps import (
     Range,
     Send,
     Step,
+    _span,
     check_int,
     chunk_bounds,
-    chunk_range,
 )
 
 __all__ = [
@@ -173,25 +173,17 @@ def _transfers(nodes: int, node: int) -> dict[str, tuple[Transfer, ...]]:
     return {phase: tuple(ts) for phase, ts in transfers.items()}
 
 
-@dataclass(frozen=True)
-class _Lanes:
-    """How the ring family cuts a buffer: ``blocks`` ring passes one after another, each
-    moving ``lanes`` pieces of every chunk at once (one per direction)."""
-
-    length: int
-    nodes: int
-    blocks: int
-    directions: tuple[int, ...]
-
-    @cached_property
-    def pieces(self) -> tuple[tuple[Range, ...], ...]:
-        """pieces[block * lanes + lane][chunk]: the elements that lane moves of that chunk."""
-        cuts = self.blocks * len(self.directions)
-        per_chunk = [
-            [(a + lo, a + hi) for lo, hi in (chunk_range(b - a, cuts, k) for k in range(cuts))]
-            for a, b in chunk_bounds(self.length, self.nodes)
-        ]
-        return tuple(tuple(ranges[k] for ranges in per_chunk) for k in range(cuts))
+@lru_cache(maxsize=16)
+def _pieces(length: int, nodes: int, cuts: int) -> tuple[tuple[Range, ...], ...]:
+    """How the ring family cuts a buffer: ``pieces[k][chunk]``, the elements cut ``k`` of
+    ``cuts`` moves of that chunk (``blocks`` ring passes one after another, each moving one
+    piece of every chunk per direction: cut ``block * lanes + lane``).  The same for every
+    node of a plan, so made once per plan, not once per node."""
+    per_chunk = [
+        [(a + lo, a + hi) for lo, hi in (_span(b - a, cuts, k) for k in range(cuts))]
+        for a, b in chunk_bounds(length, nodes)
+    ]
+    return tuple(tuple(ranges[k] for ranges in per_chunk) for k in range(cuts))
 
 
 def ring_family_steps(
@@ -201,8 +193,7 @@ def ring_family_steps(
     for ``ring-segmented``, else 1)."""
     n = nodes
     directions = (1, -1) if algorithm == "ring-bidirectional" else (1,)
-    lanes = _Lanes(length, n, blocks, directions)
-    pieces = lanes.pieces
+    pieces = _pieces(length, n, blocks * len(directions))
     neighbour = {1: (node - 1) % n, -1: (node + 1) % n}
     # The left-going ring needs both neighbours done; the ring alone needs only its left
     # one (see ring.cpu.crew for why that suffices).
