@@ -2,22 +2,22 @@
 stays, and a wisdom file keeps it for the next process.
 
 What FFTW's planner (``FFTW_MEASURE`` and its wisdom files) and cuDNN's benchmark mode do,
-for collectives: ``algorithm="auto"`` on a new *call shape* (backend, collective, N,
-dtype, op, the next power of two of the bytes per node, and the options the caller fixed)
-runs its first calls by the candidates the decision table ranks (:mod:`ring.auto`: the
-model prunes, the measurement decides), each timed on the caller's own call, so trying
-costs no extra work and every call's result is right whichever candidate ran it.  The
-candidates take turns: each's first call makes and binds its plan and is not timed, then up
-to ``REPEATS`` timed calls each (the median counts); one whose median is more than ``DROP``
-times the best so far is not tried again, nor one whose measured floor (a planner's: the
-cpu's round trip of its worker threads) is above the best.  Once every candidate is timed,
-or the next call would end past the shape's budget (``RING_PLAN_BUDGET`` seconds, default
-1; the call's time guessed as its candidate's so far, else the fastest's; two candidates
-run whatever it costs), the fastest candidate is the shape's plan: by its timed median, or
-by its first call's run where the budget ended before timing it.  Where a planner lets a
-call run several candidates (:attr:`Trial.pieces`: the cpu's and mpi's cut a large
-allreduce into slices, each by another candidate, :func:`slices_apart`), each call times
-each of them once.
+for collectives: ``algorithm="auto"`` on a new *call shape* (backend, collective, N, dtype,
+op, the next power of two of the bytes per node, and the options the caller fixed) runs its
+first calls by the candidates the decision table ranks, and those it never priced
+(:mod:`ring.auto`: the model prunes, the measurement decides), each timed on the caller's
+own call, so trying costs no extra work and every call's result is right whichever candidate
+ran it.  The candidates take turns: each's first call makes and binds its plan and is not
+timed, then up to ``REPEATS`` timed calls each (the median counts); one whose median is more
+than ``DROP`` times the best so far is not tried again, nor one whose measured floor (a
+planner's: the cpu's round trip of its worker threads) is above the best.  Once every
+candidate is timed, or the next call would end past the shape's budget (``RING_PLAN_BUDGET``
+seconds, default 1; the call's time guessed as its candidate's so far, else the fastest's;
+two candidates run whatever it costs), the fastest candidate is the shape's plan: by its
+timed median, or by its first call's run where the budget ended before timing it.  Where a
+planner lets a call run several candidates (:attr:`Trial.pieces`: the cpu's and mpi's cut a
+large allreduce into slices, each by another candidate, :func:`slices_apart`), each call
+times each of them once.
 
 The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
 ``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``
