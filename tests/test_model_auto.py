@@ -29,7 +29,10 @@ from ring.model import ALGORITHMS, Params, auto
 from ring.model.__main__ import main
 from ring.model.data import load_groups
 from ring.model.decisions import decisions, write_decisions
+from ring.model.efficiency import reference_algorithm
 from ring.model.fit import SIGMA_ABSENT, Fit, Host, fit_group
+from ring.model.joint import predict_point
+from ring.model.regimes import INLINE
 from ring.model.table import TABLE_SIZES, decision_table, fastest, load_fits, save_fits
 from ring.schedule import algorithms_of, plan
 
@@ -319,6 +322,32 @@ def test_default_fit_refits_from_its_csvs(folder, monkeypatch):
             f": refit with python -m ring.model fit {' '.join(csvs)} --out "
             f"{folder.relative_to(ROOT)}/model_fit.json"
         )
+
+
+@pytest.mark.parametrize("folder", _default_dirs(), ids=lambda p: p.name)
+def test_default_fits_price_the_reference_algorithm_at_its_measured_time(folder, monkeypatch):
+    """The reference algorithm keeps factors 1, so the joint parameters are its own: its
+    rows, priced by each regime of the committed fit, come out at their measured times
+    (median within 20 %).  Fitted on every row, a robust fit let the others' free factors
+    carry α towards 0, and priced the ring's small inline calls at 0.4x their time."""
+    monkeypatch.chdir(ROOT)
+    csvs = [str(p) for p in folder.glob("*.csv") if not p.name.endswith(".samples.csv")]
+    groups, _ = load_groups(csvs)
+    by_key = {json.dumps(g.key, sort_keys=True): g for g in groups}
+    for fit in load_fits(folder / "model_fit.json"):
+        if len(fit.algorithms) < 2:
+            continue  # one algorithm: no factors to fit
+        points = by_key[json.dumps(fit.key, sort_keys=True)].points
+        reference = reference_algorithm(fit.algorithms)
+        for regime in fit.regimes():
+            inline = regime.regime == INLINE
+            ratios = [
+                predict_point(regime.params, p, regime.shared, regime.factors, inline) / p.seconds
+                for p in points
+                if p.algorithm == reference and bool(p.inline) == inline
+            ]
+            assert ratios, (fit.key, regime.regime)
+            assert 0.8 <= float(np.median(ratios)) <= 1.2, (fit.key, regime.regime)
 
 
 def test_table_cli_shows_auto_and_its_switches(use_fit, capsys):

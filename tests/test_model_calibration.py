@@ -268,5 +268,9 @@ def test_the_report_says_where_corrections_change_the_models_pick(fitted, tmp_pa
     (table,) = [t for t in section.tables if t.title.startswith("What `auto` picks")]
     assert "did not measure > 5% slower" in table.title
     said = table.note.split("change the model's pick: ")[1].split(". Crossovers")[0]
-    # 1 MiB measured, 512 KiB corrected by the interpolation towards it.
-    assert said == "N=4 512 KiB – 1 MiB: ring (the model: rabenseifner)"
+    # 1 MiB measured, 512 KiB and 2 MiB corrected by the interpolation towards it (at 2 MiB
+    # the two algorithms are 1.4 % apart, so the model's own pick there may go either way).
+    assert said in (
+        "N=4 512 KiB – 1 MiB: ring (the model: rabenseifner)",
+        "N=4 512 KiB – 2 MiB: ring (the model: rabenseifner)",
+    )

@@ -10,10 +10,10 @@ where the plain ring is faster.
 So each algorithm gets factors on its step terms (κ) and on its per-byte terms (η): its
 time is (1 + σ(p - 1))·(κ·a·α + η·(b·β + c·γ)).  The reference algorithm (the ring, else
 the first measured) keeps κ = η = 1, which leaves α, β, γ the machine's; the others'
-factors and the joint parameters are fitted by alternation (the joint fit with the factors
-held, then each algorithm's factors by robust least squares on its own rows with the joint
-parameters held), which settles in a few rounds.  An algorithm the group did not measure
-has factors 1: its prediction is the theory's.
+factors and the joint parameters are fitted by alternation (the joint parameters on the
+reference's rows, then each algorithm's factors by robust least squares on its own rows
+with the joint parameters held), which settles in a few rounds.  An algorithm the group
+did not measure has factors 1: its prediction is the theory's.
 
 Forms (:data:`FORMS`): no factors (``theory``), one factor on the whole time (``time``), κ
 and η apart (``split``, the one kept, :data:`FORM`): it keeps the held-out error where the
@@ -45,6 +45,7 @@ from .joint import (
     AlgorithmFactors,
     Settings,
     design,
+    determines,
     factor_key,
     fit_points,
     predict_point,
@@ -160,6 +161,20 @@ def _own_factors(params: Params, points: list[Point], settings: Settings) -> Fac
     return Factors(*fitted)
 
 
+def _machine_params(
+    reference: list[Point], points: list[Point], settings: Settings, factors: AlgorithmFactors
+) -> Params:
+    """The joint parameters from the reference algorithm's rows, whose factors are 1 by
+    definition: they alone say what α, β, γ, σ and the per-node term are.  Fitted on every
+    row, the others' factors (free in the next round) can follow α anywhere, and the robust
+    fit then sets the reference's rows aside as outliers: α drifts towards 0 while the
+    others' step factors grow, and the reference is priced far below its own time.  Every
+    row where the reference's alone do not determine them (:func:`ring.model.joint.
+    determines`: with γ fitted, the ring's bytes split β and γ alike at every N)."""
+    mine = reference if determines(reference, points, settings, factors) else points
+    return fit_points(mine, settings, factors)
+
+
 def fit_with_factors(
     points: list[Point],
     settings: Settings,
@@ -179,12 +194,13 @@ def fit_with_factors(
     if form == "theory" or len(algorithms) < 2:
         return params, {}
     held = _held_at_one(algorithms)
+    reference = [p for p in points if p.algorithm == reference_algorithm(algorithms)]
     for _ in range(rounds):
         updated = {
             k: Factors() if k in held else _own_factors(params, mine, settings)
             for k, mine in rows.items()
         }
-        params = fit_points(points, settings, updated)
+        params = _machine_params(reference, points, settings, updated)
         settled = all(
             np.allclose(updated[k], factors.get(k, Factors()), rtol=TOLERANCE, atol=1e-12)
             for k in rows

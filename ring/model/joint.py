@@ -20,7 +20,7 @@ from .costs import (
     working_set,
 )
 from .data import Point
-from .solve import robust_nnls, robust_nnls_loaded
+from .solve import identifiable, robust_nnls, robust_nnls_loaded
 
 __all__ = [
     "CROWDED",
@@ -28,6 +28,7 @@ __all__ = [
     "FORMS",
     "AlgorithmFactors",
     "Settings",
+    "determines",
     "factor_key",
     "factors_for",
     "fit_points",
@@ -128,11 +129,8 @@ def fit_points(
     ``factors`` (absent: the theory's, 1)."""
     if not points:
         raise ModelInputError("no data to fit")
-    shared, gamma, knee, sigma, _, inline, ramp = settings
-    rows, measured, sets = design(points, shared, factors, inline)
-    columns = split(rows, sets, knee, ramp)
-    names = [n for n in COLUMNS if (n != "gamma" or gamma is None) and (n != "per_node" or inline)]
-    chosen = columns[:, [COLUMNS.index(n) for n in names]]
+    _, gamma, knee, sigma, _, _, ramp = settings
+    names, chosen, columns, measured = _fitted_columns(points, settings, factors)
     held = columns[:, COLUMNS.index("gamma")] * (gamma or 0.0)
     if sigma is None:
         # σ scales the whole call, so it multiplies γ's part too.
@@ -145,6 +143,31 @@ def fit_points(
     if not keep.any():
         return _params([], [], gamma, knee, sigma, ramp)
     return _params(names, robust_nnls(chosen[keep], measured[keep]), gamma, knee, sigma, ramp)
+
+
+def _fitted_columns(points: list[Point], settings: Settings, factors: AlgorithmFactors) -> tuple:
+    """The names and columns of the parameters :func:`fit_points` fits, every column, and
+    the measured times."""
+    shared, gamma, knee, _, _, inline, ramp = settings
+    rows, measured, sets = design(points, shared, factors, inline)
+    columns = split(rows, sets, knee, ramp)
+    names = [n for n in COLUMNS if (n != "gamma" or gamma is None) and (n != "per_node" or inline)]
+    return names, columns[:, [COLUMNS.index(n) for n in names]], columns, measured
+
+
+def determines(
+    mine: list[Point], points: list[Point], settings: Settings, factors: AlgorithmFactors
+) -> bool:
+    """Whether the rows ``mine`` of ``points`` alone determine every parameter that
+    :func:`fit_points` fits and ``points`` bear on (a column no row reaches, such as β past
+    a knee no size passes, is left at 0 either way).  One algorithm's rows may not: the
+    ring's bytes split between β and γ in the same ratio at every N, and a fitted σ needs
+    rows past one node per core."""
+    if not mine or (settings.sigma is None and not any(p.nodes_per_core > 1 for p in mine)):
+        return False
+    _, chosen, _, measured = _fitted_columns(mine, settings, factors)
+    _, every, _, _ = _fitted_columns(points, settings, factors)
+    return identifiable(chosen[:, np.any(every != 0, axis=0)], measured)
 
 
 def predict_point(
