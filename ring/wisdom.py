@@ -8,16 +8,16 @@ first calls by the candidates the decision table ranks, and those it never price
 (:mod:`ring.auto`: the model prunes, the measurement decides), each timed on the caller's
 own call, so trying costs no extra work and every call's result is right whichever candidate
 ran it.  The candidates take turns: each's first call makes and binds its plan and is not
-timed, then up to ``REPEATS`` timed calls each (the median counts); one whose median is more
-than ``DROP`` times the best so far is not tried again, nor one whose measured floor (a
-planner's: the cpu's round trip of its worker threads) is above the best.  Once every
-candidate is timed, or the next call would end past the shape's budget (``RING_PLAN_BUDGET``
-seconds, default 1; the call's time guessed as its candidate's so far, else the fastest's;
-two candidates run whatever it costs), the fastest candidate is the shape's plan: by its
-timed median, or by its first call's run where the budget ended before timing it.  Where a
-planner lets a call run several candidates (:attr:`Trial.pieces`: the cpu's and mpi's cut a
-large allreduce into slices, each by another candidate, :func:`slices_apart`), each call
-times each of them once.
+timed, then up to ``REPEATS`` timed calls each (the least counts, :meth:`Trial.scores`); one
+whose least is more than ``DROP`` times the best so far is not tried again, nor one whose
+measured floor (a planner's: the cpu's round trip of its worker threads) is above the best.
+Once every candidate is timed, or the next call would end past the shape's budget
+(``RING_PLAN_BUDGET`` seconds, default 1; the call's time guessed as its candidate's so far,
+else the fastest's; two candidates run whatever it costs), the fastest candidate is the
+shape's plan: by its least timed call, or by its first call's run where the budget ended
+before timing it.  Where a planner lets a call run several candidates (:attr:`Trial.pieces`:
+the cpu's and mpi's cut a large allreduce into slices, each by another candidate,
+:func:`slices_apart`), each call times each of them once.
 
 The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
 ``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``
@@ -34,7 +34,6 @@ import json
 import math
 import operator
 import os
-import statistics
 import sys
 import tempfile
 import threading
@@ -149,14 +148,14 @@ class Trial:
     # How many candidates one call may run, each on its own slice of the buffers (a
     # planner's choice, see share()); 1: a call is one candidate's.
     pieces: int = 1
-    # Each timed candidate's median as its times come, and the next call's candidates once
+    # Each timed candidate's least time as its times come, and the next call's candidates once
     # found (_STALE after a call is recorded): a trial call asks for them twice.
-    _median: dict = field(default_factory=dict, init=False, repr=False)
+    _least: dict = field(default_factory=dict, init=False, repr=False)
     _group: object = field(default=None, init=False, repr=False)
     _shares: int = field(default=0, init=False, repr=False)  # calls that ran several
 
     def __post_init__(self) -> None:
-        self._median = {c: statistics.median(t) for c, t in self.times.items()}
+        self._least = {c: min(t) for c, t in self.times.items()}
         self._group = _STALE
 
     def next(self) -> tuple | None:
@@ -179,8 +178,8 @@ class Trial:
     def _find_group(self) -> list[tuple]:
         """:meth:`share` worked out: one pass over the candidates (a trial call at a few KiB
         asks it once, and takes a few µs itself)."""
-        median, floors, times, warmed = self._median, self.floors, self.times, self.warmed
-        best = min(median.values(), default=math.inf)
+        least, floors, times, warmed = self._least, self.floors, self.times, self.warmed
+        best = min(least.values(), default=math.inf)
         cut = DROP * best
         # Once timed, a candidate's times count (within DROP of the best), else its floor.
         left: list[tuple] = []  # (run already, calls timed, candidate)
@@ -188,7 +187,7 @@ class Trial:
         for c in self.candidates:
             timed = times.get(c)
             if timed:
-                if len(timed) < REPEATS and median[c] <= cut:
+                if len(timed) < REPEATS and least[c] <= cut:
                     left.append((c in warmed, len(timed), c))
                 continue
             floor = floors.get(c, 0.0)
@@ -208,7 +207,7 @@ class Trial:
         # Not a call that would end past the budget (a candidate's time as known, else the
         # fastest's; several on equal slices take their mean), once two candidates have
         # run: choosing needs two.
-        known = self.medians()
+        known = self.scores()
         fastest = min(known.values(), default=0.0)
         guess = sum(known.get(c, fastest) for c in group) / len(group)
         if known and self.spent + guess > self.budget:
@@ -250,20 +249,23 @@ class Trial:
     def _timed(self, candidate: tuple, seconds: float) -> None:
         timed = self.times.setdefault(candidate, [])
         timed.append(seconds)
-        self._median[candidate] = statistics.median(timed)
+        self._least[candidate] = min(timed)
 
     def winner(self) -> tuple:
         """The candidate of least time (the first candidate if none ran): a timed one's
-        median, or for one never timed its first run."""
-        scores = self.medians()
+        least, or for one never timed its first run."""
+        scores = self.scores()
         if not scores:
             return self.candidates[0]
         return min(scores, key=scores.__getitem__)
 
-    def medians(self) -> dict[tuple, float]:
-        """Each candidate's time: its timed calls' median, else its first run's."""
+    def scores(self) -> dict[tuple, float]:
+        """Each candidate's time: the least of its timed calls, else its first run's.  The
+        least, as FFTW's planner takes: noise, and the warming of a call's code and data
+        while a trial goes on, only ever add time, and at a few µs they are most of the
+        spread (a median of three took the middle of a downward drift)."""
         untimed = {c: t for c, t in self.firsts.items() if c not in self.times}
-        return untimed | self._median
+        return untimed | self._least
 
 
 class Wisdom:
@@ -318,9 +320,9 @@ class Wisdom:
 
     def put(self, key: str, trial: Trial) -> None:
         """Keep the trial's winner, and write the file."""
-        medians = {"/".join(map(str, c)): t for c, t in trial.medians().items()}
+        scores = {"/".join(map(str, c)): t for c, t in trial.scores().items()}
         with self._lock:
-            self.plans[key] = {"choice": list(trial.winner()), "seconds": medians}
+            self.plans[key] = {"choice": list(trial.winner()), "seconds": scores}
             if self.path is not None:
                 self._write(self.path)
 
