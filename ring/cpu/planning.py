@@ -205,10 +205,8 @@ def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan], nbytes: int)
                 continue
             others = [*trial.warmed, *group[:k]]
             moves = steps.moves
-            if any(c[1:] == candidate[1:] and steps_of(c[0]).moves == moves for c in others):
-                trial.drop(candidate)
-                break
-            if _by_position_suffices(trial, candidate, steps, nbytes, moves):
+            same = any(c[1:] == candidate[1:] and steps_of(c[0]).moves == moves for c in others)
+            if same or _by_position_suffices(trial, candidate, steps, nbytes, moves):
                 trial.drop(candidate)
                 break
         else:
