@@ -263,7 +263,7 @@ class Trial:
         """Each candidate's time: the least of its timed calls, else its first run's.  The
         least, as FFTW's planner takes: noise, and the warming of a call's code and data
         while a trial goes on, only ever add time, and at a few µs they are most of the
-        spread (a median of three took the middle of a downward drift)."""
+        spread (a median of three would take the middle of a downward drift)."""
         untimed = {c: t for c, t in self.firsts.items() if c not in self.times}
         return untimed | self._least
 

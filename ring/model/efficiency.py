@@ -42,6 +42,7 @@ from .joint import (
     CROWDED,
     FORM,
     FORMS,
+    THEORY,
     AlgorithmFactors,
     Settings,
     design,
@@ -161,20 +162,6 @@ def _own_factors(params: Params, points: list[Point], settings: Settings) -> Fac
     return Factors(*fitted)
 
 
-def _machine_params(
-    reference: list[Point], points: list[Point], settings: Settings, factors: AlgorithmFactors
-) -> Params:
-    """The joint parameters from the reference algorithm's rows, whose factors are 1 by
-    definition: they alone say what α, β, γ, σ and the per-node term are.  Fitted on every
-    row, the others' factors (free in the next round) can follow α anywhere, and the robust
-    fit then sets the reference's rows aside as outliers: α drifts towards 0 while the
-    others' step factors grow, and the reference is priced far below its own time.  Every
-    row where the reference's alone do not determine them (:func:`ring.model.joint.
-    determines`: with γ fitted, the ring's bytes split β and γ alike at every N)."""
-    mine = reference if determines(reference, points, settings, factors) else points
-    return fit_points(mine, settings, factors)
-
-
 def fit_with_factors(
     points: list[Point],
     settings: Settings,
@@ -194,13 +181,21 @@ def fit_with_factors(
     if form == "theory" or len(algorithms) < 2:
         return params, {}
     held = _held_at_one(algorithms)
+    # The joint parameters come from the reference algorithm's rows, whose factors are 1 by
+    # definition: they alone say what α, β, γ, σ and the per-node term are.  Fitted on
+    # every row, the others' factors (free in the next round) could follow α anywhere, and
+    # the robust fit would set the reference's rows aside as outliers: α drifting towards 0
+    # while the others' step factors grow, the reference priced far below its own time.
+    # Every row where the reference's alone do not determine them (with γ fitted, the
+    # ring's bytes split β and γ alike at every N): a property of the rows, found once.
     reference = [p for p in points if p.algorithm == reference_algorithm(algorithms)]
+    machine = reference if determines(reference, points, settings, THEORY) else points
     for _ in range(rounds):
         updated = {
             k: Factors() if k in held else _own_factors(params, mine, settings)
             for k, mine in rows.items()
         }
-        params = _machine_params(reference, points, settings, updated)
+        params = fit_points(machine, settings, updated)
         settled = all(
             np.allclose(updated[k], factors.get(k, Factors()), rtol=TOLERANCE, atol=1e-12)
             for k in rows
