@@ -16,8 +16,8 @@ from test_cpu_inline import _every_collective, _record_threads, assert_same_bits
 
 import ring
 from ring import CommunicatorClosedError, CpuCommunicator
-from ring.host.positions import _Scratch, by_position, slice_bounds
-from ring.schedule import ALGORITHMS, plan
+from ring.host.positions import _read, _Scratch, by_position, slice_bounds
+from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, plan
 
 DTYPES = [np.float32, np.int64, np.uint8, np.complex128]
 
@@ -75,6 +75,19 @@ def test_every_plan_reads_by_position():
                 segment = 3 if algorithm == "ring-segmented" else 0
                 for collective in ("allreduce", "all_gather"):
                     assert by_position(plan(collective, nodes, length, algorithm, segment))
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5, 8])
+def test_a_plan_with_a_unit_reads_by_position_as_its_unit_mapped(nodes):
+    """Where a plan maps from its unit, so do its segments: the same as reading its moves
+    (recursive doubling's scratch included)."""
+    for algorithm in ALGORITHMS:
+        for collective in ("allreduce", "reduce_scatter", "all_gather"):
+            if collective not in ALGORITHM_COLLECTIVES[algorithm]:
+                continue
+            for length in (nodes + 1, 2 * nodes + 3, 101, 1009):
+                steps = plan(collective, nodes, length, algorithm)
+                assert by_position(steps) == _read(steps), (algorithm, collective, length)
 
 
 def test_segments_cover_each_position_once_with_the_plans_moves():

@@ -15,11 +15,15 @@ from ring.schedule import (
     ALGORITHM_COLLECTIVES,
     ALGORITHMS,
     COLLECTIVES,
+    Plan,
+    chunk_offsets,
     chunk_range,
     owned_chunk,
     plan,
+    plans,
     ring_schedule,
 )
+from ring.schedule.plans import mapped_moves
 
 # Up to 8 nodes in the quick tier; 9 to 16 in the full suite (tests/tiers.py).
 NODES = [*range(1, 9), *(pytest.param(n, marks=pytest.mark.slow) for n in range(9, 17))]
@@ -307,3 +311,50 @@ def test_backends_import_only_the_core(backend):
     assert sources
     imported = set().union(*(_library_imports(source) for source in sources))
     assert imported <= _ALLOWED[backend], imported - _ALLOWED[backend]
+
+
+UNIT_LENGTHS = (2, 3, 5, 13, 101, 1009)  # plus N: lengths above N with unequal chunks
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5, 6, 8, 9])
+def test_a_plan_of_whole_chunks_is_its_unit_mapped(collective, nodes):
+    """The ring and every table-built algorithm: a plan longer than N has the moves of its
+    unit (one element per chunk) with each range's ends moved to the chunk boundaries;
+    ring-segmented and ring-bidirectional cut chunks, and have no unit."""
+    for algorithm in ALGORITHMS:
+        if collective not in ALGORITHM_COLLECTIVES[algorithm]:
+            continue
+        for length in (nodes + k for k in UNIT_LENGTHS):
+            steps = plan(collective, nodes, length, algorithm)
+            if algorithm in ("ring-segmented", "ring-bidirectional"):
+                assert steps.unit is None
+                continue
+            assert steps.unit.length == nodes
+            assert mapped_moves(steps.unit.moves, chunk_offsets(length, nodes)) == steps.moves
+        assert plan(collective, nodes, nodes, algorithm).unit is None  # its own unit
+        assert plan(collective, nodes, nodes - 1, algorithm).unit is None  # empty chunks
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 8])
+def test_plans_share_a_key_exactly_when_they_make_the_same_moves(nodes):
+    """At N = 2, direct and hierarchical are the ring; keys tell the rest apart."""
+    for length in (nodes - 1, nodes + 5, 1009):
+        plans = [plan("allreduce", nodes, length, a) for a in ALGORITHMS]
+        for a in plans:
+            for b in plans:
+                if (a.unit is None) == (b.unit is None):
+                    assert (a.key == b.key) == (a.moves == b.moves), (a, b)
+    assert plan("allreduce", 2, 1009, "direct").key == plan("allreduce", 2, 1009, "ring").key
+
+
+def test_an_algorithm_whose_ranges_are_not_whole_chunks_gets_no_unit(monkeypatch):
+    """The unit is taken only where mapping it gives the plan at a length of unequal
+    chunks: ring-bidirectional's lanes cut each chunk in two."""
+    monkeypatch.setattr(plans, "UNIT_ALGORITHMS", (*plans.UNIT_ALGORITHMS, "ring-bidirectional"))
+    plans._unit.cache_clear()
+    try:
+        assert Plan("allreduce", 4, 103, "ring-bidirectional").unit is None
+        assert Plan("allreduce", 4, 103, "ring").unit is not None
+    finally:
+        plans._unit.cache_clear()

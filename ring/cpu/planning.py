@@ -204,25 +204,22 @@ def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan], nbytes: int)
             if not bindable(steps):
                 continue
             others = [*trial.warmed, *group[:k]]
-            moves = steps.moves
-            same = any(c[1:] == candidate[1:] and steps_of(c[0]).moves == moves for c in others)
-            if same or _by_position_suffices(trial, candidate, steps, nbytes, moves):
+            same = any(c[1:] == candidate[1:] and steps_of(c[0]).key == steps.key for c in others)
+            if same or _by_position_suffices(trial, candidate, steps, nbytes):
                 trial.drop(candidate)
                 break
         else:
             return group
 
 
-def _by_position_suffices(
-    trial: wisdom.Trial, candidate: Choice, steps: Plan, nbytes: int, moves: tuple
-) -> bool:
+def _by_position_suffices(trial: wisdom.Trial, candidate: Choice, steps: Plan, nbytes: int) -> bool:
     """Whether ``candidate``, a call on the calling thread by nodes, is left to its twin by
     position (a candidate too): where each buffer fits one tile, by position runs each of
     its operations once over the whole range, as by nodes runs each move, with no push and
     pop of a step range between them; so where it makes no more operations than the plan
     has moves, it does the same work with less around it.  Building the by-nodes program
     costs several times the by-position one, and at a few KiB a candidate's first call is
-    most of what planning costs.  ``moves``: the plan's, node by node and step by step."""
+    most of what planning costs."""
     algorithm, executor, inline, tile = candidate
     twin = (algorithm, "slices", inline, tile)
     if executor != "nodes" or not inline or twin not in trial.candidates:
@@ -233,5 +230,6 @@ def _by_position_suffices(
     if placed is None:
         return False
     operations = sum(len(segment.ops) for segment in placed.segments)
+    moves = (steps.unit or steps).moves  # a unit's moves are empty where the plan's are
     made = sum(m.dst[1] > m.dst[0] for node in moves for step in node for m in step)
     return operations <= made

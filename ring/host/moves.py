@@ -176,7 +176,10 @@ def _most_moves(steps: Plan) -> int:
     them (a ring-family plan computes a node's steps on request)."""
     if steps.algorithm in RING_FAMILY:
         return steps.steps * steps.nodes * (2 if steps.algorithm == "ring-bidirectional" else 1)
-    return sum(len(step.moves) for node in range(steps.nodes) for step in steps.node_steps(node))
+    counted = steps.unit or steps  # as many moves as its unit
+    return sum(
+        len(step.moves) for node in range(counted.nodes) for step in counted.node_steps(node)
+    )
 
 
 def bindable(steps: Plan) -> bool:

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..machine import cache_bytes
 from ..ops import apply, kind
-from ..schedule import Plan
+from ..schedule import Plan, chunk_offsets
 from ..schedule.steps import Move
 
 __all__ = [
@@ -143,7 +143,35 @@ def _position(move: Move, node: int, scratch: list[_Scratch]) -> int | None:
 
 @lru_cache(maxsize=64)
 def by_position(plan: Plan) -> ByPosition | None:
-    """The plan's :class:`Segment` s, or None where its scratch does not keep positions."""
+    """The plan's :class:`Segment` s, or None where its scratch does not keep positions;
+    where the plan has a unit (:attr:`ring.schedule.Plan.unit`), the unit's with their
+    ends moved (:func:`_unit_maps` checks that this gives what reading the plan does)."""
+    unit = plan.unit
+    if unit is not None and _unit_maps(unit):
+        return _mapped(by_position(unit), chunk_offsets(plan.length, plan.nodes))
+    return _read(plan)
+
+
+def _mapped(placed: ByPosition | None, offsets: tuple[int, ...]) -> ByPosition | None:
+    """``placed``'s segments with each end ``k`` moved to ``offsets[k]``."""
+    if placed is None:
+        return None
+    segments = tuple(Segment(offsets[a], offsets[b], ops) for a, b, ops in placed.segments)
+    return ByPosition(segments, placed.uses_scratch)
+
+
+@lru_cache(maxsize=256)
+def _unit_maps(unit: Plan) -> bool:
+    """Whether ``unit``'s segments, mapped, are those read from the plan at a length of
+    unequal chunks (``2N + 1``): a scratch whose offsets follow the positions by a shift
+    would not map."""
+    n = unit.nodes
+    probe = Plan(unit.collective, n, 2 * n + 1, unit.algorithm, unit.segment, unit.group_size)
+    return _mapped(_read(unit), chunk_offsets(probe.length, n)) == _read(probe)
+
+
+def _read(plan: Plan) -> ByPosition | None:
+    """:func:`by_position` read from the plan's moves."""
     n = plan.nodes
     scratch = [_Scratch() for _ in range(n)]
     placed: list[tuple[int, int, Op]] = []  # (start, stop, op) in the plan's order

@@ -44,6 +44,7 @@ __all__ = [
     "algorithms_of",
     "check_algorithm",
     "check_algorithm_options",
+    "chunk_offsets",
     "default_group_size",
     "default_segment_bytes",
     "plan",
@@ -217,43 +218,106 @@ class Plan:
         return tuple(tuple(s.moves for s in self.node_steps(n)) for n in range(self.nodes))
 
     @cached_property
+    def unit(self) -> Plan | None:
+        """This plan at one element per chunk, where every range of this plan is that
+        plan's with its ends ``k`` moved to ``offsets[k]`` (:func:`chunk_offsets`), else
+        None.  An algorithm whose ranges are whole chunks (the ring, and every table-built
+        one) has one once each chunk holds more than an element; the unit is built once
+        per collective, N and algorithm, so what a plan's moves are (:attr:`key`, how
+        many, by position) is known without building them: at a few KiB, building each
+        candidate's plan is most of what measuring a new call shape costs."""
+        if self.algorithm not in UNIT_ALGORITHMS or self.length <= self.nodes:
+            return None
+        return _unit(self.collective, self.nodes, self.algorithm, self.group_size)
+
+    @cached_property
+    def key(self) -> tuple:
+        """Equal for two plans of one length that make the same moves (then they are one
+        schedule under two names): the unit's moves where there is one (the ends' map is
+        strictly increasing, so mapped moves are equal exactly when the unit's are), else
+        the moves.  A plan with a unit and one without never compare equal: a schedule
+        timed twice, never two taken for one."""
+        unit = self.unit
+        return ("unit", self.length, unit.moves) if unit is not None else ("moves", self.moves)
+
+    @cached_property
     def _table(self) -> tuple[tuple[Step, ...], ...]:
-        """Every node's steps of a table-built algorithm, with sends and waits derived:
-        a node waits for the peers it reads at this step (their writes before it are
-        done) and for those that read from it at the step before (this step may
-        overwrite what they read).  Only a node writes its own buffer, so these are all
-        its hazards, given that no step reads a range its owner writes at that step."""
-        n = self.nodes
-        if n == 1:
-            return ((),)
-        build = TABLE_BUILDERS[self.algorithm]
-        table = build(self.collective, n, self.length, group_size=self.group_size)
-        per_node: list[list[Step]] = [[] for _ in range(n)]
-        numbers: dict[str, int] = {}
-        readers: list[set[int]] = [set() for _ in range(n)]
-        for t, (phase, moves) in enumerate(table):
-            number = numbers[phase] = numbers.get(phase, -1) + 1
-            sends: list[list[Send]] = [[] for _ in range(n)]
-            for node in range(n):
-                for m in moves[node]:
-                    if m.peer != node:
-                        sends[m.peer].append(Send(node, m.src))
-            for node in range(n):
-                sources = {m.peer for m in moves[node] if m.peer != node}
-                waits = tuple(sorted(sources | readers[node])) if t else ()
-                per_node[node].append(
-                    Step(
-                        self.algorithm,
-                        phase,
-                        number,
-                        node,
-                        tuple(moves[node]),
-                        tuple(sends[node]),
-                        waits,
-                    )
-                )
-            readers = [{s.peer for s in sends[node]} for node in range(n)]
-        return tuple(tuple(steps) for steps in per_node)
+        """Every node's steps of a table-built algorithm (:func:`_built`)."""
+        return _built(self.collective, self.nodes, self.length, self.algorithm, self.group_size)
+
+
+# The algorithms whose every range is a union of whole chunks (ring.schedule.algorithms
+# builds shares from chunks; the plain ring moves one chunk a step): a plan of theirs maps
+# from its unit (Plan.unit).
+UNIT_ALGORITHMS = ("ring", *TABLE_BUILDERS)
+
+
+def chunk_offsets(length: int, nodes: int) -> tuple[int, ...]:
+    """Where each of the ``nodes`` chunks of ``length`` elements starts, and ``length``:
+    the chunk boundary ``k`` of a plan's unit is element ``offsets[k]``."""
+    return (*(start for start, _ in chunk_bounds(length, nodes)), length)
+
+
+def mapped_moves(moves: tuple, offsets: tuple[int, ...]) -> tuple:
+    """``moves`` (every node's, step by step) with each range's ends ``k`` moved to
+    ``offsets[k]``: a plan's moves from its unit's."""
+    o = offsets
+    return tuple(
+        tuple(
+            tuple(
+                Move(m.peer, (o[m.src[0]], o[m.src[1]]), (o[m.dst[0]], o[m.dst[1]]), *m[3:])
+                for m in step
+            )
+            for step in node
+        )
+        for node in moves
+    )
+
+
+@lru_cache(maxsize=256)
+def _unit(collective: str, nodes: int, algorithm: str, group_size: int) -> Plan | None:
+    """The plan at one element per chunk, where its moves mapped are those of the plan at
+    a length of unequal chunks (``2N + 1``); else None (its ranges are not unions of
+    chunks after all), and no plan of the algorithm has a unit."""
+    unit = Plan(collective, nodes, nodes, algorithm, 0, group_size)
+    probe = Plan(collective, nodes, 2 * nodes + 1, algorithm, 0, group_size)
+    return (
+        unit
+        if mapped_moves(unit.moves, chunk_offsets(probe.length, nodes)) == probe.moves
+        else None
+    )
+
+
+def _built(
+    collective: str, n: int, length: int, algorithm: str, group_size: int
+) -> tuple[tuple[Step, ...], ...]:
+    """Every node's steps of a table-built algorithm, with sends and waits derived:
+    a node waits for the peers it reads at this step (their writes before it are
+    done) and for those that read from it at the step before (this step may
+    overwrite what they read).  Only a node writes its own buffer, so these are all
+    its hazards, given that no step reads a range its owner writes at that step."""
+    if n == 1:
+        return ((),)
+    build = TABLE_BUILDERS[algorithm]
+    table = build(collective, n, length, group_size=group_size)
+    per_node: list[list[Step]] = [[] for _ in range(n)]
+    numbers: dict[str, int] = {}
+    readers: list[set[int]] = [set() for _ in range(n)]
+    for t, (phase, moves) in enumerate(table):
+        number = numbers[phase] = numbers.get(phase, -1) + 1
+        sends: list[list[Send]] = [[] for _ in range(n)]
+        for node in range(n):
+            for m in moves[node]:
+                if m.peer != node:
+                    sends[m.peer].append(Send(node, m.src))
+        for node in range(n):
+            sources = {m.peer for m in moves[node] if m.peer != node}
+            waits = tuple(sorted(sources | readers[node])) if t else ()
+            per_node[node].append(
+                Step(algorithm, phase, number, node, tuple(moves[node]), tuple(sends[node]), waits)
+            )
+        readers = [{s.peer for s in sends[node]} for node in range(n)]
+    return tuple(tuple(steps) for steps in per_node)
 
 
 @lru_cache(maxsize=64, typed=True)
