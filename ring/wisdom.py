@@ -39,6 +39,7 @@ import tempfile
 import threading
 import warnings
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from ._version import __version__
@@ -116,6 +117,7 @@ def slices_apart(nodes: int, nbytes: int, caches: tuple[int, int] | None = None)
     return max(1, nodes * nbytes // (2 * last))
 
 
+@lru_cache(maxsize=256)
 def shape_key(backend: str, collective: str, nodes: int, dtype, op, nbytes: int, fixed) -> str:
     """The wisdom key of a call shape: sizes up to the next power of two plan together."""
     log2 = max(0, (max(nbytes, 1) - 1).bit_length())
@@ -153,10 +155,14 @@ class Trial:
     _least: dict = field(default_factory=dict, init=False, repr=False)
     _group: object = field(default=None, init=False, repr=False)
     _shares: int = field(default=0, init=False, repr=False)  # calls that ran several
+    # The candidates that may run again, in order: one found out (timed enough, slower
+    # than DROP times the best, or a floor above it) stays out, as the best only falls.
+    _open: list = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._least = {c: min(t) for c, t in self.times.items()}
         self._group = _STALE
+        self._open = list(self.candidates)
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift
@@ -184,16 +190,20 @@ class Trial:
         # Once timed, a candidate's times count (within DROP of the best), else its floor.
         left: list[tuple] = []  # (run already, calls timed, candidate)
         untimed_unfloored = False
-        for c in self.candidates:
+        still = []
+        for c in self._open:
             timed = times.get(c)
             if timed:
                 if len(timed) < REPEATS and least[c] <= cut:
                     left.append((c in warmed, len(timed), c))
+                    still.append(c)
                 continue
             floor = floors.get(c, 0.0)
             if floor <= best:
                 left.append((c in warmed, 0, c))
+                still.append(c)
                 untimed_unfloored = untimed_unfloored or not floor
+        self._open = still
         if untimed_unfloored:  # their times decide the rest's
             left = [entry for entry in left if not floors.get(entry[2])]
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
@@ -217,6 +227,7 @@ class Trial:
     def drop(self, candidate: tuple) -> None:
         """Try ``candidate`` no more (a planner found it the same as one tried)."""
         self.candidates = [c for c in self.candidates if c != candidate]
+        self._open = [c for c in self._open if c != candidate]
         self._group = _STALE
 
     def record(self, candidate: tuple, seconds: float, run: float | None = None) -> None:

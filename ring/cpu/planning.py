@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import lru_cache
 
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
@@ -226,10 +227,16 @@ def _by_position_suffices(trial: wisdom.Trial, candidate: Choice, steps: Plan, n
         return False
     if nbytes > positions.tile_bytes():  # by nodes tiles its moves by the same default
         return False
+    return _fewer_operations(steps.unit or steps)  # a unit's are as many as its plans'
+
+
+@lru_cache(maxsize=64)
+def _fewer_operations(steps: Plan) -> bool:
+    """Whether by position ``steps`` makes no more operations than it has moves that
+    touch an element."""
     placed = positions.by_position(steps)
     if placed is None:
         return False
     operations = sum(len(segment.ops) for segment in placed.segments)
-    moves = (steps.unit or steps).moves  # a unit's moves are empty where the plan's are
-    made = sum(m.dst[1] > m.dst[0] for node in moves for step in node for m in step)
+    made = sum(m.dst[1] > m.dst[0] for node in steps.moves for step in node for m in step)
     return operations <= made

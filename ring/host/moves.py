@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -176,10 +176,12 @@ def _most_moves(steps: Plan) -> int:
     them (a ring-family plan computes a node's steps on request)."""
     if steps.algorithm in RING_FAMILY:
         return steps.steps * steps.nodes * (2 if steps.algorithm == "ring-bidirectional" else 1)
-    counted = steps.unit or steps  # as many moves as its unit
-    return sum(
-        len(step.moves) for node in range(counted.nodes) for step in counted.node_steps(node)
-    )
+    return _table_moves(steps.unit or steps)  # as many moves as its unit
+
+
+@lru_cache(maxsize=64)
+def _table_moves(steps: Plan) -> int:
+    return sum(len(step.moves) for node in range(steps.nodes) for step in steps.node_steps(node))
 
 
 def bindable(steps: Plan) -> bool:
