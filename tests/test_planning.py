@@ -259,6 +259,35 @@ def test_a_faster_trial_call_repeats_bound_without_the_full_path(fresh_wisdom, m
     assert len(full) == 3 and calls >= 3 + 2
 
 
+def test_a_candidates_first_call_on_checked_buffers_is_not_checked_again(fresh_wisdom, monkeypatch):
+    """The buffers an earlier candidate was bound to are the buffers it checked: the next
+    candidate's first call plans and binds without checking them again, and a buffer
+    changed in between (made read-only) is refused before anything is written."""
+    _table(monkeypatch, "direct", "ring")
+    checked = []
+    real = ring.cpu.communicator.validate_buffers
+    monkeypatch.setattr(
+        ring.cpu.communicator, "validate_buffers", lambda b: checked.append(1) or real(b)
+    )
+    rng = np.random.default_rng(10)
+    with CpuCommunicator(3, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
+        buffers = _plan_checked(comm, random_inputs(rng, 3, 211, np.float64, "sum"))
+        assert len(checked) == 2  # the first call, and the one that settles the plan
+        buffers = [x.copy() for x in random_inputs(rng, 3, 97, np.float64, "sum")]
+        comm.allreduce(buffers)  # the first candidate's first call
+        while comm._trial_bound and (key := next(iter(comm._trying), None)) is not None:
+            candidate = comm._trying[key].next()
+            if (key, candidate) not in comm._trial_bound:
+                break  # the next call is a new candidate's first
+            comm.allreduce(buffers)
+        before = [b.copy() for b in buffers]
+        buffers[1].flags.writeable = False
+        with pytest.raises(ValueError, match=r"buffers\[1\] is read-only"):
+            comm.allreduce(buffers)
+        for b, x in zip(buffers, before, strict=True):
+            np.testing.assert_array_equal(b, x)
+
+
 def test_a_winner_by_slices_is_timed_again_with_larger_and_smaller_tiles(
     fresh_wisdom, monkeypatch, free_wake
 ):

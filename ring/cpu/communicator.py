@@ -237,8 +237,9 @@ class CpuCommunicator(RingCommunicator):
         self.cores = _cores()
         self._planner = Planner(self.nodes, self.sync, self.inline_bytes, self._wake_seconds)
         self._wake: float | None = None  # the workers' round trip, once measured
-        # Per (key, candidate) of a trial under way: the candidate's call, bound.
-        self._trial_bound: dict[tuple, Bound] = {}
+        # Per (key, candidate) of a trial under way: the candidate's call, bound, and the
+        # checked call it was bound from.
+        self._trial_bound: dict[tuple, tuple[Bound, Call]] = {}
         self._trying: dict[object, Trial] = {}  # per key, the trial its last call ran for
         # Per collective and per-call options: the checked options, and the last call, if bound.
         self._options: dict[object, dict] = {}
@@ -423,11 +424,12 @@ class CpuCommunicator(RingCommunicator):
         trial, candidate = trying
         ufunc, _, average = call.checked
         started = time.perf_counter()  # a candidate's binding is part of what planning costs
-        bound = self._trial_bound.get((key, candidate)) if key is not None else None
+        held = self._trial_bound.get((key, candidate)) if key is not None else None
+        bound = held[0] if held is not None else None
         if bound is None or not bound.takes(call.buffers, call.op):
             bound = self._bind(call, steps, executor, threads, tile) if key is not None else None
             if bound is not None:
-                self._trial_bound[(key, candidate)] = bound
+                self._trial_bound[(key, candidate)] = (bound, call)
         running = time.perf_counter()
         if bound is not None:
             self._guarded(call.name, bound.run)
@@ -473,23 +475,35 @@ class CpuCommunicator(RingCommunicator):
     def _try_again(self, key: object, name: str, trial: Trial, buffers, op) -> bool:
         """A trial's call on the buffers its next candidate is already bound to: run bound
         and timed, without checking and planning it again, as a planned call is not (at a
-        few KiB those are most of a trial call).  False: the call takes the full path."""
+        few KiB those are most of a trial call).  On the buffers another candidate is bound
+        to, the next candidate's first call, planned and bound, without checking them
+        again (:meth:`~ring.host.moves.Bound.takes`: they are the buffers it checked).
+        False: the call takes the full path."""
         candidate = trial.next()
-        bound = self._trial_bound.get((key, candidate))
-        if (
-            candidate is None
-            or trial.pieces > 1
-            or bound is None
-            or not bound.takes(buffers, op)
-            or bound.generation != auto_generation()
-            or not self._planner.current()
-        ):
+        if candidate is None or trial.pieces > 1 or not self._planner.current():
+            return False
+        held = self._trial_bound.get((key, candidate))
+        if held is None:
+            call = self._checked_before(key, buffers, op)
+            if call is not None:
+                self._execute(call, bind=True, key=key)
+            return call is not None
+        bound = held[0]
+        if not bound.takes(buffers, op) or bound.generation != auto_generation():
             return False
         started = time.perf_counter()
         self._guarded(name, bound.run)
         trial.record(candidate, time.perf_counter() - started)
         self._recorded(key, trial)
         return True
+
+    def _checked_before(self, key: object, buffers, op) -> Call | None:
+        """The checked call of ``key``'s trial that a candidate was bound from, where these
+        are its buffers still (a bound call takes them), else None."""
+        for (k, _), (bound, call) in self._trial_bound.items():
+            if k == key and bound.takes(buffers, op):
+                return call
+        return None
 
     def _recorded(self, key: object, trial: Trial) -> None:
         """After a trial's call: the next call of ``key`` takes :meth:`_try_again`, and once
