@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 import os
 import sys
 import tempfile
@@ -125,7 +124,6 @@ def shape_key(backend: str, collective: str, nodes: int, dtype, op, nbytes: int,
 
 
 _STALE = object()
-_RUN_AND_CALLS = operator.itemgetter(0, 1)
 
 
 @dataclass
@@ -155,14 +153,19 @@ class Trial:
     _least: dict = field(default_factory=dict, init=False, repr=False)
     _group: object = field(default=None, init=False, repr=False)
     _shares: int = field(default=0, init=False, repr=False)  # calls that ran several
-    # The candidates that may run again, in order: one found out (timed enough, slower
-    # than DROP times the best, or a floor above it) stays out, as the best only falls.
+    # The candidates that may run again, in order, without a floor and with one: one
+    # found out (timed enough, slower than DROP times the best, or a floor above it) stays
+    # out, as the best only falls.  Each one's place in the order.
     _open: list = field(default_factory=list, init=False, repr=False)
+    _floored: list = field(default_factory=list, init=False, repr=False)
+    _rank: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._least = {c: min(t) for c, t in self.times.items()}
         self._group = _STALE
-        self._open = list(self.candidates)
+        self._open = [c for c in self.candidates if not self.floors.get(c)]
+        self._floored = [c for c in self.candidates if self.floors.get(c)]
+        self._rank = {c: k for k, c in enumerate(self.candidates)}
 
     def next(self) -> tuple | None:
         """The candidate the next call runs (round robin in the prior's order, so drift
@@ -182,33 +185,40 @@ class Trial:
         return self._group  # type: ignore[return-value]
 
     def _find_group(self) -> list[tuple]:
-        """:meth:`share` worked out: one pass over the candidates (a trial call at a few KiB
-        asks it once, and takes a few µs itself)."""
+        """:meth:`share` worked out: one pass over the candidates in play (a trial call at a
+        few KiB asks it once, and takes a few µs itself)."""
         least, floors, times, warmed = self._least, self.floors, self.times, self.warmed
         best = min(least.values(), default=math.inf)
         cut = DROP * best
-        # Once timed, a candidate's times count (within DROP of the best), else its floor.
-        left: list[tuple] = []  # (run already, calls timed, candidate)
-        untimed_unfloored = False
-        still = []
+        # Once timed, a candidate's times count (within DROP of the best), else its floor;
+        # while one without a floor is untimed, those with one wait (its time decides).
+        left: list[tuple] = []  # (run already, calls timed, place, candidate)
+        rank, still, untimed = self._rank, [], False
         for c in self._open:
             timed = times.get(c)
-            if timed:
-                if len(timed) < REPEATS and least[c] <= cut:
-                    left.append((c in warmed, len(timed), c))
-                    still.append(c)
-                continue
-            floor = floors.get(c, 0.0)
-            if floor <= best:
-                left.append((c in warmed, 0, c))
+            if not timed:
+                left.append((c in warmed, 0, rank[c], c))
                 still.append(c)
-                untimed_unfloored = untimed_unfloored or not floor
+                untimed = True
+            elif len(timed) < REPEATS and least[c] <= cut:
+                left.append((c in warmed, len(timed), rank[c], c))
+                still.append(c)
         self._open = still
-        if untimed_unfloored:  # their times decide the rest's
-            left = [entry for entry in left if not floors.get(entry[2])]
+        if not untimed:
+            still = []
+            for c in self._floored:
+                timed = times.get(c)
+                if timed:
+                    if len(timed) < REPEATS and least[c] <= cut:
+                        left.append((c in warmed, len(timed), rank[c], c))
+                        still.append(c)
+                elif floors[c] <= best:
+                    left.append((c in warmed, 0, rank[c], c))
+                    still.append(c)
+            self._floored = still
         # The fewest calls first; a candidate not yet run (its untimed first call) first.
-        left.sort(key=_RUN_AND_CALLS)
-        group = [entry[2] for entry in left[: self.pieces]]
+        left.sort()
+        group = [entry[3] for entry in left[: self.pieces]]
         if len(group) > 1:  # in another order each call: no candidate keeps one slice
             turn = self._shares % len(group)
             group = group[turn:] + group[:turn]
@@ -217,10 +227,15 @@ class Trial:
         # Not a call that would end past the budget (a candidate's time as known, else the
         # fastest's; several on equal slices take their mean), once two candidates have
         # run: choosing needs two.
-        known = self.scores()
-        fastest = min(known.values(), default=0.0)
-        guess = sum(known.get(c, fastest) for c in group) / len(group)
-        if known and self.spent + guess > self.budget:
+        firsts = self.firsts
+        guesses = [least[c] if c in least else firsts.get(c) for c in group]
+        if None in guesses:
+            known = self.scores()
+            if not known:
+                return group
+            fastest = min(known.values())
+            guesses = [fastest if g is None else g for g in guesses]
+        if self.spent + sum(guesses) / len(guesses) > self.budget:
             return []
         return group
 
@@ -228,6 +243,7 @@ class Trial:
         """Try ``candidate`` no more (a planner found it the same as one tried)."""
         self.candidates = [c for c in self.candidates if c != candidate]
         self._open = [c for c in self._open if c != candidate]
+        self._floored = [c for c in self._floored if c != candidate]
         self._group = _STALE
 
     def record(self, candidate: tuple, seconds: float, run: float | None = None) -> None:
