@@ -235,7 +235,7 @@ class Trial:
                 return group
             fastest = min(known.values())
             guesses = [fastest if g is None else g for g in guesses]
-        if self.spent + sum(guesses) / len(guesses) > self.budget:
+        if self.spent + sum(g or 0.0 for g in guesses) / len(guesses) > self.budget:
             return []
         return group
 
