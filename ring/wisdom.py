@@ -377,6 +377,9 @@ _wisdom_lock = threading.Lock()
 def wisdom() -> Wisdom:
     """This process's wisdom, read on first use (:func:`forget_process` reads it again)."""
     global _wisdom
+    known = _wisdom  # read once: forget_process() may drop it meanwhile
+    if known is not None:
+        return known
     with _wisdom_lock:
         if _wisdom is None:
             _wisdom = Wisdom(wisdom_path())
