@@ -217,9 +217,9 @@ def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, mo
         buffers = [np.ones(64) for _ in range(3)]
         while comm.measuring("allreduce", buffers, "sum"):
             comm.allreduce(buffers)
-    # One binding per candidate, and the plan's own on the call that settles it; no call
-    # took the full path.
-    assert len(binds) == 3 and not unbound
+    # One binding per candidate, and none on the call that settles the plan (it runs the
+    # winner's); no call took the full path.
+    assert len(binds) == 2 and not unbound
 
 
 def test_candidates_that_make_the_same_moves_are_timed_once(fresh_wisdom, monkeypatch):
@@ -272,7 +272,7 @@ def test_a_candidates_first_call_on_checked_buffers_is_not_checked_again(fresh_w
     rng = np.random.default_rng(10)
     with CpuCommunicator(3, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
         buffers = _plan_checked(comm, random_inputs(rng, 3, 211, np.float64, "sum"))
-        assert len(checked) == 2  # the first call, and the one that settles the plan
+        assert len(checked) == 1  # the first call: the buffers were checked once
         buffers = [x.copy() for x in random_inputs(rng, 3, 97, np.float64, "sum")]
         comm.allreduce(buffers)  # the first candidate's first call
         while comm._trial_bound and (key := next(iter(comm._trying), None)) is not None:
@@ -286,6 +286,33 @@ def test_a_candidates_first_call_on_checked_buffers_is_not_checked_again(fresh_w
             comm.allreduce(buffers)
         for b, x in zip(buffers, before, strict=True):
             np.testing.assert_array_equal(b, x)
+
+
+def test_the_call_that_settles_a_plan_on_other_buffers_binds_those(fresh_wisdom, monkeypatch):
+    """A trial's last call on one set of buffers, then the next on another: the plan
+    settles on the new buffers, bound to them, and both sets get right results after."""
+    _table(monkeypatch, "direct", "ring")
+    rng = np.random.default_rng(11)
+    with CpuCommunicator(3, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
+        first = random_inputs(rng, 3, 157, np.float64, "sum")
+        a = [x.copy() for x in first]
+        comm.allreduce(a)
+        while comm._trying and next(iter(comm._trying.values())).next() is not None:
+            for b, x in zip(a, first, strict=True):
+                b[...] = x
+            comm.allreduce(a)
+            for b in a:
+                check(b, first, "sum")
+        for _ in range(2):
+            for inputs in (random_inputs(rng, 3, 157, np.float64, "sum"), first):
+                buffers = a if inputs is first else [x.copy() for x in inputs]
+                for b, x in zip(buffers, inputs, strict=True):
+                    b[...] = x
+                comm.allreduce(buffers)
+                for b in buffers:
+                    check(b, inputs, "sum")
+        assert not comm._trying and not comm._trial_bound
+        assert comm.planned("allreduce", a, "sum") is not None
 
 
 def test_a_winner_by_slices_is_timed_again_with_larger_and_smaller_tiles(

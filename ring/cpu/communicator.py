@@ -402,7 +402,7 @@ class CpuCommunicator(RingCommunicator):
             self._check_open()
             return
         buffers = list(call.buffers)
-        steps, threads, executor, trying, tile = self._plan_call(call)
+        steps, threads, executor, trying, tile, choice = self._plan_call(call)
         if trying is not None:
             if 1 < len(share := trying[0].share()) <= count:
                 self._try_share(call, key if bind else None, trying[0], share)
@@ -410,7 +410,9 @@ class CpuCommunicator(RingCommunicator):
                 self._try(call, key if bind else None, trying, steps, threads, executor, tile)
             return
         if bind:
-            bound = self._bind(call, steps, executor, threads, tile)
+            bound = self._settled(key, choice, call)
+            if bound is None:
+                bound = self._bind(call, steps, executor, threads, tile)
             if bound is not None:
                 self._bound[name if key is None else key] = bound
                 self._guarded(name, bound.run)
@@ -480,10 +482,10 @@ class CpuCommunicator(RingCommunicator):
         again (:meth:`~ring.host.moves.Bound.takes`: they are the buffers it checked).
         False: the call takes the full path."""
         candidate = trial.next()
-        if candidate is None or trial.pieces > 1 or not self._planner.current():
+        if trial.pieces > 1 or not self._planner.current():
             return False
-        held = self._trial_bound.get((key, candidate))
-        if held is None:
+        held = None if candidate is None else self._trial_bound.get((key, candidate))
+        if candidate is None or held is None:
             call = self._checked_before(key, buffers, op)
             if call is not None:
                 self._execute(call, bind=True, key=key)
@@ -506,15 +508,22 @@ class CpuCommunicator(RingCommunicator):
         return None
 
     def _recorded(self, key: object, trial: Trial) -> None:
-        """After a trial's call: the next call of ``key`` takes :meth:`_try_again`, and once
-        the trial is over its candidates' bound calls are dropped."""
-        if key is None:
-            return
-        if trial.next() is not None:
+        """After a trial's call: the next call of ``key`` takes :meth:`_try_again` (once
+        the trial is over, the call that settles its plan)."""
+        if key is not None:
             self._trying[key] = trial
-            return
-        self._trying.pop(key, None)
+
+    def _settled(self, key: object, choice: tuple | None, call: Call) -> Bound | None:
+        """Where ``key``'s trial has just settled on ``choice``, the call its candidate
+        was bound to, if it takes ``call``'s buffers still (it is what binding the plan
+        again would make); the trial's state is dropped either way."""
+        if key is None or self._trying.pop(key, None) is None:
+            return None
+        held = self._trial_bound.get((key, choice))
         self._trial_bound = {k: b for k, b in self._trial_bound.items() if k[0] != key}
+        if held is not None and held[0].takes(call.buffers, call.op):
+            return held[0]
+        return None
 
     def _wake_seconds(self) -> float:
         """The workers' round trip: the least of three allreduces of one element per node
@@ -532,10 +541,11 @@ class CpuCommunicator(RingCommunicator):
 
     def _plan_call(
         self, call: Call
-    ) -> tuple[Plan, int, str, tuple[Trial, tuple] | None, int | None]:
+    ) -> tuple[Plan, int, str, tuple[Trial, tuple] | None, int | None, tuple | None]:
         """The plan a checked call runs, on how many threads, by which executor, the trial
-        of ``auto`` that times it with the candidate it runs (None: no trial), and the
-        bytes of a tile by slices (None: the machine's default)."""
+        of ``auto`` that times it with the candidate it runs (None: no trial), the bytes
+        of a tile by slices (None: the machine's default), and the choice of ``auto``'s
+        measuring (None: it did not plan the call)."""
         given, options = call.options, _algorithm_options(call)
         count = call.checked[1]
         itemsize = call.buffers[0].dtype.itemsize
@@ -546,7 +556,7 @@ class CpuCommunicator(RingCommunicator):
         planning = given.get("planning", self.planning)
         inline_bytes = self.inline_bytes if given_inline is None else given_inline
         executor = given_executor or self.executor
-        trying, tile = None, None
+        trying, tile, choice = None, None, None
         if algorithm == AUTO and planning == "measure":
             dtype = call.buffers[0].dtype.str
             choice, trial = self._planner.plan(
@@ -566,7 +576,7 @@ class CpuCommunicator(RingCommunicator):
             self.backend, call.name, self.nodes, nbytes, algorithm, inline_bytes
         )
         steps = plan_for(call.name, self.nodes, count, itemsize, algorithm, options)
-        return steps, threads, executor, trying, tile
+        return steps, threads, executor, trying, tile, choice
 
     def _candidate(self, call: Call, choice: tuple, count: int) -> tuple:
         """(plan, threads, executor, tile) of a trial's ``choice`` (algorithm, executor,
