@@ -242,8 +242,42 @@ class Plan:
 
     @cached_property
     def _table(self) -> tuple[tuple[Step, ...], ...]:
-        """Every node's steps of a table-built algorithm (:func:`_built`)."""
-        return _built(self.collective, self.nodes, self.length, self.algorithm, self.group_size)
+        """Every node's steps of a table-built algorithm, with sends and waits derived:
+        a node waits for the peers it reads at this step (their writes before it are
+        done) and for those that read from it at the step before (this step may
+        overwrite what they read).  Only a node writes its own buffer, so these are all
+        its hazards, given that no step reads a range its owner writes at that step."""
+        n = self.nodes
+        if n == 1:
+            return ((),)
+        build = TABLE_BUILDERS[self.algorithm]
+        table = build(self.collective, n, self.length, group_size=self.group_size)
+        per_node: list[list[Step]] = [[] for _ in range(n)]
+        numbers: dict[str, int] = {}
+        readers: list[set[int]] = [set() for _ in range(n)]
+        for t, (phase, moves) in enumerate(table):
+            number = numbers[phase] = numbers.get(phase, -1) + 1
+            sends: list[list[Send]] = [[] for _ in range(n)]
+            for node in range(n):
+                for m in moves[node]:
+                    if m.peer != node:
+                        sends[m.peer].append(Send(node, m.src))
+            for node in range(n):
+                sources = {m.peer for m in moves[node] if m.peer != node}
+                waits = tuple(sorted(sources | readers[node])) if t else ()
+                per_node[node].append(
+                    Step(
+                        self.algorithm,
+                        phase,
+                        number,
+                        node,
+                        tuple(moves[node]),
+                        tuple(sends[node]),
+                        waits,
+                    )
+                )
+            readers = [{s.peer for s in sends[node]} for node in range(n)]
+        return tuple(tuple(steps) for steps in per_node)
 
 
 # The algorithms whose every range is a union of whole chunks (ring.schedule.algorithms
@@ -286,38 +320,6 @@ def _unit(collective: str, nodes: int, algorithm: str, group_size: int) -> Plan 
         if mapped_moves(unit.moves, chunk_offsets(probe.length, nodes)) == probe.moves
         else None
     )
-
-
-def _built(
-    collective: str, n: int, length: int, algorithm: str, group_size: int
-) -> tuple[tuple[Step, ...], ...]:
-    """Every node's steps of a table-built algorithm, with sends and waits derived:
-    a node waits for the peers it reads at this step (their writes before it are
-    done) and for those that read from it at the step before (this step may
-    overwrite what they read).  Only a node writes its own buffer, so these are all
-    its hazards, given that no step reads a range its owner writes at that step."""
-    if n == 1:
-        return ((),)
-    build = TABLE_BUILDERS[algorithm]
-    table = build(collective, n, length, group_size=group_size)
-    per_node: list[list[Step]] = [[] for _ in range(n)]
-    numbers: dict[str, int] = {}
-    readers: list[set[int]] = [set() for _ in range(n)]
-    for t, (phase, moves) in enumerate(table):
-        number = numbers[phase] = numbers.get(phase, -1) + 1
-        sends: list[list[Send]] = [[] for _ in range(n)]
-        for node in range(n):
-            for m in moves[node]:
-                if m.peer != node:
-                    sends[m.peer].append(Send(node, m.src))
-        for node in range(n):
-            sources = {m.peer for m in moves[node] if m.peer != node}
-            waits = tuple(sorted(sources | readers[node])) if t else ()
-            per_node[node].append(
-                Step(algorithm, phase, number, node, tuple(moves[node]), tuple(sends[node]), waits)
-            )
-        readers = [{s.peer for s in sends[node]} for node in range(n)]
-    return tuple(tuple(steps) for steps in per_node)
 
 
 @lru_cache(maxsize=64, typed=True)
