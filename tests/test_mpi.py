@@ -319,6 +319,17 @@ def test_auto_plans_the_same_on_every_rank(tmp_path, nodes):
     assert not (tmp_path / "wisdom-1.json").exists()
 
 
+def test_the_planning_cost_script_runs_under_mpirun():
+    """scripts/plan_cost.py --backend mpi: rank 0 prints one line, of the job's N."""
+    script = Path(__file__).parents[1] / "scripts" / "plan_cost.py"
+    code, out, err, _ = mpirun(
+        2, str(script), "--backend", "mpi", "--bytes", "65536", "--shapes", "2"
+    )
+    assert code == 0, err
+    (line,) = out.splitlines()
+    assert re.fullmatch(r"N=2 65536 B: planning [\d.]+ ms \(.*\) in [\d.]+ calls; .* of them", line)
+
+
 @pytest.mark.parametrize("nodes", [2, 3])
 def test_call_forms_over_mpi(nodes):
     """Op spellings, bitwise ops and bool, an n-D buffer, out of place and async_op on the

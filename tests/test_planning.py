@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -542,6 +544,28 @@ def test_the_module_function_reaches_the_bound_path(monkeypatch):
     with pytest.raises(ValueError):
         ring.allreduce([buffers[0], np.ones(3)], algorithm="reduce-broadcast")
     assert (buffers[0] == 3.5).all()
+
+
+def test_the_planning_cost_script_prints_planning_against_a_loop():
+    """scripts/plan_cost.py: the medians of planning new shapes, and their share of 1,000
+    calls of the plan."""
+    script = Path(__file__).parents[1] / "scripts" / "plan_cost.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--nodes", "3", "--bytes", "4096", "--shapes", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    found = re.fullmatch(
+        r"N=3 4096 B: planning ([\d.]+) ms \(([\d.]+)-([\d.]+)\) in ([\d.]+) calls;"
+        r" 1000 calls ([\d.]+) ms; planning is (\d+)% of them\n",
+        done.stdout,
+    )
+    assert found, done.stdout
+    planning, low, high, calls, loop, share = map(float, found.groups())
+    assert low <= planning <= high and calls >= 2 and loop > 0
+    assert abs(share - 100 * planning / loop) < 1 + 100 * 0.01 / loop  # printed rounded
 
 
 def test_the_harness_reports_the_planning_cost(tmp_path, fresh_wisdom):
