@@ -33,7 +33,7 @@ import numpy as np
 
 from ..machine import cache_bytes
 from ..ops import apply, kind
-from ..schedule import Plan, chunk_offsets
+from ..schedule import Plan, chunk_offsets, unit_probe
 from ..schedule.steps import Move
 
 __all__ = [
@@ -162,12 +162,11 @@ def _mapped(placed: ByPosition | None, offsets: tuple[int, ...]) -> ByPosition |
 
 @lru_cache(maxsize=256)
 def _unit_maps(unit: Plan) -> bool:
-    """Whether ``unit``'s segments, mapped, are those read from the plan at a length of
-    unequal chunks (``2N + 1``): a scratch whose offsets follow the positions by a shift
-    would not map."""
-    n = unit.nodes
-    probe = Plan(unit.collective, n, 2 * n + 1, unit.algorithm, unit.segment, unit.group_size)
-    return _mapped(_read(unit), chunk_offsets(probe.length, n)) == _read(probe)
+    """Whether ``unit``'s segments, mapped, are those read from its probe
+    (:func:`ring.schedule.plans.unit_probe`): a scratch whose offsets follow the
+    positions by a shift would not map."""
+    probe = unit_probe(unit)
+    return _mapped(_read(unit), chunk_offsets(probe.length, unit.nodes)) == _read(probe)
 
 
 def _read(plan: Plan) -> ByPosition | None:

@@ -23,6 +23,7 @@ from .plans import (
     default_segment_bytes,
     plan,
     plan_for,
+    unit_probe,
 )
 from .ring import Phase, RingSchedule, Transfer, owned_chunk, ring_chunk, ring_schedule
 from .steps import (
@@ -72,4 +73,5 @@ __all__ = [
     "plan_for",
     "ring_chunk",
     "ring_schedule",
+    "unit_probe",
 ]

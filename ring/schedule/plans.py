@@ -49,6 +49,7 @@ __all__ = [
     "default_segment_bytes",
     "plan",
     "plan_for",
+    "unit_probe",
 ]
 
 RING_FAMILY = ("ring", "ring-segmented", "ring-bidirectional")
@@ -308,18 +309,23 @@ def mapped_moves(moves: tuple, offsets: tuple[int, ...]) -> tuple:
     )
 
 
+def unit_probe(unit: Plan) -> Plan:
+    """The plan a unit's mapping is checked against: its algorithm at a length of unequal
+    chunks (``2N + 1``), where every way a range could fail to follow the chunk
+    boundaries shows."""
+    n = unit.nodes
+    return Plan(unit.collective, n, 2 * n + 1, unit.algorithm, unit.segment, unit.group_size)
+
+
 @lru_cache(maxsize=256)
 def _unit(collective: str, nodes: int, algorithm: str, group_size: int) -> Plan | None:
-    """The plan at one element per chunk, where its moves mapped are those of the plan at
-    a length of unequal chunks (``2N + 1``); else None (its ranges are not unions of
-    chunks after all), and no plan of the algorithm has a unit."""
+    """The plan at one element per chunk, where its moves mapped are those of
+    :func:`unit_probe`; else None (its ranges are not unions of chunks after all), and
+    no plan of the algorithm has a unit."""
     unit = Plan(collective, nodes, nodes, algorithm, 0, group_size)
-    probe = Plan(collective, nodes, 2 * nodes + 1, algorithm, 0, group_size)
-    return (
-        unit
-        if mapped_moves(unit.moves, chunk_offsets(probe.length, nodes)) == probe.moves
-        else None
-    )
+    probe = unit_probe(unit)
+    mapped = mapped_moves(unit.moves, chunk_offsets(probe.length, nodes))
+    return unit if mapped == probe.moves else None
 
 
 @lru_cache(maxsize=64, typed=True)
