@@ -148,6 +148,9 @@ class Trial:
     # How many candidates one call may run, each on its own slice of the buffers (a
     # planner's choice, see share()); 1: a call is one candidate's.
     pieces: int = 1
+    # Candidates a planner has compared with the others already (the cpu's, by their
+    # plans' units): not compared again as they first run.
+    screened: set = field(default_factory=set)
     # Each timed candidate's least time as its times come, and the next call's candidates once
     # found (_STALE after a call is recorded): a trial call asks for them twice.
     _least: dict = field(default_factory=dict, init=False, repr=False)

@@ -224,12 +224,18 @@ def test_a_candidates_timed_calls_on_the_same_buffers_run_bound(fresh_wisdom, mo
     assert len(binds) == 2 and not unbound
 
 
-def test_candidates_that_make_the_same_moves_are_timed_once(fresh_wisdom, monkeypatch):
-    """At N = 2 direct and hierarchical make the ring's moves: only the first is tried."""
+@pytest.mark.parametrize("inline_bytes", [1 << 20, 0], ids=["inline", "on the workers"])
+def test_candidates_that_make_the_same_moves_are_timed_once(
+    fresh_wisdom, monkeypatch, inline_bytes
+):
+    """At N = 2 direct and hierarchical make the ring's moves: only the first is tried,
+    whether the candidates are compared as the trial starts (on the calling thread) or
+    as each first runs (on the workers, whose round trip may rule them out first)."""
     _table(monkeypatch, "ring", "direct", "hierarchical")
     planned = _plans(monkeypatch)
     rng = np.random.default_rng(8)
-    with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
+    options = {"executor": "nodes", "inline_bytes": inline_bytes}
+    with CpuCommunicator(2, algorithm="auto", **options) as comm:
         buffers = _plan_checked(comm, random_inputs(rng, 2, 301, np.float64, "sum"))
         assert comm.planned("allreduce", buffers, "sum")[0] == "ring"
     assert {p[0].algorithm for p in planned} == {"ring"}

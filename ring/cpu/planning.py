@@ -5,13 +5,14 @@ in for the call's N and size (:func:`ring.auto.ranked`, the model's pick first),
 the table never priced (:func:`ring.auto.unpriced`: a table fitted before an algorithm
 existed cannot rule it out), each by nodes and by position, on the calling thread and on the
 workers, with the default tile; an executor or an ``inline_bytes`` the caller gave is kept,
-not planned over.  A candidate whose plan makes the moves of one run before it the same way
-is dropped when its turn comes (at N = 2, direct and hierarchical are the ring).  The first
-candidate is what ``planning="estimate"`` runs (the table's pick on the default executor and
-threshold), so a trial cut short by its budget still ends with a plan at least as fast as
-that.  On the calling thread, where each buffer fits one tile, a candidate by nodes is left
-to its twin by position when that makes no more operations: the same work with less
-around it, and a first call that costs a fraction as much to make.
+not planned over.  A candidate whose plan makes the moves of one before it the same way is
+dropped (at N = 2, direct and hierarchical are the ring): as the trial starts where the plans'
+units show it, else when its turn comes.  The first candidate is what
+``planning="estimate"`` runs (the table's pick on the default executor and threshold), so a
+trial cut short by its budget still ends with a plan at least as fast as that.  On the
+calling thread, where each buffer fits one tile, a candidate by nodes is left to its twin by
+position when that makes no more operations: the same work with less around it, and a first
+call that costs a fraction as much to make.
 
 What planning measures would otherwise be machine constants: the executor, where a call
 stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
@@ -130,6 +131,7 @@ class Planner:
             firsts=dict(trial.firsts),
             refining=True,
             pieces=trial.pieces,
+            screened=set(trial.screened) | {best},
         )
 
     def planned(
@@ -169,10 +171,15 @@ class Planner:
             if trial is None:
                 found = self.candidates(name, nbytes, inline_given, executor_given)
                 floors = {c: self._wake() for c in found if not c[2]}
+                found, screened = _screened(found, floors, steps_of, nbytes)
                 # An allreduce is element-wise: its slices can run apart.
                 apart = wisdom.slices_apart(self.nodes, nbytes) if name == "allreduce" else 1
                 trial = wisdom.Trial(
-                    found, wisdom.budget_seconds(), floors, pieces=min(len(found), apart)
+                    found,
+                    wisdom.budget_seconds(),
+                    floors,
+                    pieces=min(len(found), apart),
+                    screened=screened,
                 )
                 self._trials[key] = trial
             group = _distinct(trial, steps_of, nbytes)
@@ -188,42 +195,77 @@ class Planner:
             return choice, None
 
 
+def _screened(
+    found: list[Choice], floors: dict, steps_of: Callable[[str], Plan], nbytes: int
+) -> tuple[list[Choice], set]:
+    """``found`` less the candidates without a floor (those that run first) that would cost
+    what another does, as their plans' units (:attr:`~ring.schedule.Plan.unit`) show, and
+    the set of those compared so: one that makes the moves of an earlier one on the same
+    executor (at N = 2, direct's and hierarchical's are the ring's), and one on the calling
+    thread by nodes that its twin by position cannot lose to
+    (:func:`_by_position_suffices`).  A unit is built once per collective, N and
+    algorithm, so this costs a plan per algorithm once, not a pass per call; candidates
+    with a floor, which may never run, and plans without a unit are compared as they first
+    run (:func:`_distinct`)."""
+    keys: dict[str, tuple | None] = {}  # per algorithm, its plan's key where it has a unit
+    kept: list[Choice] = []
+    screened: set = set()
+    for candidate in found:
+        if candidate in floors:
+            kept.append(candidate)
+            continue
+        algorithm = candidate[0]
+        if algorithm not in keys:
+            steps = steps_of(algorithm)
+            keys[algorithm] = steps.key if steps.unit is not None else None
+        key = keys[algorithm]
+        if key is None:
+            kept.append(candidate)
+        elif not any(c[1:] == candidate[1:] and keys.get(c[0]) == key for c in screened):
+            kept.append(candidate)
+            screened.add(candidate)
+    for candidate in [c for c in kept if c in screened]:
+        if _by_position_suffices(kept, candidate, steps_of(candidate[0]), nbytes):
+            kept.remove(candidate)
+    return kept, screened
+
+
 def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan], nbytes: int) -> list[Choice]:
     """The candidates of the trial's next call (:meth:`~ring.wisdom.Trial.share`), those
-    dropped on the way whose plan makes the moves of one already run, or of one before it
-    in the call, the same way (at N = 2, direct's and hierarchical's are the ring's): they
-    would cost the same; and those on the calling thread by nodes that their twin by
-    position cannot lose to (:func:`_by_position_suffices`).  Compared only where a
-    candidate is first run, which builds its plan anyway, and only plans short enough to
-    bind (a plan's moves can be many)."""
+    dropped on the way that :func:`_screened` could not compare: one whose plan makes the
+    moves of one already run, or of one before it in the call, the same way (they would
+    cost the same), or, on the calling thread by nodes, whose twin by position it cannot
+    beat (:func:`_by_position_suffices`).  Compared only where a candidate is first run,
+    which builds its plan anyway, and only plans short enough to bind (a plan's moves can
+    be many)."""
     while True:
         group = trial.share()
         for k, candidate in enumerate(group):
-            if candidate in trial.warmed:
+            if candidate in trial.warmed or candidate in trial.screened:
                 continue
             steps = steps_of(candidate[0])
             if not bindable(steps):
                 continue
             others = [*trial.warmed, *group[:k]]
             same = any(c[1:] == candidate[1:] and steps_of(c[0]).key == steps.key for c in others)
-            if same or _by_position_suffices(trial, candidate, steps, nbytes):
+            if same or _by_position_suffices(trial.candidates, candidate, steps, nbytes):
                 trial.drop(candidate)
                 break
         else:
             return group
 
 
-def _by_position_suffices(trial: wisdom.Trial, candidate: Choice, steps: Plan, nbytes: int) -> bool:
+def _by_position_suffices(candidates: list, candidate: Choice, steps: Plan, nbytes: int) -> bool:
     """Whether ``candidate``, a call on the calling thread by nodes, is left to its twin by
-    position (a candidate too): where each buffer fits one tile, by position runs each of
-    its operations once over the whole range, as by nodes runs each move, with no push and
-    pop of a step range between them; so where it makes no more operations than the plan
+    position (one of ``candidates``): where each buffer fits one tile, by position runs
+    each of its operations once over the whole range, as by nodes runs each move, with no
+    push and pop of a step range between them; so where it makes no more operations than the plan
     has moves, it does the same work with less around it.  Building the by-nodes program
     costs several times the by-position one, and at a few KiB a candidate's first call is
     most of what planning costs."""
     algorithm, executor, inline, tile = candidate
     twin = (algorithm, "slices", inline, tile)
-    if executor != "nodes" or not inline or twin not in trial.candidates:
+    if executor != "nodes" or not inline or twin not in candidates:
         return False
     if nbytes > positions.tile_bytes():  # by nodes tiles its moves by the same default
         return False
