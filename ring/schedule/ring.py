@@ -35,9 +35,9 @@ from .steps import (
     Range,
     Send,
     Step,
-    _span,
     check_int,
     chunk_bounds,
+    span,
 )
 
 __all__ = [
@@ -180,7 +180,7 @@ def _pieces(length: int, nodes: int, cuts: int) -> tuple[tuple[Range, ...], ...]
     piece of every chunk per direction: cut ``block * lanes + lane``).  The same for every
     node of a plan, so made once per plan, not once per node."""
     per_chunk = [
-        [(a + lo, a + hi) for lo, hi in (_span(b - a, cuts, k) for k in range(cuts))]
+        [(a + lo, a + hi) for lo, hi in (span(b - a, cuts, k) for k in range(cuts))]
         for a, b in chunk_bounds(length, nodes)
     ]
     return tuple(tuple(ranges[k] for ranges in per_chunk) for k in range(cuts))

@@ -50,6 +50,7 @@ __all__ = [
     "check_int",
     "chunk_bounds",
     "chunk_range",
+    "span",
 ]
 
 REDUCE_SCATTER: Literal["reduce_scatter"] = "reduce_scatter"
@@ -86,10 +87,10 @@ def chunk_range(total: int, num_chunks: int, index: int) -> tuple[int, int]:
     index = check_int("index", index)
     if not 0 <= index < num_chunks:
         raise ValueError(f"index must be in [0, {num_chunks}), got {index}")
-    return _span(total, num_chunks, index)
+    return span(total, num_chunks, index)
 
 
-def _span(total: int, num_chunks: int, index: int) -> tuple[int, int]:
+def span(total: int, num_chunks: int, index: int) -> tuple[int, int]:
     """:func:`chunk_range` of arguments already checked."""
     base, extra = divmod(total, num_chunks)
     start = index * base + min(index, extra)
@@ -107,7 +108,7 @@ def chunk_bounds(length: int, nodes: int) -> tuple[tuple[int, int], ...]:
     """:func:`chunk_range` of every chunk, cached because calls repeat the same sizes."""
     length = check_int("total", length, 0)
     nodes = check_int("num_chunks", nodes, 1)
-    return tuple(_span(length, nodes, c) for c in range(nodes))
+    return tuple(span(length, nodes, c) for c in range(nodes))
 
 
 # Every phase name a step can carry, in the order they run.  ``fold`` and ``unfold`` are
