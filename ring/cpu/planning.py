@@ -198,15 +198,15 @@ class Planner:
 def _screened(
     found: list[Choice], floors: dict, steps_of: Callable[[str], Plan], nbytes: int
 ) -> tuple[list[Choice], set]:
-    """``found`` less the candidates without a floor (those that run first) that would cost
-    what another does, as their plans' units (:attr:`~ring.schedule.Plan.unit`) show, and
-    the set of those compared so: one that makes the moves of an earlier one on the same
-    executor (at N = 2, direct's and hierarchical's are the ring's), and one on the calling
-    thread by nodes that its twin by position cannot lose to
-    (:func:`_by_position_suffices`).  A unit is built once per collective, N and
-    algorithm, so this costs a plan per algorithm once, not a pass per call; candidates
-    with a floor, which may never run, and plans without a unit are compared as they first
-    run (:func:`_distinct`)."""
+    """``found`` less those of its candidates without a floor (the ones that run first)
+    that would cost what another does, as their plans' units
+    (:attr:`~ring.schedule.Plan.unit`) show, with the set of candidates compared so.
+    Dropped: one whose unit makes the moves of an earlier one's on the same executor (at
+    N = 2, direct's and hierarchical's are the ring's), and one on the calling thread by
+    nodes that its twin by position cannot lose to (:func:`_by_position_suffices`).  Units
+    are built once per collective, N and algorithm, so this costs one plan per algorithm
+    once per trial, not a pass per call; candidates with a floor, which may never run, and
+    plans without a unit are compared as they first run (:func:`_distinct`)."""
     keys: dict[str, tuple | None] = {}  # per algorithm, its plan's key where it has a unit
     kept: list[Choice] = []
     screened: set = set()
