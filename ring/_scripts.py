@@ -21,6 +21,10 @@ SCRIPT_EXTRAS = {
 
 
 def _run(script: str, module: str) -> Callable[[], None]:
+    """The console script ``script``: ``module``'s ``main()``, whose return value is the
+    process's exit status (``ring-bench`` exits 1 on wrong results, 2 on bad input), as
+    ``python -m`` gives it."""
+
     def main() -> None:
         try:
             tool = importlib.import_module(module)
@@ -33,7 +37,7 @@ def _run(script: str, module: str) -> Callable[[], None]:
                 f"{script} needs the {extra} extra ({top} is not installed): "
                 f"pip install 'ring-allreduce-study[{extra}]'"
             )
-        tool.main()
+        sys.exit(tool.main())
 
     return main
 

@@ -3,6 +3,7 @@ launch refused where it cannot run) and ``ring.bench merge``."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from test_bench import (  # noqa: F401 - outside_mpirun and small_ceilings: auto
     small_ceilings,
 )
 
+from ring import _scripts
 from ring.bench.__main__ import main
 
 # -- bad input: one line, exit 2, no file ----------------------------------------------------
@@ -147,3 +149,14 @@ def test_merge_bad_input(tmp_path, capsys, problem):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ring.bench: error: ")
     assert not merged.exists() and not merged.with_suffix(".json").exists()
+
+
+@pytest.mark.parametrize("script", ["bench", "nsys", "report"])
+def test_a_console_script_exits_with_its_tools_status(monkeypatch, script):
+    """``ring-bench``, ``ring-nsys`` and ``ring-report`` exit as ``python -m`` does: with
+    what the tool's ``main()`` returns (bad input: 2), not 0 whatever happened."""
+    module = importlib.import_module(f"ring.{script}.__main__")
+    monkeypatch.setattr(module, "main", lambda: 2)
+    with pytest.raises(SystemExit) as exited:
+        getattr(_scripts, script)()
+    assert exited.value.code == 2

@@ -102,6 +102,13 @@ def test_installed_backends_come_from_entry_points(venv, tmp_path):
 def test_console_scripts_are_installed(venv, tmp_path):
     for script in ("ring-bench", "ring-nsys", "ring-report"):
         assert "usage:" in _run([venv / "bin" / script, "--help"], tmp_path).stdout
+    refused = subprocess.run(
+        [venv / "bin" / "ring-bench", "--backend", "cpu", "--out", tmp_path / "no-suffix"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 2, refused  # bad input, as python -m ring.bench exits
 
 
 def test_installed_wheel_builds_the_reference_report(venv, tmp_path):
