@@ -25,7 +25,8 @@ keeps plans in memory only.  A file is written whole and renamed into place, so 
 interrupted write leaves the old one.  It names the host (:func:`ring.machine.host_label`)
 and the library's version: a file from another host or version, or one that cannot be
 read, is ignored with one warning and replaced on the next write.
-``python -m ring.wisdom show|export FILE|import FILE|forget`` manages it.
+``python -m ring.wisdom show|export FILE|import FILE|forget`` manages it; an import of a
+file it cannot use here, or an export it cannot write, fails (exit 1) in one line.
 """
 
 from __future__ import annotations
@@ -356,9 +357,11 @@ class Wisdom:
             if self.path is not None:
                 self._write(self.path)
 
-    def _write(self, path: Path) -> None:
-        """Written whole and renamed into place: an interrupted write leaves the old file."""
+    def _write(self, path: Path) -> bool:
+        """Written whole and renamed into place: an interrupted write leaves the old file.
+        False, with one warning, where it could not be written."""
         document = {**self._header(), "plans": self.plans}
+        out = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(
@@ -366,10 +369,15 @@ class Wisdom:
             ) as out:
                 json.dump(document, out, indent=1, sort_keys=True)
             os.replace(out.name, path)
+            return True
         except OSError as exc:
+            if out is not None:
+                Path(out.name).unlink(missing_ok=True)
             warnings.warn(f"{path}: wisdom not written ({exc})", WisdomWarning, stacklevel=4)
+            return False
         except BaseException:
-            Path(out.name).unlink(missing_ok=True)
+            if out is not None:
+                Path(out.name).unlink(missing_ok=True)
             raise
 
 
@@ -420,14 +428,34 @@ def main(argv: list[str] | None = None) -> int:
         for key, plan in sorted(Wisdom(path).plans.items()):
             print(f"{key}: {'/'.join(map(str, plan['choice']))}")
     elif command == "export":
-        Wisdom(path)._write(Path(rest[0]))
+        return 0 if Wisdom(path)._write(Path(rest[0])) else 1
     elif command == "import":
+        theirs = _imported(Path(rest[0]))
+        if theirs is None:
+            return 1
         mine = Wisdom(path)
-        mine.plans.update(Wisdom(Path(rest[0])).plans)
-        mine._write(path)
+        mine.plans.update(theirs)
+        return 0 if mine._write(path) else 1
     else:
         path.unlink(missing_ok=True)
     return 0
+
+
+def _imported(source: Path) -> dict | None:
+    """The plans of ``source`` for ``import``; None, said in one line, where there is no
+    such file or it cannot be used here (unreadable, not wisdom, or of another host or
+    version): importing nothing is not a success."""
+    if not source.is_file():
+        print(f"ring.wisdom: {source}: no such file", file=sys.stderr)
+        return None
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", WisdomWarning)
+        plans = Wisdom(source).plans
+    refused = [w for w in said if issubclass(w.category, WisdomWarning)]
+    if refused:
+        print(f"ring.wisdom: not imported: {refused[0].message}", file=sys.stderr)
+        return None
+    return plans
 
 
 if __name__ == "__main__":

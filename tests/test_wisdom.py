@@ -5,9 +5,11 @@ written."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -256,6 +258,21 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["wisdom.json"]
 
 
+def test_a_full_disk_mid_write_warns_and_leaves_the_old_file_alone(tmp_path, monkeypatch):
+    path = tmp_path / "wisdom.json"
+    Wisdom(path).put("old", _run_trial({("ring",): 1.0}))
+    before = path.read_text()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(wisdom.json, "dump", full)
+    with pytest.warns(WisdomWarning, match="No space left"):
+        Wisdom(path).put("new", _run_trial({("direct",): 1.0}))
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["wisdom.json"]  # no partial file left
+
+
 def test_the_wisdom_path_and_budget_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("RING_WISDOM", str(tmp_path / "w.json"))
     assert wisdom.wisdom_path() == tmp_path / "w.json"
@@ -284,3 +301,42 @@ def test_the_command_line_shows_exports_imports_and_forgets(tmp_path, monkeypatc
     assert wisdom.main(["import", str(exported)]) == 0
     assert Wisdom(path).get("cpu|allreduce|2|float64|sum|10|()") == ("direct", "nodes")
     assert wisdom.main(["export"]) == 2
+
+
+def _spoiled(path: Path, spoil: str) -> Path:
+    """A wisdom file at ``path`` that cannot be imported here (``spoil``), or none."""
+    if spoil == "missing":
+        return path
+    Wisdom(path).put("theirs", _run_trial({("ring",): 1.0}))
+    if spoil == "not json":
+        path.write_text("{")
+    else:
+        document = json.loads(path.read_text())
+        document["host"] = "another machine, 96 cores"
+        path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize("spoil", ["missing", "not json", "other host"])
+def test_importing_what_cannot_be_used_fails_in_one_line_and_keeps_the_file(
+    tmp_path, monkeypatch, capsys, spoil
+):
+    path = tmp_path / "wisdom.json"
+    monkeypatch.setenv("RING_WISDOM", str(path))
+    Wisdom(path).put("mine", _run_trial({("direct",): 1.0}))
+    before = path.read_text()
+    source = _spoiled(tmp_path / "theirs.json", spoil)
+    assert wisdom.main(["import", str(source)]) == 1
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and str(source) in said
+    assert path.read_text() == before
+
+
+def test_an_export_that_cannot_be_written_fails(tmp_path, monkeypatch):
+    path = tmp_path / "wisdom.json"
+    monkeypatch.setenv("RING_WISDOM", str(path))
+    Wisdom(path).put("mine", _run_trial({("direct",): 1.0}))
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with pytest.warns(WisdomWarning, match="wisdom not written"):
+        assert wisdom.main(["export", str(blocked / "out.json")]) == 1
