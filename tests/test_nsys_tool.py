@@ -307,3 +307,18 @@ def test_check_and_profile_stop_on_a_broken_importer_before_running(tmp_path, mo
         assert done.returncode == 1, done.stderr
         assert "cannot import its captures" in done.stderr and "ln -sfn" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_overhead_says_in_one_line_which_run_failed(monkeypatch, capsys, tmp_path):
+    """A bench run that fails (here: an option ring.bench refuses, passed through) ends
+    ``python -m ring.nsys.overhead`` with exit 1 and the command that failed, no traceback."""
+    from types import SimpleNamespace
+
+    from ring.nsys import overhead
+
+    found = SimpleNamespace(path="nsys", version="2024.1")  # nsys is not run: the plain run fails
+    monkeypatch.setattr(overhead, "require_nsys", lambda: found)
+    code = overhead.main(["--size", "1K", "--nodes", "2", "--workdir", str(tmp_path), "--bogus"])
+    said = capsys.readouterr().err
+    assert code == 1
+    assert "ring.bench" in said and "exited 2" in said and "Traceback" not in said

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,16 @@ def main(argv: list[str] | None = None) -> int:
             args.size, args.nodes, args.iters, args.warmup, args.repeats, args.workdir, extra
         )
     except NsysNotFoundError as exc:
+        print(f"python -m ring.nsys.overhead: {exc}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as exc:  # the bench said why, unless under nsys
+        print(
+            f"python -m ring.nsys.overhead: {shlex.join(map(str, exc.cmd))} exited "
+            f"{exc.returncode}: no ratio",
+            file=sys.stderr,
+        )
+        return 1
+    except RuntimeError as exc:  # a run's result file: not one row, or wrong elements
         print(f"python -m ring.nsys.overhead: {exc}", file=sys.stderr)
         return 1
     for plain, profiled, nbytes in zip(
