@@ -108,13 +108,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", type=Path, help="keep the runs' files here")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the runs' files here (default: removed at the end)"
+    )
     parser.add_argument("--json", type=Path, help="also write the result as JSON")
     args, extra = parser.parse_known_args(argv)
     try:
-        result = measure_overhead(
-            args.size, args.nodes, args.iters, args.warmup, args.repeats, args.workdir, extra
-        )
+        if args.workdir is None:  # the runs' files, reports too, go with it
+            with tempfile.TemporaryDirectory(prefix="nsys_overhead_") as work:
+                result = measure_overhead(
+                    args.size, args.nodes, args.iters, args.warmup, args.repeats, work, extra
+                )
+            result["workdir"] = None
+        else:
+            result = measure_overhead(
+                args.size, args.nodes, args.iters, args.warmup, args.repeats, args.workdir, extra
+            )
     except NsysNotFoundError as exc:
         print(f"python -m ring.nsys.overhead: {exc}", file=sys.stderr)
         return 1
