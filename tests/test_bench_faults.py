@@ -19,6 +19,7 @@ import ring.bench.ceilings
 import ring.bench.results
 from ring.bench.__main__ import main
 from ring.bench.backends import CpuBackend, CpuSession, register_backend, unregister_backend
+from ring.bench.outputs import file_problem
 from ring.bench.results import check_pair, text_sha256
 
 let_children_see_sigint()
@@ -225,6 +226,29 @@ def test_nsys_tools_refuse_an_unwritable_out(tmp_path, command):
         done = _run_module("ring.nsys", "summary", str(tmp_path), "--out", "/proc/ring/s.md")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "cannot write" in done.stderr
+
+
+def test_an_out_under_a_file_names_that_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = blocker / "out.json"
+    said = file_problem(out, "--out")
+    assert said == f"--out {str(out)!r} is under {str(blocker)!r}, which is not a folder"
+
+
+@pytest.mark.parametrize("command", ["fit", "decisions"])
+def test_the_models_outputs_are_refused_before_fitting_in_one_line(tmp_path, command):
+    reference = "results/reference/amd-epyc-2core/cpu_sweep.csv"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    if command == "fit":
+        done = _run_module("ring.model", "fit", reference, "--out", str(blocker / "fit.json"))
+    else:
+        fit = tmp_path / "fit.json"
+        assert _run_module("ring.model", "fit", reference, "--out", str(fit)).returncode == 0
+        done = _run_module("ring.model", "decisions", str(fit), "--out", str(blocker / "d.json"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "not a folder" in done.stderr
 
 
 def test_nsys_tables_name_a_binary_input(tmp_path):

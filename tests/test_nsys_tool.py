@@ -322,3 +322,15 @@ def test_overhead_says_in_one_line_which_run_failed(monkeypatch, capsys, tmp_pat
     said = capsys.readouterr().err
     assert code == 1
     assert "ring.bench" in said and "exited 2" in said and "Traceback" not in said
+
+
+def test_overhead_refuses_an_unwritable_json_before_any_run(monkeypatch, capsys, tmp_path):
+    from ring.nsys import overhead
+
+    ran = []
+    monkeypatch.setattr(overhead, "measure_overhead", lambda *a, **k: ran.append(a))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert overhead.main(["--json", str(blocker / "overhead.json")]) == 2
+    said = capsys.readouterr().err
+    assert not ran and said.count("\n") == 1 and "not a folder" in said

@@ -41,4 +41,4 @@ def file_problem(path: str | os.PathLike, flag: str) -> str | None:
     if path.is_dir():
         return f"{flag} {str(path)!r} is a directory; name a file"
     problem = directory_problem(path.parent, flag)
-    return problem and problem.replace(f"{str(path.parent)!r}", f"{str(path)!r}")
+    return problem and problem.replace(f"{str(path.parent)!r}", f"{str(path)!r}", 1)

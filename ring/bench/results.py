@@ -41,6 +41,7 @@ __all__ = [
     "write_csv_atomic",
     "write_json_atomic",
     "write_result_pair",
+    "write_text_atomic",
 ]
 
 # The version of the result files (the tidy CSV and the JSON beside it, which records it).
@@ -230,7 +231,7 @@ def signals_deferred() -> Iterator[list[int]]:
             signal.signal(signum, handler)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     """Write beside ``path`` and rename over it: readers see the old file or the whole new
     one, and an interrupted write leaves nothing under ``path``."""
     tmp = _temporary_beside(path, text)
@@ -242,11 +243,11 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def write_csv_atomic(path: Path, rows: Sequence[dict], columns: Sequence[str] | None = None):
-    _write_atomic(path, csv_text(rows, columns))
+    write_text_atomic(path, csv_text(rows, columns))
 
 
 def write_json_atomic(path: Path, document: dict) -> None:
-    _write_atomic(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
+    write_text_atomic(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
 
 
 def text_sha256(text: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..bench.cli import BenchInputError, parse_size
 from ..bench.flags import format_bytes
+from ..bench.outputs import file_problem
 from . import calibration
 from .costs import ALGORITHMS, ModelInputError
 from .data import load_groups, unfittable
@@ -126,14 +127,20 @@ def _parameters(fit: Fit) -> list[str]:
 
 
 def _fit(args: argparse.Namespace) -> None:
+    out = Path(args.out) if args.out else Path(args.csv[0]).with_name("model_fit.json")
+    problem = file_problem(out, "--out")  # before the fit's seconds of bootstrapping
+    if problem:
+        raise ModelInputError(problem)
     groups, notes = load_groups(args.csv)
     for group in groups:
         problem = unfittable(group)
         if problem:
             raise ModelInputError(problem)
     fits = [fit_group(group) for group in groups]
-    out = Path(args.out) if args.out else Path(args.csv[0]).with_name("model_fit.json")
-    save_fits(out, fits, notes)
+    try:
+        save_fits(out, fits, notes)
+    except OSError as exc:
+        raise ModelInputError(f"{out}: cannot write the fit ({exc})") from None
     for fit in fits:
         print("\n".join(_describe(fit)))
     for note in notes:
@@ -231,6 +238,9 @@ def _decisions(args: argparse.Namespace) -> None:
     if args.defaults:
         written = write_defaults(DEFAULTS)
     elif args.fit and args.out:
+        problem = file_problem(args.out, "--out")
+        if problem:
+            raise ModelInputError(problem)
         written = [write_decisions(args.fit, args.out)]
     else:
         raise ModelInputError("decisions: give FIT and --out FILE, or --defaults")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..auto import DECISIONS, SCHEMA
+from ..bench.results import write_text_atomic
 from ..mpi.agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS, rides_preflight
 from ..schedule import ALGORITHM_COLLECTIVES, COLLECTIVES
 from .auto import richest
@@ -91,7 +92,7 @@ def write_decisions(fit_path: str | Path, out: str | Path) -> Path:
     fits = load_fits(fit_path)
     out = Path(out)
     try:
-        out.write_text(json.dumps(decisions(fits), separators=(",", ":")) + "\n", encoding="utf-8")
+        write_text_atomic(out, json.dumps(decisions(fits), separators=(",", ":")) + "\n")
     except OSError as exc:
         raise ModelInputError(f"{out}: cannot write the decision table ({exc})") from None
     return out

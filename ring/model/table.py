@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from ..bench.flags import format_bytes
+from ..bench.results import write_text_atomic
 from ..mpi.agree import PREFLIGHT_ALGORITHMS
 from .costs import ModelInputError, check_point
 from .data import rides_preflight
@@ -48,7 +49,7 @@ def save_fits(path: str | Path, fits: list[Fit], notes: list[str]) -> None:
         "notes": notes,
         "fits": [fit.to_json() for fit in fits],
     }
-    Path(path).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(Path(path), json.dumps(document, indent=1) + "\n")
 
 
 def load_fits(path: str | Path) -> list[Fit]:

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..bench.outputs import file_problem
+from ..bench.results import write_text_atomic
 from .tool import NsysNotFoundError, profile_command, profile_paths, require_nsys
 
 __all__ = ["measure_overhead"]
@@ -113,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the result as JSON")
     args, extra = parser.parse_known_args(argv)
+    problem = args.json and file_problem(args.json, "--json")  # before minutes of runs
+    if problem:
+        print(f"python -m ring.nsys.overhead: error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.workdir is None:  # the runs' files, reports too, go with it
             with tempfile.TemporaryDirectory(prefix="nsys_overhead_") as work:
@@ -151,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         f"node, N = {result['nodes']}, {result['iters']} iterations x {result['repeats']}"
     )
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..bench.results import write_text_atomic
 from .markdown import pct, table
 from .node_counts import calls_by_nodes
 from .profile_section import ProfileRows, profile_section
@@ -82,5 +83,5 @@ def write_summary(
     tables = read_tables(tables_dir)
     out = Path(out_md)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_summary(tables, title or "Nsight Systems profile"))
+    write_text_atomic(out, render_summary(tables, title or "Nsight Systems profile"))
     return out
