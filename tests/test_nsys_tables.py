@@ -473,3 +473,16 @@ def test_summary_puts_profiles_side_by_side(tmp_path):
     assert "| cpu | 2, 4 | 6 | 14.00 |  |  | " in text
     single = render_summary(read_tables(write_tables(GPU2022, tmp_path / "one")["memops"].parent))
     assert "side by side" not in single
+
+
+def test_range_waits_are_written_whole_and_empty_when_nothing_waited(tmp_path, monkeypatch):
+    from ring.nsys import waits
+
+    rows = [("cpu:allreduce", "node 0", 3, 1200)]
+    monkeypatch.setattr(waits, "range_waits", lambda sqlite: rows)
+    out = waits.write_range_waits(tmp_path / "p.sqlite", tmp_path / "w" / "waits.csv")
+    header = ",".join(waits.WAITS_HEADER)
+    assert out.read_bytes() == f"{header}\r\ncpu:allreduce,node 0,3,1200\r\n".encode()
+    monkeypatch.setattr(waits, "range_waits", lambda sqlite: [])
+    assert waits.write_range_waits(tmp_path / "p.sqlite", out).read_bytes() == b""
+    assert [p.name for p in out.parent.iterdir()] == ["waits.csv"]  # no temporary left

@@ -8,11 +8,13 @@ trace's; this module writes them as ``<table>.csv`` and reads them back.
 from __future__ import annotations
 
 import csv
+import io
 import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..bench.results import write_text_atomic
 from .gputrace import GPU_COLUMNS, build_gpu_tables, read_projection, read_trace, trace_report
 from .stats_csv import NsysCsvError, Report, read_report
 from .stats_tables import COLUMNS, build_tables
@@ -69,11 +71,12 @@ def write_tables(csvs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) 
         if not tables[name]:
             path.unlink(missing_ok=True)
             continue
-        with path.open("w", newline="") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(columns)
-            for row in tables[name]:
-                writer.writerow([_cell(row.get(column)) for column in columns])
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(columns)
+        for row in tables[name]:
+            writer.writerow([_cell(row.get(column)) for column in columns])
+        write_text_atomic(path, text.getvalue())  # whole, or the old table
         written[name] = path
     return written
 

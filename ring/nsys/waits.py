@@ -12,8 +12,11 @@ reads it with the reports of either nsys generation.
 from __future__ import annotations
 
 import csv
+import io
 import sqlite3
 from pathlib import Path
+
+from ..bench.results import write_text_atomic
 
 __all__ = [
     "SYNC_WAIT_FUNCTIONS",
@@ -183,10 +186,10 @@ def write_range_waits(sqlite: str | Path, out: str | Path) -> Path:
     """Write :func:`range_waits` as CSV (0 bytes when nothing waited, as nsys does)."""
     rows = range_waits(sqlite)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as handle:
-        if rows:
-            writer = csv.writer(handle)
-            writer.writerow(WAITS_HEADER)
-            writer.writerows(rows)
+    text = io.StringIO()
+    if rows:
+        writer = csv.writer(text)
+        writer.writerow(WAITS_HEADER)
+        writer.writerows(rows)
+    write_text_atomic(out, text.getvalue())  # whole, or the old file
     return out
