@@ -207,7 +207,7 @@ def _screened(
     are built once per collective, N and algorithm, so this costs one plan per algorithm
     once per trial, not a pass per call; candidates with a floor, which may never run, and
     plans without a unit are compared as they first run (:func:`_distinct`)."""
-    keys: dict[str, tuple | None] = {}  # per algorithm, its plan's key where it has a unit
+    plans: dict[str, Plan] = {}  # per algorithm, built once
     kept: list[Choice] = []
     screened: set = set()
     for candidate in found:
@@ -215,17 +215,16 @@ def _screened(
             kept.append(candidate)
             continue
         algorithm = candidate[0]
-        if algorithm not in keys:
-            steps = steps_of(algorithm)
-            keys[algorithm] = steps.key if steps.unit is not None else None
-        key = keys[algorithm]
-        if key is None:
+        if algorithm not in plans:
+            plans[algorithm] = steps_of(algorithm)
+        steps = plans[algorithm]
+        if steps.unit is None:
             kept.append(candidate)
-        elif not any(c[1:] == candidate[1:] and keys.get(c[0]) == key for c in screened):
+        elif not any(c[1:] == candidate[1:] and plans[c[0]].key == steps.key for c in screened):
             kept.append(candidate)
             screened.add(candidate)
     for candidate in [c for c in kept if c in screened]:
-        if _by_position_suffices(kept, candidate, steps_of(candidate[0]), nbytes):
+        if _by_position_suffices(kept, candidate, plans[candidate[0]], nbytes):
             kept.remove(candidate)
     return kept, screened
 
