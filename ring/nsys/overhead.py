@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from ..bench.outputs import file_problem
@@ -119,17 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"python -m ring.nsys.overhead: error: {problem}", file=sys.stderr)
         return 2
+    # Without --workdir the runs' files, reports too, go with a temporary folder.
+    kept = args.workdir
+    folder = nullcontext(kept) if kept else tempfile.TemporaryDirectory(prefix="nsys_overhead_")
     try:
-        if args.workdir is None:  # the runs' files, reports too, go with it
-            with tempfile.TemporaryDirectory(prefix="nsys_overhead_") as work:
-                result = measure_overhead(
-                    args.size, args.nodes, args.iters, args.warmup, args.repeats, work, extra
-                )
-            result["workdir"] = None
-        else:
+        with folder as work:
             result = measure_overhead(
-                args.size, args.nodes, args.iters, args.warmup, args.repeats, args.workdir, extra
+                args.size, args.nodes, args.iters, args.warmup, args.repeats, work, extra
             )
+        if kept is None:
+            result["workdir"] = None
     except NsysNotFoundError as exc:
         print(f"python -m ring.nsys.overhead: {exc}", file=sys.stderr)
         return 1

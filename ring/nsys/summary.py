@@ -82,6 +82,5 @@ def write_summary(
     """Read the tables in ``tables_dir`` and write ``out_md``."""
     tables = read_tables(tables_dir)
     out = Path(out_md)
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, render_summary(tables, title or "Nsight Systems profile"))
     return out
