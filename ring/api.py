@@ -116,10 +116,18 @@ def _execute(module, call, options: dict) -> Work | None:
             continue
 
 
-# (backend, N, the options as the caller wrote them) -> the communicator calls of those
-# options run on, and per collective the key its bound calls are kept under: a repeated
-# module call goes straight to it (_took_given), a good part of a 1 KiB call's few µs.
-_direct: dict[tuple, tuple[RingCommunicator, dict[str, object]]] = {}
+# (collective, backend, N, the options as the caller wrote them) -> the communicator calls
+# of those options run on, the key its bound calls are kept under, and the options' types
+# where one is not a str: a repeated module call goes straight to it (_took_given), a good
+# part of a 1 KiB call's few µs.  A dict finds an equal key, so 4096.0 or True finds the
+# entry of 4096 or 1: the types tell them apart, for the full checks to refuse.
+_direct: dict[tuple, tuple[RingCommunicator, object, tuple | None]] = {}
+
+
+# collective -> (backend, N, options, its _direct entry) of its last module call that found
+# one: the same call again compares dicts instead of building and hashing a key (0.1 µs of
+# a 1 KiB call).  Equal options find the entry, whose types then tell 4096.0 from 4096.
+_last: dict[str, tuple] = {}
 
 
 def _run_direct(module, name: str, buffers: list, op, backend: str, options: dict) -> None:
@@ -133,13 +141,13 @@ def _run_direct(module, name: str, buffers: list, op, backend: str, options: dic
         # none of one call's options becomes a default of the next.
         sync = {"sync": options["sync"]} if "sync" in options else {}
         given = tuple(options.items())
-        entry = _direct.get((backend, len(buffers), given))
-        if entry is None or entry[0].closed:
-            entry = _direct[(backend, len(buffers), given)] = (
-                _cached(module, len(buffers), sync),
-                {},
-            )
-        entry[1][name] = (name, *given) if given else name
+        types = tuple(map(type, options.values()))
+        _direct[(name, backend, len(buffers), *given)] = (
+            _cached(module, len(buffers), sync),
+            (name, *given) if given else name,
+            None if all(kind is str for kind in types) else types,
+        )
+        _last.pop(name, None)  # it may hold the entry just replaced
 
 
 def allreduce(
@@ -210,14 +218,28 @@ def _took_given(name: str, buffers, op, backend: str, options: dict) -> bool:
     for :func:`_run_direct` to make one."""
     if type(buffers) is not list:
         return False
+    last = _last.get(name)
     try:
-        entry = _direct.get((backend, len(buffers), tuple(options.items()) if options else ()))
-    except TypeError:  # an option of no plain type: the full checks refuse it
+        if (
+            last is not None
+            and last[0] == backend
+            and last[1] == len(buffers)
+            and last[2] == options
+        ):
+            entry = last[3]
+        else:
+            entry = _direct.get((name, backend, len(buffers), *options.items()))
+            if entry is not None:
+                _last[name] = (backend, len(buffers), options, entry)
+    except (TypeError, ValueError):  # an option of no plain type: the full checks refuse it
         return False
-    if entry is None or entry[0]._closed or name not in entry[1]:
+    if entry is None or entry[0]._closed:
+        return False
+    comm, key, types = entry
+    if types is not None and types != tuple(map(type, options.values())):
         return False
     try:
-        entry[0]._keyed(entry[1][name], name, buffers, op, options)
+        comm._keyed(key, name, buffers, op, options)
     except CommunicatorClosedError:
         return False
     return True
@@ -299,3 +321,4 @@ def _close_cached() -> None:
             comm.close()
         _cache.clear()
         _direct.clear()
+        _last.clear()

@@ -190,6 +190,20 @@ def test_cached_communicator_is_replaced_after_close():
     np.testing.assert_array_equal(buffers[0], np.full(5, 6.0))
 
 
+def test_a_repeated_module_call_runs_after_its_communicator_closes():
+    """Repeated ``ring.allreduce`` calls go straight to the communicator the first ran on;
+    once it closes, the next call makes another and stays right."""
+    rng = np.random.default_rng(11)
+    inputs = [rng.uniform(-1, 1, 37) for _ in range(3)]
+    for _ in range(3):
+        for _ in range(2):
+            buffers = [x.copy() for x in inputs]
+            ring.allreduce(buffers, "max", algorithm="direct")
+            np.testing.assert_array_equal(buffers[2], np.maximum.reduce(inputs))
+        ring.get_communicator(3).close()
+    assert not ring.get_communicator(3).closed
+
+
 def test_python_scalars_inputs_are_not_mutated_elsewhere():
     # Each node writes only its own buffer: inputs not passed in stay untouched.
     rng = np.random.default_rng(3)

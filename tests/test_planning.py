@@ -552,6 +552,23 @@ def test_the_module_function_reaches_the_bound_path(monkeypatch):
     assert (buffers[0] == 3.5).all()
 
 
+@pytest.mark.parametrize(
+    ("option", "valid", "equal"),
+    [("segment_bytes", 4096, 4096.0), ("inline_bytes", 0, 0.0), ("inline_bytes", 0, False)],
+)
+def test_a_repeated_module_call_refuses_an_equal_value_of_another_type(option, valid, equal):
+    """The repeated calls' lookup finds equal options, and 4096.0 == 4096: a value the
+    first call's checks refuse is refused after a valid equal one too, nothing touched."""
+    buffers = [np.full(1000, 1.5), np.full(1000, 2.0)]
+    ring.allreduce(buffers, algorithm="ring-segmented", **{option: valid})
+    ring.allreduce(buffers, algorithm="ring-segmented", **{option: valid})
+    with pytest.raises(TypeError, match=f"{option} must be an integer"):
+        ring.allreduce(buffers, algorithm="ring-segmented", **{option: equal})
+    assert all((b == 7.0).all() for b in buffers)
+    ring.allreduce(buffers, algorithm="ring-segmented", **{option: np.int64(valid)})
+    assert all((b == 14.0).all() for b in buffers)
+
+
 def test_the_planning_cost_script_prints_planning_against_a_loop():
     """scripts/plan_cost.py: the medians of planning new shapes, and their share of 1,000
     calls of the plan."""
