@@ -259,10 +259,9 @@ def _call(name: str, buffers, op, backend: str, options: dict, recv, async_op) -
     together = getattr(module, "RANKS_CHECK_TOGETHER", False)  # mpi
     send = None
     if recv is not None:
+        target: list | Refused
         try:
-            check_buffer_list(recv)
-            target = flattened(list(recv))
-            module.check_call(name, target, op, **options)
+            target = _recv_checked(module, name, recv, op, options)[0]
             send = check_send(buffers, target)
         except (TypeError, ValueError) as exc:
             if not together:
@@ -303,15 +302,25 @@ def _queued(module, name: str, buffers, op, options: dict, recv, async_op: bool)
     on its done event): checked as :func:`_call` checks, run in the caller, no thread."""
     send = None
     if recv is not None:
-        check_buffer_list(recv)
-        target = flattened(list(recv))
-        call = module.check_call(name, target, op, **options)
+        target, call = _recv_checked(module, name, recv, op, options)
         send = check_send(buffers, target)
     else:
         if type(buffers) is not list:
             check_buffer_list(buffers)
         call = module.check_call(name, list(buffers), op, **options)
     return _execute(module, module.queued_call(call, send, async_op), options)
+
+
+def _recv_checked(module, name: str, recv, op, options: dict) -> tuple[list, object]:
+    """``recv`` as one flat snapshot, and the call on it as its backend checks it: recv is
+    the call's buffers, so a refusal names ``buffers[i]``; its note says they are recv's."""
+    try:
+        check_buffer_list(recv)
+        target = flattened(list(recv))
+        return target, module.check_call(name, target, op, **options)
+    except (TypeError, ValueError) as exc:
+        exc.add_note("(recv was checked as the call's buffers: buffers[i] above is recv[i])")
+        raise
 
 
 @atexit.register

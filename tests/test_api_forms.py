@@ -132,6 +132,8 @@ def test_out_of_place_takes_other_shapes_strides_and_nodes_in_place():
         ("not a list", "send must be a list"),
         ("not an array", r"send\[1\] is not an array"),
         ("recv read-only", r"buffers\[0\] is read-only"),
+        ("recv of other lengths", r"buffers\[1\] has 6 elements but buffers\[0\] has 7"),
+        ("recv not a list", "buffers must be a list of arrays"),
     ],
 )
 def test_bad_out_of_place_arguments_touch_nothing(case, message):
@@ -151,12 +153,21 @@ def test_bad_out_of_place_arguments_touch_nothing(case, message):
         send[1] = [1.0] * 7
     elif case == "recv read-only":
         recv[0].flags.writeable = False
+    elif case == "recv of other lengths":
+        recv[1] = np.full(6, 6.0)
     before = [np.array(x, copy=True) for x in (*send, *recv)] if case != "not a list" else []
-    with pytest.raises((TypeError, ValueError), match=message):
-        ring.allreduce(send, recv=recv)
+    with pytest.raises((TypeError, ValueError), match=message) as refused:
+        ring.allreduce(send, recv=recv[0] if case == "recv not a list" else recv)
     after = [np.array(x, copy=True) for x in (*send, *recv)] if case != "not a list" else []
     assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
     assert (recv[0] == 5.0).all() and (recv[1] == 6.0).all()
+    # recv is checked as the call's buffers: a refusal of it says buffers[i] are recv's
+    notes = getattr(refused.value, "__notes__", [])
+    assert notes == (
+        ["(recv was checked as the call's buffers: buffers[i] above is recv[i])"]
+        if case.startswith("recv")
+        else []
+    )
 
 
 def test_async_calls_run_in_order_and_a_later_call_waits_its_turn():
