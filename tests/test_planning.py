@@ -591,6 +591,26 @@ def test_the_planning_cost_script_prints_planning_against_a_loop():
     assert abs(share - 100 * planning / loop) < 1 + 100 * 0.01 / loop  # printed rounded
 
 
+def test_the_module_call_script_prints_the_module_function_against_a_held_call():
+    """scripts/module_call.py: the medians of ``ring.allreduce`` and of a held
+    communicator's call on the plan both run, and the median of the rounds' ratios."""
+    script = Path(__file__).parents[1] / "scripts" / "module_call.py"
+    args = ["--nodes", "3", "--bytes", "100", "--rounds", "3", "--calls", "200"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    found = re.fullmatch(
+        r"N=3 100 B: ring.allreduce ([\d.]+) us, held ([\d.]+) us; ratio ([\d.]+)"
+        r" \(([\d.]+)-([\d.]+)\); plan \('([\w-]+)', '(nodes|slices)', (True|False), .*\)\n",
+        done.stdout,
+    )
+    assert found, done.stdout
+    module, held, ratio, low, high = map(float, found.groups()[:5])
+    assert module > 0 and held > 0 and low <= ratio <= high
+    assert found[6] in ring.schedule.algorithms_of("allreduce")
+
+
 def test_the_harness_reports_the_planning_cost(tmp_path, fresh_wisdom):
     sweep = ["-b", "1K", "-e", "4K", "-f", "4", "-n", "8", "--nodes", "2", "--algorithm", "auto"]
     code, out = bench(tmp_path, *sweep)
