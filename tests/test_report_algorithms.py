@@ -52,7 +52,12 @@ def measured(tmp_path_factory) -> dict[str, Path]:
         root / "cpu" / "algorithms_n2_float32.csv",
         *("--backend", "cpu", "--sync", "pairwise", "--algorithm", ",".join(THREE)),
     )
-    return {"sweep": sweep, "algorithms": algo}
+    # As the workflow runs it: the algorithms beside the peer, in one run.
+    beside = bench(
+        root / "beside" / "cpu" / "algorithms_n2_float32.csv",
+        *("--backend", "cpu,numpy-direct", "--sync", "pairwise", "--algorithm", ",".join(THREE)),
+    )
+    return {"sweep": sweep, "algorithms": algo, "beside": beside}
 
 
 def synthetic_times(path: Path, tmp_path: Path) -> tuple[Path, dict[int, str]]:
@@ -124,6 +129,23 @@ def test_other_tables_still_compare_the_plain_ring_with_its_peers(measured):
     assert {row[-1] for row in fastest} == {"algorithms_n2_float32"}
     (panel,) = algorithms.panels(both.algorithm_rows, "cpu")
     assert panel.run == "algorithms_n2_float32" and panel.sync == "pairwise"
+
+
+def test_an_algorithm_runs_peer_adds_no_series_the_sweep_measured(measured):
+    """The peers of an algorithm run are series of the tables and figures only where no
+    other run measured them: beside the sweep, its numpy-direct stays out, and the
+    findings' table reads it (our fastest of three algorithms against it, one run)."""
+    both = ReportModel(load_inputs([measured["sweep"], measured["beside"]]))
+    assert set(both.rows["series"]) == {"cpu pairwise", "numpy-direct"}
+    assert set(both.rows["run"]) == {"sweep_n2_float32"}
+    alone = ReportModel(load_inputs([measured["beside"]]))
+    assert set(alone.rows["series"]) == {"cpu pairwise", "numpy-direct"}
+    points = both.regime_points
+    beside = points[points["run"] != "sweep_n2_float32"]
+    assert len(beside) == len(SIZES) and set(beside["peer"]) == {"numpy-direct"}
+    assert set(beside["ours"]) <= {f"cpu pairwise {a} (nodes)" for a in THREE[1:]} | {
+        "cpu pairwise ring (nodes)"
+    }
 
 
 def test_results_with_the_ring_only_say_so():

@@ -157,6 +157,47 @@ def test_disturbed_runs_beside_quiet_ones(runs):
         assert not any(f"run {name})" in sentence for name in DISTURBED), sentence
 
 
+def with_algorithms(csv_path: Path, factor: float) -> None:
+    """The run as an algorithm run: beside its plain ring, direct by slices at ``factor``
+    times the ring's pairwise time, and reduce-broadcast by nodes at twice it."""
+    with csv_path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    added = []
+    for row in rows:
+        if row["backend"] == "cpu" and row["sync"] == "pairwise":
+            for algorithm, executor, scale in (
+                ("direct", "slices", factor),
+                ("reduce-broadcast", "nodes", 2.0),
+            ):
+                other = dict(row, algorithm=algorithm, executor=executor)
+                for column in ("time_us", "time_us_min", "time_us_p25", "time_us_p75"):
+                    other[column] = repr(float(row[column]) * scale)
+                other["time_us_max"] = other["time_us_p75"]
+                added.append(other)
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows + added)
+    rehash(csv_path)
+
+
+def test_the_run_that_measured_the_most_of_ours_speaks(runs, tmp_path):
+    """A ring-only sweep and an algorithm run of one backend and N both pass the gate: the
+    findings there are the algorithm run's, whose fastest of ours is not the plain ring."""
+    algorithms = copy_run(tmp_path / "algorithms", "algorithms")
+    with_algorithms(algorithms, 0.01)  # far faster than every peer at every size
+    model = model_of(runs["control"], runs["control_mpi"], algorithms)
+    cpu_n2 = [f for f in model.main_findings if f.startswith("**cpu, N = 2")]
+    assert cpu_n2, model.main_findings
+    for sentence in cpu_n2:
+        assert "run algorithms)" in sentence, sentence
+        assert "use our `cpu pairwise direct (slices)`" in sentence, sentence
+    # The mpi findings, of the control's own runs, stay.
+    assert any("run control_mpi)" in f for f in model.main_findings)
+    alone = model_of(runs["control"], runs["control_mpi"])
+    assert any("run control)" in f for f in alone.main_findings if "cpu, N = 2" in f)
+
+
 @pytest.fixture(scope="module")
 def reference_report(runs, tmp_path_factory):
     out = tmp_path_factory.mktemp("gate_report")

@@ -57,9 +57,10 @@ def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows the report's tables and other figures compare: the plain ring of each ring
     backend and every peer, as before algorithms were measured.
 
-    Other algorithms are this module's alone; so is the plain ring of a run that measured
-    other algorithms too (an algorithm sweep), wherever another run measured the plain
-    ring at the same backend, sync, N, dtype and op (else a second line of one series).
+    Other algorithms are this module's alone; so are the plain ring and the peers of a run
+    that measured other algorithms too (an algorithm sweep), wherever another run measured
+    that series at the same backend, sync, N, dtype and op (else a second line of one
+    series).
     """
     ring = rows["backend"].isin(RING_BACKENDS)
     other = ring & (rows["algorithm"] != PLAIN)
@@ -67,13 +68,12 @@ def headline_rows(rows: pd.DataFrame) -> pd.DataFrame:
     runs = [c for c in ("run", "machine") if c in rows]
     mixed_runs = pd.MultiIndex.from_frame(rows.loc[other, runs])
     mixed = pd.MultiIndex.from_frame(kept[runs]).isin(mixed_runs)
-    mixed &= kept["backend"].isin(RING_BACKENDS).to_numpy()
     key = [c for c in ("backend", "sync", "nodes", "dtype", "op", "machine") if c in rows]
     # The ring by slices (measured in the algorithm sweep only) is its own series.
     points = pd.MultiIndex.from_frame(
         kept[key].assign(executor=executor_of(kept), buffers=buffers_of(kept))
     )
-    elsewhere = points[~mixed & kept["backend"].isin(RING_BACKENDS).to_numpy()]
+    elsewhere = points[~mixed]
     return kept[~(mixed & points.isin(elsewhere))]
 
 

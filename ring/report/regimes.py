@@ -247,13 +247,36 @@ def _sentence(regime: Regime) -> str:
     )
 
 
+def _ours_measured(rows: pd.DataFrame) -> dict[tuple, int]:
+    """(run, machine, backend, N) -> how many series of ours the run measured there."""
+    ours = _labelled(rows[rows["backend"].isin(RING_BACKENDS)])
+    return ours.groupby(["run", "machine", "backend", "nodes"])["who"].nunique().to_dict()
+
+
+def _richest(found: list[Regime], measured: dict[tuple, int]) -> list[Regime]:
+    """The regimes of the run, of each machine, backend and N, that measured the most
+    series of ours (ties: every such run): a ring-only sweep's "our fastest" is the plain
+    ring, and where an algorithm run set more of ours against the peers, it speaks."""
+
+    def count(r: Regime) -> int:
+        return measured.get((r.run, r.machine, r.backend, r.nodes), 0)
+
+    most: dict[tuple, int] = {}
+    for r in found:
+        where = (r.machine, r.backend, r.nodes)
+        most[where] = max(most.get(where, 0), count(r))
+    return [r for r in found if count(r) == most[(r.machine, r.backend, r.nodes)]]
+
+
 def findings(model) -> list[str]:
-    """Up to :data:`MAX_FINDINGS` sentences: the longest regime of each run, backend and N
-    first, then the others, longest first, this machine's before references; shown by
-    machine, backend, N and size."""
+    """Up to :data:`MAX_FINDINGS` sentences: of each machine, backend and N, the regimes
+    of the run that measured the most series of ours; the longest regime of each run,
+    backend and N first, then the others, longest first, this machine's before
+    references; shown by machine, backend, N and size."""
     found = regimes(model.regime_points)
     if not found:
         return []
+    found = _richest(found, _ours_measured(model.algorithm_rows))
     # This machine's runs speak first; a reference from another machine adds a finding
     # only for a backend and N this machine did not measure beside a peer.
     here = {(r.backend, r.nodes) for r in found if not r.machine}
