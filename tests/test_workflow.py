@@ -73,6 +73,10 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     assert "--algorithm" not in cpu_shell
     cpu_algorithms = next(j.shell for j in jobs if j.rule == "cpu_algorithms")
     assert "--sync pairwise " in cpu_algorithms and "--executor nodes,slices " in cpu_algorithms
+    # Beside the kind's peers, in the same run: the findings compare our fastest with them.
+    assert f"--backend {','.join(CPU_BACKENDS)} " in cpu_algorithms, cpu_algorithms
+    mpi_shell = next(j.shell for j in jobs if j.rule == "mpi_algorithms")
+    assert "--backend mpi,mpi-allreduce " in mpi_shell, mpi_shell
     # The cpu backend's flag only (it means nothing to mpi); the ring-only sweep stays plain.
     mpi_algorithms = next(j.shell for j in jobs if j.rule == "mpi_algorithms")
     assert "--executor" not in mpi_algorithms and "--executor" not in cpu_shell

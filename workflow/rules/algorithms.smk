@@ -1,7 +1,8 @@
 # The algorithm sweeps (config key `algorithms`): every algorithm of the library on the ring
-# backend of one kind, in one harness run per N, so that their times compare within a run.
-# The ring-only sweeps of bench.smk stay as they are: the report's tables compare the plain
-# ring with its peers from those; the per-algorithm figure reads these files.
+# backend of one kind, beside that kind's peers (cpu: numpy-direct, seed-cpp; mpi:
+# MPI_Allreduce), in one harness run per N, so that their times compare within a run: the
+# report's findings name our fastest of them against the fastest peer.  The ring-only
+# sweeps of bench.smk stay as they are, over the whole size range and both syncs.
 #
 # Every job here times something: one unit of `bench` each, and a `benchmark:` file of the
 # job's own wall time and peak memory (see bench.smk).
@@ -26,9 +27,10 @@ rule cpu_algorithms:
     resources:
         bench=1,
     params:
+        backends=",".join(STUDY.cpu_backends_here()),
         sweep=STUDY.algorithm_args("cpu") if "algorithms" in config else "",
     shell:
-        "python -m ring.bench --backend cpu --nodes {wildcards.nodes}"
+        "python -m ring.bench --backend {params.backends} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
 
 
@@ -50,10 +52,11 @@ rule mpi_algorithms:
         mpi=config["mpi"]["launcher"],
         nodes=lambda wildcards: STUDY.mpi_machines(nodes_of(wildcards)),
     params:
+        backends=",".join(config["mpi"]["backends"]),
         sweep=STUDY.algorithm_args("mpi") if "algorithms" in config else "",
     shell:
         "{resources.mpi} -n {resources.tasks} python -m mpi4py -m ring.bench"
-        " --backend mpi --nodes {wildcards.nodes}"
+        " --backend {params.backends} --nodes {wildcards.nodes}"
         " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
 
 
