@@ -16,6 +16,8 @@ import pytest
 from report_helpers import close, md_table, run_report, size
 
 from ring.report import ReportInputError, build_report, collect_inputs
+from ring.report.inputs import discover_reference, load_inputs
+from ring.report.intervals import samples_of
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "results" / "reference" / "nvidia-h200"
@@ -136,6 +138,16 @@ def test_bad_reference_folders_name_the_problem(tmp_path):
     with pytest.raises(ReportInputError, match=r"cpu_sweep\.json: missing"):
         build_report([], references=[broken], **kwargs)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_references_timed_calls_are_read_with_its_sweep_not_as_one():
+    """A reference sweep kept with its FILE.samples.csv: one sweep, whose ratios take their
+    intervals from those calls."""
+    found = discover_reference(EPYC)["sweeps"]
+    assert EPYC / "cpu_algorithms.csv" in found
+    assert not [p for p in found if p.name.endswith(".samples.csv")]
+    runs = {run.name: run for run in load_inputs([], references=[EPYC]).runs}
+    assert len(samples_of(runs["amd-epyc-2core/cpu_algorithms"])) > 0
 
 
 def test_collect_inputs_keeps_references_apart(tmp_path):

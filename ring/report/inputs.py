@@ -323,7 +323,8 @@ def load_not_measured(path: str | Path) -> list[LeftOut]:
 def discover_reference(folder: str | Path) -> dict[str, list[Path]]:
     """The results of one committed reference folder, by kind (as :func:`discover`).
 
-    Its top-level ``*.csv`` are sweeps, except those whose name says ``kernel``;
+    Its top-level ``*.csv`` are sweeps, except those whose name says ``kernel`` and the
+    ``FILE.samples.csv`` of a sweep's timed calls (read with it, for intervals);
     ``profiles/*/`` with a ``tables/`` folder are profiles.  A folder with none of these
     is an error: a reference that draws nothing is a mistake in the path.
     """
@@ -333,6 +334,8 @@ def discover_reference(folder: str | Path) -> dict[str, list[Path]]:
     sweeps: list[Path] = []
     kernel: list[Path] = []
     for csv_path in sorted(folder.glob("*.csv")):
+        if csv_path.name.endswith(".samples.csv"):
+            continue  # the timed calls of the sweep beside it
         (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
     profiles = sorted(p for p in (folder / "profiles").glob("*") if (p / "tables").is_dir())
     if not (sweeps or kernel or profiles):
