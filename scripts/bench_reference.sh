@@ -3,7 +3,11 @@
 # - cpu_sweep: cpu (both sync modes) and numpy-direct in one run, mpi-allreduce in one mpirun
 #   launch per node count, merged into results/reference/<host-kind>/cpu_sweep.csv + .json;
 # - mpi_sweep: our ring over MPI ranks (mpi) and mpi-allreduce in the same launch, per node
-#   count, merged into results/reference/<host-kind>/mpi_sweep.csv + .json.
+#   count, merged into results/reference/<host-kind>/mpi_sweep.csv + .json;
+# - cpu_algorithms, mpi_algorithms: at N = 2, every algorithm beside the kind's peers in one
+#   run, with the flags of the workflow's algorithm runs (config/config.yaml, algorithms:),
+#   so the report's findings can name our fastest where this machine's own runs fail its
+#   quality gate (N = 4 on a 2-core machine is oversubscribed: the gate sets it aside).
 #
 #   scripts/bench_reference.sh HOST_KIND [MAX_BYTES]     e.g. scripts/bench_reference.sh epyc-2core
 set -euo pipefail
@@ -34,3 +38,11 @@ for nodes in 2 4; do
         --backend mpi,mpi-allreduce --out "$runs/mpi-n$nodes.csv"
 done
 "$python" -m ring.bench merge --out "$out/mpi_sweep.csv" "$runs/mpi-n2.csv" "$runs/mpi-n4.csv"
+
+algorithms=(-b 1K -e 16M -f 4 -n 20 -w 5 -c 1 -d float32 -o sum --seed 0 -a 3 --out-of-place 0)
+algorithms+=(--rounds 5 --nodes 2)
+algorithms+=(--algorithm ring,ring-segmented,ring-bidirectional,recursive-doubling,rabenseifner,hierarchical,direct,reduce-broadcast)
+"$python" -m ring.bench "${algorithms[@]}" --backend cpu,numpy-direct,seed-cpp --sync pairwise \
+    --executor nodes,slices --out "$out/cpu_algorithms.csv"
+mpirun "${mpirun_args[@]}" -n 2 "$python" -m mpi4py -m ring.bench "${algorithms[@]}" \
+    --backend mpi,mpi-allreduce --buffers host,shared --out "$out/mpi_algorithms.csv"
