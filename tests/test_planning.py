@@ -569,23 +569,27 @@ def test_a_repeated_module_call_refuses_an_equal_value_of_another_type(option, v
     assert all((b == 14.0).all() for b in buffers)
 
 
+def _script_line(name: str, args: list[str], pattern: str) -> re.Match:
+    """The one line ``scripts/NAME ARGS`` prints, matched whole by ``pattern``."""
+    script = Path(__file__).parents[1] / "scripts" / name
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    found = re.fullmatch(pattern, done.stdout)
+    assert found, done.stdout
+    return found
+
+
 def test_the_planning_cost_script_prints_planning_against_a_loop():
     """scripts/plan_cost.py: the medians of planning new shapes, and their share of 1,000
     calls of the plan."""
-    script = Path(__file__).parents[1] / "scripts" / "plan_cost.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--nodes", "3", "--bytes", "4096", "--shapes", "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    found = re.fullmatch(
+    found = _script_line(
+        "plan_cost.py",
+        ["--nodes", "3", "--bytes", "4096", "--shapes", "2"],
         r"N=3 4096 B: planning ([\d.]+) ms \(([\d.]+)-([\d.]+)\) in ([\d.]+) calls;"
         r" 1000 calls ([\d.]+) ms; planning is (\d+)% of them\n",
-        done.stdout,
     )
-    assert found, done.stdout
     planning, low, high, calls, loop, share = map(float, found.groups())
     assert low <= planning <= high and calls >= 2 and loop > 0
     assert abs(share - 100 * planning / loop) < 1 + 100 * 0.01 / loop  # printed rounded
@@ -594,18 +598,12 @@ def test_the_planning_cost_script_prints_planning_against_a_loop():
 def test_the_module_call_script_prints_the_module_function_against_a_held_call():
     """scripts/module_call.py: the medians of ``ring.allreduce`` and of a held
     communicator's call on the plan both run, and the median of the rounds' ratios."""
-    script = Path(__file__).parents[1] / "scripts" / "module_call.py"
-    args = ["--nodes", "3", "--bytes", "100", "--rounds", "3", "--calls", "200"]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    found = re.fullmatch(
+    found = _script_line(
+        "module_call.py",
+        ["--nodes", "3", "--bytes", "100", "--rounds", "3", "--calls", "200"],
         r"N=3 100 B: ring.allreduce ([\d.]+) us, held ([\d.]+) us; ratio ([\d.]+)"
         r" \(([\d.]+)-([\d.]+)\); plan \('([\w-]+)', '(nodes|slices)', (True|False), .*\)\n",
-        done.stdout,
     )
-    assert found, done.stdout
     module, held, ratio, low, high = map(float, found.groups()[:5])
     assert module > 0 and held > 0 and low <= ratio <= high
     assert found[6] in ring.schedule.algorithms_of("allreduce")
