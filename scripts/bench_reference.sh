@@ -41,7 +41,8 @@ done
 
 algorithms=(-b 1K -e 16M -f 4 -n 20 -w 5 -c 1 -d float32 -o sum --seed 0 -a 3 --out-of-place 0)
 algorithms+=(--rounds 5 --nodes 2)
-algorithms+=(--algorithm ring,ring-segmented,ring-bidirectional,recursive-doubling,rabenseifner,hierarchical,direct,reduce-broadcast)
+every=$("$python" -c "from ring.schedule import algorithms_of; print(','.join(algorithms_of('allreduce')))")
+algorithms+=(--algorithm "$every")
 "$python" -m ring.bench "${algorithms[@]}" --backend cpu,numpy-direct,seed-cpp --sync pairwise \
     --executor nodes,slices --out "$out/cpu_algorithms.csv"
 mpirun "${mpirun_args[@]}" -n 2 "$python" -m mpi4py -m ring.bench "${algorithms[@]}" \
