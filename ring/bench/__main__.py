@@ -2,7 +2,8 @@
 sweep that failed part-way (the sizes measured before it written, marked ``partial`` in
 the JSON), 130 interrupted (Ctrl-C).
 
-Subcommands: ``merge``, ``alternate``, ``kernel-bw``, ``cpu-perf``; without one, a sweep.
+Subcommands: ``merge``, ``alternate``, ``launches``, ``finalists``, ``kernel-bw``,
+``cpu-perf``; without one, a sweep.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ def main(argv: list[str] | None = None) -> int:
             from .alternate import alternate_main
 
             return alternate_main(args[1:], command)
+        if args[:1] == ["launches"]:
+            from .launches import launches_main
+
+            return launches_main(args[1:], command)
+        if args[:1] == ["finalists"]:
+            from .selection import finalists_main
+
+            return finalists_main(args[1:], command)
         if args[:1] == ["cpu-perf"]:
             from .cpu_perf import cpu_perf_main
 

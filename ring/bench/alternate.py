@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 
 from .cli import BenchInputError, BenchParser, int_flag
 from .environment import utc_now
+from .launches import launcher_words
 from .results import SCHEMA, read_csv, write_result_pair
 
 __all__ = ["alternate_main"]
@@ -62,25 +62,12 @@ def _parser() -> BenchParser:
     return parser
 
 
-def _launcher(text: str) -> list[str]:
-    """The launcher's words, once its program is found: checked before round 1, so a typo
-    ends the comparison at once rather than after the first launch of ours has run."""
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:  # an unbalanced quote
-        raise BenchInputError(f"--launcher {text!r}: {exc}") from None
-    if not words:
-        raise BenchInputError("--launcher is empty: name the MPI launcher (e.g. mpirun)")
-    if shutil.which(words[0]) is None:
-        raise BenchInputError(f"--launcher {text!r}: no program {words[0]!r} on PATH")
-    return words
-
-
 def _launches(args, nodes: int, folder: Path):
     sweep = [a for a in args.sweep if a != "--"]
     harness = [sys.executable, "-m", "ring.bench"]
     ours = [*harness, "--backend", args.ours, "--sync", args.sync, "--nodes", str(nodes), *sweep]
-    peer = [*_launcher(args.launcher), "-n", str(nodes), *harness, "--backend", args.peer, *sweep]
+    launcher = launcher_words(args.launcher)
+    peer = [*launcher, "-n", str(nodes), *harness, "--backend", args.peer, *sweep]
 
     def command(which: str, round_: int) -> list[str]:
         base = ours if which == "ours" else peer

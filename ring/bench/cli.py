@@ -20,6 +20,7 @@ from .algorithms import library_algorithms
 from .flags import BenchInputError, BenchParser, int_flag, parse_size, split_list
 from .nccl_compat import ALL_DTYPES, AVERAGE_MODES, DEFAULT_AVERAGE
 from .osu import OsuFlags, osu_argv
+from .selection import add_selection_arguments, load_selection, parse_order
 from .sweep import (
     DTYPE_ALIASES,
     MAX_SIZES,
@@ -81,6 +82,10 @@ class BenchConfig(Sweep):
     nccl_flags: dict = field(default_factory=dict)
     # --osu: OSU's flags (-m -i -x -f) and OSU's table on stdout.
     osu: OsuFlags | None = None
+    # --select: only these series (ring.bench.selection), None: every series the flags give.
+    select: tuple[dict, ...] | None = None
+    # --order: the order the series are visited in at each size and round.
+    order: str = "forward"
 
     def __getattr__(self, name: str):
         # A backend reads its own flag as config.<dest>; unknown names still fail.
@@ -115,6 +120,8 @@ class BenchConfig(Sweep):
             "out_of_place": int(self.out_of_place),
             "nccl_flags": dict(self.nccl_flags),
             "osu": None if self.osu is None else self.osu.to_json(),
+            "select": None if self.select is None else [dict(s) for s in self.select],
+            "order": self.order,
             "out": None if self.out is None else str(self.out),
             "seed": self.seed,
             "sizes": list(self.sizes),
@@ -191,6 +198,7 @@ def build_parser(known_backends, known_syncs) -> argparse.ArgumentParser:
     )
     for short, long, default, meaning in NCCL_FLAGS:
         add(short, f"--{long}", default=None, help=f"nccl-tests' {meaning} (default {default})")
+    add_selection_arguments(parser)
     add(
         "--osu",
         action="store_true",
@@ -275,6 +283,8 @@ def parse_args(argv, known_backends, known_syncs) -> BenchConfig:
         out_of_place=args.out_of_place == "1",
         nccl_flags=nccl_flags,
         osu=osu,
+        select=None if args.select is None else load_selection(args.select),
+        order=parse_order(args.order),
     )
 
 

@@ -60,7 +60,10 @@ def measure_interleaved(plan, start_point, output) -> list[Series]:
     for line in table_header_lines(config, series):
         output.line(line)
     sessions: list[Session] = []
-    together = [list(range(len(series)))] if rounds > 1 else [[i] for i in range(len(series))]
+    visits = list(range(len(series)))
+    if config.order == "reverse":
+        visits.reverse()
+    together = [visits] if rounds > 1 else [[i] for i in visits]
     nbytes, done = None, False
     try:
         for s in series:

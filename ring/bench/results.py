@@ -1,8 +1,8 @@
-"""Rows, the tidy CSV, the JSON beside it and the nccl-tests-style table on stdout.
+"""Rows, and writing and reading the result files whose schema :mod:`ring.bench.schema`
+holds: the tidy CSV, the JSON beside it and the per-call samples, written as one.
 
-Metrics (docs/harness.md): ``algbw_GBps`` = S / t / 1e9; ``busbw_GBps`` = algbw·2(N-1)/N,
-nccl-tests' allreduce factor, which is 0 for N = 1 (nothing crosses a link);
-``traffic_GBps`` = the backend's schedule bytes / t / 1e9.  ``t`` is the median.
+``busbw_GBps`` = algbw·2(N-1)/N, nccl-tests' allreduce factor, which is 0 for N = 1
+(nothing crosses a link).
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from .outputs import file_problem
+from .schema import COLUMNS, MIGRATION, SAMPLE_COLUMNS, SCHEMA, SCHEMA_COLUMNS, TIME_COLUMNS
 
 __all__ = [
     "COLUMNS",
     "MIGRATION",
     "SAMPLE_COLUMNS",
     "SCHEMA",
+    "TIME_COLUMNS",
     "InterruptedAfterWriting",
     "busbw_factor",
     "check_pair",
@@ -44,64 +46,8 @@ __all__ = [
     "write_text_atomic",
 ]
 
-# The version of the result files (the tidy CSV and the JSON beside it, which records it).
-# 2: every row names its algorithm, and the columns executor and buffers say how the ring
-# ran it (empty where the backend has no such choice); 1 had them only where a run varied
-# them.  Readers take this schema alone and name the migration for an older file.
-SCHEMA = 2
-MIGRATION = (
-    "schema 2 gives every row its algorithm and the columns executor and buffers: measure "
-    "again, or migrate the file as the commit found by "
-    "`git log --grep 'tidy CSV schema 2'` describes"
-)
 
-# The median and the spread of a point's timed calls, in every result CSV.
-TIME_COLUMNS = ("time_us", "time_us_min", "time_us_p25", "time_us_p75", "time_us_max")
-
-COLUMNS = (
-    "backend",
-    "sync",
-    # The library's algorithm a ring backend ran, or a peer's own backend name.
-    "algorithm",
-    # How the cpu backend ran it: "nodes" (a thread per node) or "slices" (by position);
-    # empty for the other backends.
-    "executor",
-    # Where an MPI backend's buffers lived: "host", "device" or "shared" (one memory every
-    # rank maps); empty for the other backends.
-    "buffers",
-    "nodes",
-    "dtype",
-    "op",
-    "bytes",
-    "count",
-    "iters",
-    *TIME_COLUMNS,
-    "algbw_GBps",
-    "busbw_GBps",
-    "traffic_GBps",
-    "wrong",
-    "shared_devices",
-)
-
-# What a schema-1 file lacks (in some or all of its rows).
-SCHEMA_COLUMNS = ("algorithm", "executor", "buffers")
-
-
-# One row per timed call, beside every result CSV (``FILE.samples.csv``): what a confidence
-# interval of a median or of a ratio of medians is computed from.
-SAMPLE_COLUMNS = (
-    "backend",
-    "sync",
-    "algorithm",
-    "nodes",
-    "dtype",
-    "op",
-    "bytes",
-    "call",
-    "time_us",
-)
-
-
+# The schema is ring.bench.schema's; its names stay importable from here.
 def samples_path(csv_path: Path) -> Path:
     """``results/cpu/x.csv`` -> ``results/cpu/x.samples.csv``."""
     return Path(csv_path).with_suffix(".samples.csv")

@@ -35,7 +35,7 @@ from .run_output import (
     run_warnings,
     write_outputs,
 )
-from .series import Series
+from .series import Series, series_of
 from .watchdog import Watchdog
 from .world import LocalWorld, MpiWorld, launched_rank, launched_size, under_mpirun
 
@@ -68,12 +68,7 @@ class Plan:
 
     @property
     def points(self) -> int:
-        blocks = sum(
-            len(s.syncs) * len(s.nodes) * len(s.backend.variants(self.config, algorithm))
-            for s in self.stages
-            for algorithm in s.algorithms
-        )
-        return blocks * len(self.config.sizes)
+        return len(series_of(self)) * len(self.config.sizes)
 
 
 def _syncs(backend: Backend, requested: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -173,10 +168,16 @@ def plan_run(config: BenchConfig) -> Plan:
     host_array_bytes()  # a bad RING_CEILING_BYTES is refused before anything is measured
     _check_auto_table(config)
     _check_memory(config, stages, world)
+    plan = Plan(config, world, stages)
+    if config.select is not None and all(not s.backend.algorithms for s in series_of(plan)):
+        raise BenchInputError(
+            "--select names none of the series of ours this run's flags give (--backend, "
+            "--algorithm, --sync, --executor, --buffers): give the screen's flags"
+        )
     if config.out is not None:
         # Only rank 0 writes; every rank learns whether it can, before anything is measured.
         world.root_verdict(output_problem(config.out) if world.is_root else None)
-    return Plan(config, world, stages)
+    return plan
 
 
 def _planning_document() -> dict:

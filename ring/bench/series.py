@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backends import Backend
+from .selection import selected
 
 __all__ = ["Series", "series_of"]
 
@@ -40,7 +41,8 @@ class Series:
 
 
 def series_of(plan) -> list[Series]:
-    return [
+    """Every series the run's flags give, in their order; with ``--select``, those it names."""
+    every = [
         Series(stage.backend, sync, nodes, [], [], variant, algorithm)
         for stage in plan.stages
         for sync in stage.syncs
@@ -48,3 +50,5 @@ def series_of(plan) -> list[Series]:
         for nodes in stage.nodes
         for variant in stage.backend.variants(plan.config, algorithm)
     ]
+    chosen = plan.config.select
+    return every if chosen is None else [s for s in every if selected(s, chosen)]

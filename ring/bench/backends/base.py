@@ -18,6 +18,7 @@ from ...ops import resolve_op
 from ..cli import BenchInputError
 from ..nccl_compat import aggregate_ranks, rank_mean_stats
 from ..placement import rank_is_bound, threads_per_core
+from ..schema import VARIANT_COLUMNS
 
 if TYPE_CHECKING:
     from ..cli import BenchConfig
@@ -345,11 +346,6 @@ class DeviceSession(Session):
         kept.append(
             [np.concatenate([asnumpy(b[lo:hi]) for lo, hi in windows]) for b in self.buffers]
         )
-
-
-# Columns that tell apart rows of one (backend, sync, nodes, dtype, op, bytes): a
-# backend's variants (see ``variants`` above).  Absent from a CSV means one variant.
-VARIANT_COLUMNS = ("graphs", "inline_bytes", "executor", "buffers")
 
 
 class Backend:
