@@ -111,6 +111,11 @@ def test_select_measures_the_finalists_and_every_peer_in_the_flags_order(tmp_pat
         ('{"kind": "finalists", "schema": 1, "series": []}', "schema 1"),
         ('{"kind": "finalists", "schema": 2, "series": []}', "empty or malformed"),
         ('{"kind": "finalists", "schema": 2, "series": [{"backend": "cpu"}]}', "malformed"),
+        (
+            '{"kind": "finalists", "schema": 2, "picks": [{"bytes": 4}], "series": '
+            '[{"backend": "cpu", "sync": "pairwise", "algorithm": "ring"}]}',
+            "picks are malformed",
+        ),
     ],
 )
 def test_a_bad_selection_is_refused_in_one_line_before_anything_runs(
@@ -127,7 +132,8 @@ def test_a_bad_selection_is_refused_in_one_line_before_anything_runs(
 def test_a_selection_of_none_of_the_runs_series_is_refused(tmp_path, capsys):
     path = tmp_path / "f.json"
     other = {"backend": "cpu", "sync": "barrier", "algorithm": "rabenseifner"}
-    path.write_text(json.dumps({"kind": "finalists", "schema": 2, "series": [other]}))
+    document = {"kind": "finalists", "schema": 2, "series": [other], "picks": []}
+    path.write_text(json.dumps(document))
     code, out = bench(tmp_path, *SCREEN, "--select", str(path))
     assert code == 2 and not out.exists()
     assert "names none of the series of ours" in capsys.readouterr().err
@@ -181,7 +187,23 @@ def test_a_failed_launch_ends_the_set_with_no_result(tmp_path):
     assert not (tmp_path / "set.csv").exists() and not (tmp_path / "set.json").exists()
 
 
-@pytest.mark.parametrize("flag", ["--out", "--order", "-F"])
+def test_a_confirmation_set_measures_the_finalists_and_keeps_their_picks(tmp_path):
+    code, screen = bench(tmp_path, *SCREEN, name="screen.csv")
+    finalists = tmp_path / "finalists.json"
+    assert code == 0 and main(["finalists", str(screen), "--out", str(finalists)]) == 0
+    out = tmp_path / "set.csv"
+    argv = [sys.executable, "-m", "ring.bench", "launches", "--launches", "2"]
+    argv += ["--finalists", str(finalists), "--out", str(out), "--", *TINY, *SCREEN]
+    env = {**os.environ, **SMALL_CEILINGS_ENV}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(out.with_suffix(".json").read_text())
+    assert document["finalists"] == json.loads(finalists.read_text())
+    measured = {r["algorithm"] for r in read_rows(out)[1]}
+    assert measured == {s["algorithm"] for s in document["finalists"]["series"]}
+
+
+@pytest.mark.parametrize("flag", ["--out", "--order", "-F", "--select"])
 def test_flags_the_set_sets_itself_are_refused(tmp_path, capsys, flag):
     argv = ["launches", "--out", str(tmp_path / "s.csv"), "--", "--backend", "cpu", flag, "x"]
     assert main(argv) == 2

@@ -23,11 +23,12 @@ from __future__ import annotations
 import contextlib
 
 from .._optional import MissingDependencyError
-from .backends import VARIANT_COLUMNS, Session
+from .backends import Session
 from .flags import BenchInputError
 from .nccl_compat import table_header, table_line
 from .osu import osu_header, osu_line
 from .point import round_shares
+from .schema import VARIANT_COLUMNS
 from .series import Series, series_of
 
 __all__ = ["SweepFailed", "measure_interleaved"]

@@ -45,13 +45,13 @@ from .results import (
     write_result_pair,
 )
 from .schema import COLUMNS, LAUNCH, SAMPLE_COLUMNS, SCHEMA
-from .selection import ORDERS
+from .selection import ORDERS, load_finalists
 
 __all__ = ["KIND", "launcher_words", "launches_main", "order_of"]
 
 KIND = "launches"
 # Flags the launch set sets for each launch itself.
-_OWN_FLAGS = ("--out", "-F", "--results_file", "--order")
+_OWN_FLAGS = ("--out", "-F", "--results_file", "--order", "--select")
 
 
 def _parser() -> BenchParser:
@@ -63,6 +63,13 @@ def _parser() -> BenchParser:
         default=None,
         help="the MPI launcher and its flags, the rank count included (e.g. "
         "'mpirun --oversubscribe -n 2'); without one each launch is one process",
+    )
+    add(
+        "--finalists",
+        default=None,
+        metavar="FILE.json",
+        help="a screen's picks (python -m ring.bench finalists): every launch measures only "
+        "them and the peers (--select), and the set's JSON keeps the file's document",
     )
     add("--out", required=True, help="FILE.csv (FILE.json and FILE.samples.csv beside it)")
     add("flags", nargs=argparse.REMAINDER, help="-- then the harness's flags for every launch")
@@ -153,6 +160,10 @@ def launches_main(argv: list[str], command: list[str]) -> int:
     count = int_flag(args.launches, "--launches", 2)
     launcher = None if args.launcher is None else launcher_words(args.launcher)
     flags = _harness_flags(args.flags)
+    finalists = None
+    if args.finalists is not None:
+        finalists = load_finalists(args.finalists)
+        flags += ["--select", args.finalists]
     out = Path(args.out)
     if out.suffix != ".csv" or not out.stem:
         raise BenchInputError(f"--out {args.out!r} must name a .csv file (the JSON goes beside it)")
@@ -190,6 +201,7 @@ def launches_main(argv: list[str], command: list[str]) -> int:
         **{k: first.get(k) for k in ("git_commit", "git_dirty", "environment", "config")},
         "wrong_total": sum(int(d.get("wrong_total") or 0) for d in documents),
         "launches": launched,
+        **({} if finalists is None else {"finalists": finalists}),
     }
     sides = [] if samples is None else [(samples_path(out), samples)]
     write_result_pair(out, rows, columns, summary, sides)

@@ -20,7 +20,6 @@ import json
 import sys
 from pathlib import Path
 
-from .backends import VARIANT_COLUMNS
 from .cli import BenchInputError, BenchParser
 from .results import (
     COLUMNS,
@@ -35,6 +34,7 @@ from .results import (
     schema_problem,
     write_result_pair,
 )
+from .schema import VARIANT_COLUMNS
 
 __all__ = ["merge", "merge_main"]
 

@@ -38,6 +38,7 @@ __all__ = [
     "choose_finalists",
     "finalists_main",
     "is_peer",
+    "load_finalists",
     "load_selection",
     "parse_order",
     "selected",
@@ -88,6 +89,12 @@ def selected(series, selection: Sequence[Mapping[str, str]]) -> bool:
 def load_selection(path: str | Path) -> tuple[dict[str, str], ...]:
     """The series a finalists file names; a one-line :class:`BenchInputError` when it is
     missing, unreadable or not a finalists file."""
+    series = load_finalists(path)["series"]
+    return tuple({k: s.get(k, "") for k in SERIES_KEYS} for s in series)
+
+
+def load_finalists(path: str | Path) -> dict:
+    """A finalists file's document, checked (see :func:`load_selection`)."""
     path = Path(path)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -106,7 +113,20 @@ def load_selection(path: str | Path) -> tuple[dict[str, str], ...]:
     series = document.get("series")
     if not isinstance(series, list) or not series or not all(_named(s) for s in series):
         raise BenchInputError(f"--select {path}: its series list is empty or malformed")
-    return tuple({k: s.get(k, "") for k in SERIES_KEYS} for s in series)
+    picks = document.get("picks")
+    if not isinstance(picks, list) or not all(_picked(p) for p in picks):
+        raise BenchInputError(f"--select {path}: its picks are malformed")
+    return document
+
+
+def _picked(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and all(isinstance(entry.get(k), str) for k in POINT_KEYS)
+        and _named(entry.get("pick"))
+        and isinstance(entry.get("contenders"), list)
+        and all(_named(c) for c in entry["contenders"])
+    )
 
 
 def _named(entry: object) -> bool:

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..bench.backends import VARIANT_COLUMNS
 from ..bench.results import check_pair, read_csv, schema_problem
+from ..bench.schema import VARIANT_COLUMNS
 from ..machine import host_label
 from ..mpi.agree import GATHERED_BYTES, PREFLIGHT_ALGORITHMS
 from ..mpi.agree import rides_preflight as plan_rides_preflight
