@@ -131,7 +131,7 @@ def _fit(args: argparse.Namespace) -> None:
     problem = file_problem(out, "--out")  # before the fit's seconds of bootstrapping
     if problem:
         raise ModelInputError(problem)
-    groups, notes = load_groups(args.csv)
+    groups, notes = load_groups(args.csv, variants=args.variants)
     for group in groups:
         problem = unfittable(group)
         if problem:
@@ -254,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     fit = commands.add_parser("fit", help="fit alpha, beta, gamma from ring.bench CSVs")
     fit.add_argument("csv", nargs="+")
     fit.add_argument("--out", help="fit JSON (default: model_fit.json beside the first CSV)")
+    fit.add_argument(
+        "--variants",
+        action="store_true",
+        help="also fit rows run another way than auto prices (executor=slices, "
+        "buffers=shared), each way as a group of its own",
+    )
     for name in ("predict", "table"):
         sub = commands.add_parser(name)
         sub.add_argument(

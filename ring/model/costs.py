@@ -56,6 +56,7 @@ __all__ = [
     "inline_moves",
     "oversubscription",
     "predict_seconds",
+    "seconds_by_term",
     "terms",
     "working_set",
 ]
@@ -330,14 +331,49 @@ def predict_seconds(
     ``nodes_per_core`` workers per core (0: not CPU workers, or not known), the algorithm's
     theoretical step and byte terms scaled by ``factors``; ``inline``: the call runs on one
     thread (ring.model.regimes), its steps the plan's moves, plus ``per_node`` per node."""
+    return sum(
+        seconds_by_term(
+            params,
+            algorithm,
+            nodes,
+            nbytes,
+            shared=shared,
+            group_size=group_size,
+            segment_bytes=segment_bytes,
+            nodes_per_core=nodes_per_core,
+            factors=factors,
+            inline=inline,
+        ).values()
+    )
+
+
+def seconds_by_term(
+    params: Params,
+    algorithm: str,
+    nodes: int,
+    nbytes: int,
+    *,
+    shared: bool = False,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    nodes_per_core: float = 0.0,
+    factors: Factors = THEORY,
+    inline: bool = False,
+) -> dict[str, float]:
+    """:func:`predict_seconds` by term: the seconds of its steps (``alpha``), of the bytes
+    it moves (``beta``), of the bytes it reduces (``gamma``) and, inline, of its nodes'
+    buffers (``per_node``); what the model says decides a call's time."""
     factor = oversubscription(params.sigma, nodes_per_core)
     steps, link, reduce, fixed = terms(
         algorithm, nodes, nbytes, shared, group_size, segment_bytes, inline
     )
     beta = params.beta_at(nodes, nbytes, shared)
-    per_byte = link * beta + reduce * params.gamma
-    scaled = factors.steps * steps * params.alpha + factors.bytes * per_byte
-    return factor * (scaled + fixed * params.per_node)
+    return {
+        "alpha": factor * factors.steps * steps * params.alpha,
+        "beta": factor * factors.bytes * link * beta,
+        "gamma": factor * factors.bytes * reduce * params.gamma,
+        "per_node": factor * fixed * params.per_node,
+    }
 
 
 def terms(

@@ -229,13 +229,13 @@ def _read(csv_path: Path) -> list[dict]:
     return rows
 
 
-def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
+def _add_rows(groups: dict, csv_path: Path, skipped: set[str], variants: bool) -> None:
     meta = run_meta(csv_path)
     machine = machine_label(meta, csv_path)
     caches = _caches(meta)
     for line, row in enumerate(_read(csv_path), start=2):
         why = unpriced(row)
-        if why is not None:
+        if why is not None and not variants:
             skipped.add(why)
             continue
         algorithm = _algorithm(row)
@@ -253,14 +253,19 @@ def _add_rows(groups: dict, csv_path: Path, skipped: set[str]) -> None:
             skipped.add(PREFLIGHT)
             continue
         # A variant at the one executor (buffers) priced names no group of its own: every
-        # priced cpu row says executor=nodes, every priced MPI row buffers=host.
+        # priced cpu row says executor=nodes, every priced MPI row buffers=host.  Another
+        # (by `variants`) is a group of its own, whose nodes share one memory.
         variant = {
-            c: row[c] for c in VARIANT_COLUMNS if row.get(c) and c not in ("executor", "buffers")
+            c: row[c]
+            for c in VARIANT_COLUMNS
+            if row.get(c) and (c not in ("executor", "buffers") or why is not None)
         }
         key = {"machine": machine, **{c: row[c] for c in ("backend", "sync", "dtype", "op")}}
         key.update(variant)
         shared = (
-            str(row.get("shared_devices", "")).lower() == "true" or row["backend"] in SHARED_BUS
+            str(row.get("shared_devices", "")).lower() == "true"
+            or row["backend"] in SHARED_BUS
+            or why is not None
         )
         group = groups.setdefault((tuple(key.items()), shared), Group(key, shared))
         per_core = _nodes_per_core(meta, row, nodes, f"{csv_path}:{line}")
@@ -306,14 +311,21 @@ def unfittable(group: Group) -> str | None:
     )
 
 
-def load_groups(paths: Sequence[str | Path]) -> tuple[list[Group], list[str]]:
-    """The fit groups of these CSVs, and the backends/algorithms left out (with why)."""
+def load_groups(
+    paths: Sequence[str | Path], variants: bool = False
+) -> tuple[list[Group], list[str]]:
+    """The fit groups of these CSVs, and the backends/algorithms left out (with why).
+
+    ``variants``: rows run another way than the model prices (``executor=slices``,
+    ``buffers=shared``) are not left out but fitted as groups of their own, with the same
+    forms and every node's bytes through one memory: their α, β and γ describe that way
+    of running (what the report splits a series' time by), not the prices ``auto`` uses."""
     if not paths:
         raise ModelInputError("no CSV given: pass one or more ring.bench result files")
     groups: dict = {}
     skipped: set[str] = set()
     for path in paths:
-        _add_rows(groups, Path(path), skipped)
+        _add_rows(groups, Path(path), skipped, variants)
     if not groups:
         raise ModelInputError(
             f"no row of a known algorithm with N >= 2 in {', '.join(map(str, paths))} "

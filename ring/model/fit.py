@@ -36,7 +36,7 @@ from .costs import (
     ModelInputError,
     Params,
     backend_group_size,
-    predict_seconds,
+    seconds_by_term,
 )
 from .data import ADD_TRAFFIC, Group, Point
 from .draws import BOOTSTRAP_ROUNDS, FACTOR_TERMS, PARAMETERS, bootstrap, intervals
@@ -143,6 +143,14 @@ class Fit:
         """Seconds of one allreduce (any algorithm of the table) with N nodes on ``host``
         (default: the machine the fit was measured on), by the model; ``auto``'s table
         multiplies it by :meth:`correction`."""
+        return sum(self.predict_terms(algorithm, nodes, nbytes, host, **options).values())
+
+    def predict_terms(
+        self, algorithm: str, nodes: int, nbytes: int, host: Host | None = None, **options: int
+    ) -> dict[str, float]:
+        """:meth:`predict` by the model's terms (:func:`~ring.model.costs.seconds_by_term`):
+        how much of the call's time its steps (α), the bytes it moves (β) and reduces (γ)
+        and, inline, its buffers take."""
         host = host or Host()
         fit = self.regime_for(nodes, nbytes, host.inline_bytes)
         inline = fit.regime == INLINE
@@ -153,7 +161,7 @@ class Fit:
             options["segment_bytes"] = default_segment_bytes(max(nodes, 1), caches)
         if algorithm == "hierarchical" and "group_size" not in options and nodes >= 1:
             options["group_size"] = backend_group_size(self.key.get("backend", ""), nodes)
-        return predict_seconds(
+        return seconds_by_term(
             fit.params,
             algorithm,
             nodes,
