@@ -14,8 +14,12 @@ from .plan import (
     Study,
     algorithms_stem,
     compare_stem,
+    confirm_stem,
+    finalists_stem,
     gpu_stem,
     kernel_bw_stem,
+    original_stem,
+    run_stem,
     sweep_stem,
 )
 from .targets import EXPECTED, TARGETS, Expected, command
@@ -32,10 +36,14 @@ __all__ = [
     "algorithms_stem",
     "command",
     "compare_stem",
+    "confirm_stem",
+    "finalists_stem",
     "gpu_stem",
     "job_environment",
     "kernel_bw_stem",
     "left_out",
+    "original_stem",
     "probe_machine",
+    "run_stem",
     "sweep_stem",
 ]

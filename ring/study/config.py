@@ -27,6 +27,7 @@ __all__ = [
     "ConfigError",
     "algorithm_settings",
     "check_config",
+    "confirm_settings",
     "profile_nodes",
     "results_dir",
     "size_bytes",
@@ -78,6 +79,14 @@ def algorithm_settings(config: Mapping, kind: str) -> dict:
     section's overrides (a lighter size range than the kind's sweep, typically)."""
     own = config["algorithms"]
     return {key: own.get(key, value) for key, value in sweep_settings(config, kind).items()}
+
+
+def confirm_settings(config: Mapping, kind: str) -> dict:
+    """The settings of `kind`'s confirmation launches: the screen's, then the `confirm`
+    section's overrides (its iterations and rounds)."""
+    own = config["confirm"]
+    screen = algorithm_settings(config, kind)
+    return {**screen, **{key: own[key] for key in (*SWEEP_KEYS, "rounds") if key in own}}
 
 
 def results_dir(config: Mapping) -> str:
@@ -223,4 +232,23 @@ def check_config(config: dict, schema_path: str | Path) -> None:
     if "algorithms" in config:  # optional, like `compare`
         for kind in config["algorithms"]["kinds"]:
             _check_sweep(config, "algorithms", algorithm_settings(config, kind))
+    if "confirm" in config:
+        _check_confirm(config)
+    if "original" in config and size_bytes(config["original"]["bytes"]) > MAX_BUFFER_BYTES:
+        raise ConfigError(
+            f"config: original.bytes {config['original']['bytes']} is above the workflow's "
+            f"maximum of {MAX_BUFFER_BYTES >> 30}G per node buffer"
+        )
     _check_profiles(config)
+
+
+def _check_confirm(config: Mapping) -> None:
+    """A confirmation needs the screens it confirms: `algorithms` over cpu or mpi."""
+    kinds = [k for k in config.get("algorithms", {}).get("kinds", ()) if k in ("cpu", "mpi")]
+    if not kinds:
+        raise ConfigError(
+            "config: confirm confirms the algorithm runs' picks: give `algorithms` with "
+            "kinds cpu or mpi, or leave confirm out"
+        )
+    for kind in kinds:
+        _check_sweep(config, "confirm", confirm_settings(config, kind))

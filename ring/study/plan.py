@@ -7,7 +7,13 @@ import os
 import sys
 from collections.abc import Mapping
 
-from .config import algorithm_settings, profile_nodes, results_dir, sweep_settings
+from .config import (
+    algorithm_settings,
+    confirm_settings,
+    profile_nodes,
+    results_dir,
+    sweep_settings,
+)
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 
@@ -15,8 +21,12 @@ __all__ = [
     "Study",
     "algorithms_stem",
     "compare_stem",
+    "confirm_stem",
+    "finalists_stem",
     "gpu_stem",
     "kernel_bw_stem",
+    "original_stem",
+    "run_stem",
     "sweep_stem",
 ]
 
@@ -26,14 +36,36 @@ __all__ = [
 # lists of Study spell every path here and nowhere else.
 
 
+def run_stem(
+    kind: str, run: object = "{run}", nodes: object = "{nodes}", dtype: object = "{dtype}"
+) -> str:
+    """One harness run of a kind (cpu, mpi, gpu) per N: `sweep`, `algorithms`, `original`."""
+    return f"{kind}/{run}_n{nodes}_{dtype}"
+
+
 def sweep_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
     """CPU and MPI: one run per N holding every backend of the kind."""
-    return f"{kind}/sweep_n{nodes}_{dtype}"
+    return run_stem(kind, "sweep", nodes, dtype)
 
 
 def algorithms_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
     """Every algorithm of the kind's ring backend, one run per N."""
-    return f"{kind}/algorithms_n{nodes}_{dtype}"
+    return run_stem(kind, "algorithms", nodes, dtype)
+
+
+def finalists_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """The series the algorithm run (the screen) picked, to confirm (FILE.json)."""
+    return f"{kind}/finalists_n{nodes}_{dtype}"
+
+
+def confirm_stem(kind: str, nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """The screen's picks and the peers, in alternated launches (a launch set)."""
+    return f"{kind}/confirm_n{nodes}_{dtype}"
+
+
+def original_stem(nodes: object = "{nodes}", dtype: object = "{dtype}") -> str:
+    """The CPU ring and its peers at the original study's own size."""
+    return run_stem("cpu", "original", nodes, dtype)
 
 
 def gpu_stem(
@@ -90,21 +122,52 @@ class Study:
     # -- harness flags ------------------------------------------------------------------
 
     def sweep_args(self, kind: str) -> str:
-        """The harness flags of a `kind` sweep, in nccl-tests' vocabulary."""
-        args = self._sweep_flags(kind, sweep_settings(self.config, kind))
+        """The harness flags of a `kind` sweep, in nccl-tests' vocabulary: the cpu and mpi
+        sweeps time every size out of place too (the report's nccl-tests tables)."""
+        out_of_place = kind in ("cpu", "mpi")
+        args = self._sweep_flags(kind, sweep_settings(self.config, kind), out_of_place)
         if "sync" in self.config[kind]:
             args.append(f"--sync {','.join(self.config[kind]['sync'])}")
         return " ".join(args)
 
-    def algorithm_args(self, kind: str) -> str:
-        """The harness flags of `kind`'s algorithm sweep: every configured algorithm of the
-        kind's ring backend in one run (so their times compare within it), one sync mode,
-        for cpu each configured executor and for mpi each configured kind of buffers."""
+    def run_args(self, kind: str, run: str) -> str:
+        """Every harness flag of one run of the cpu or mpi kind but N, dtype and --out: its
+        backends, then the `sweep`'s, the `algorithms` screen's or (cpu) the `original`
+        size's flags."""
+        backends = self.cpu_backends_here() if kind == "cpu" else self.config[kind]["backends"]
+        flags = {
+            "sweep": self.sweep_args,
+            "algorithms": self.algorithm_args,
+            "original": lambda _: self.original_args(),
+        }[run](kind)
+        return f"--backend {','.join(backends)} {flags}"
+
+    def confirm_args(self, kind: str) -> str:
+        """The harness flags of each confirmation launch: the screen's (the finalists name
+        series by them), with the `confirm` section's iterations and rounds."""
+        return self.algorithm_args(kind, confirm_settings(self.config, kind))
+
+    def original_args(self) -> str:
+        """The CPU run at the original study's own size: a few calls of our ring (both
+        executors), the original's design (seed-cpp) and numpy-direct, in place."""
+        section = self.config["original"]
+        size = section["bytes"]
+        settings = {**sweep_settings(self.config, "cpu"), "min_bytes": size, "max_bytes": size}
+        settings.update({key: section[key] for key in ("iters", "warmup") if key in section})
+        args = self._sweep_flags("cpu", settings)
+        args.append(f"--sync {self.config['cpu']['sync'][0]} --executor nodes,slices")
+        return " ".join(args)
+
+    def algorithm_args(self, kind: str, settings: Mapping | None = None) -> str:
+        """The harness flags of `kind`'s algorithm sweep (the screen): every configured
+        algorithm of the kind's ring backend in one run (so their times compare within it),
+        one sync mode, for cpu each configured executor and for mpi each configured kind of
+        buffers; `settings`: other sweep settings than the section's (the confirmation's)."""
         section = self.config["algorithms"]
-        settings = algorithm_settings(self.config, kind)
+        settings = algorithm_settings(self.config, kind) if settings is None else settings
         args = self._sweep_flags(kind, settings)
         args.append(f"--algorithm {','.join(section['names'])}")
-        rounds = min(int(section.get("rounds", 1)), int(settings["iters"]))
+        rounds = min(int(settings.get("rounds", section.get("rounds", 1))), int(settings["iters"]))
         if rounds > 1:  # a short sweep (CI's iters) takes as many rounds as it has calls
             args.append(f"--rounds {rounds}")
         if "sync" in self.config[kind]:
@@ -115,7 +178,7 @@ class Study:
             args.append(f"--buffers {','.join(section['buffers'])}")
         return " ".join(args)
 
-    def _sweep_flags(self, kind: str, s: Mapping) -> list[str]:
+    def _sweep_flags(self, kind: str, s: Mapping, out_of_place: bool = False) -> list[str]:
         args = [
             *(f"-b {s['min_bytes']}", f"-e {s['max_bytes']}", f"-f {s['step_factor']}"),
             *(f"-n {s['iters']}", f"-w {s['warmup']}", f"-c {s['check']}"),
@@ -123,10 +186,10 @@ class Study:
         ]
         if kind != "kernel_bw":  # one process on one GPU: no peer to leave waiting
             args.append(f"--timeout {s['timeout']}")
-            # The study's figures, whatever the harness's nccl-tests defaults (-a 1, out of
-            # place too): a call lasts as long as its slowest rank, in place as the library
-            # reduces.
-            args.append("-a 3 --out-of-place 0")
+            # A call lasts as long as its slowest rank (the harness's nccl-tests default
+            # is the average); in place as the library reduces, out of place too where
+            # `out_of_place` asks for nccl-tests' two groups.
+            args.append(f"-a 3 --out-of-place {int(out_of_place)}")
         return args
 
     def profile_args(self, name: str) -> str:
@@ -211,12 +274,48 @@ class Study:
             for dtype in algorithm_settings(self.config, kind)["dtypes"]
         ]
 
+    def confirm_nodes(self, kind: str) -> list[int]:
+        """The N of `kind` whose screens are confirmed (none without the sections)."""
+        if "confirm" not in self.config or not self.algorithm_files(kind) or kind == "gpu":
+            return []
+        return [n for n in self.config["confirm"]["nodes"] if n in self.config[kind]["nodes"]]
+
+    def confirm_files(self, kind: str) -> list[str]:
+        """`kind`'s confirmation launch sets, one per confirmed N."""
+        return [
+            self.path(f"{confirm_stem(kind, nodes, dtype)}.csv")
+            for nodes in self.confirm_nodes(kind)
+            for dtype in confirm_settings(self.config, kind)["dtypes"]
+        ]
+
+    def original_files(self) -> list[str]:
+        """The CPU runs at the original study's own size (none without the section)."""
+        if "original" not in self.config:
+            return []
+        dtype = sweep_settings(self.config, "cpu")["dtypes"][0]
+        return [
+            self.path(f"{original_stem(n, dtype)}.csv") for n in self.config["original"]["nodes"]
+        ]
+
+    def kind_files(self, kind: str) -> list[str]:
+        """Every result of the cpu or mpi kind: sweeps, screens, confirmations and (cpu)
+        the original study's size."""
+        files = self.joint_sweep_files(kind) + self.algorithm_files(kind)
+        files += self.confirm_files(kind)
+        return files + (self.original_files() if kind == "cpu" else [])
+
     def sweeps_here(self) -> list[str]:
-        """Every sweep result this machine can produce, in the order the report lists them."""
-        files = self.joint_sweep_files("cpu") + self.algorithm_files("cpu")
+        """Every single-launch result this machine can produce, in the order the report
+        lists them (the confirmations are :meth:`confirmations_here`)."""
+        files = self.joint_sweep_files("cpu") + self.algorithm_files("cpu") + self.original_files()
         if self.machine.mpi.ok:
             files += self.joint_sweep_files("mpi") + self.algorithm_files("mpi")
         return files + self.gpu_files_here() + self.algorithm_files("gpu")
+
+    def confirmations_here(self) -> list[str]:
+        """Every confirmation launch set this machine can produce."""
+        files = self.confirm_files("cpu")
+        return files + (self.confirm_files("mpi") if self.machine.mpi.ok else [])
 
     def kernel_bw_files(self) -> list[str]:
         return [self.path(f"{kernel_bw_stem(dtype)}.csv") for dtype in self._dtypes("kernel_bw")]
@@ -266,7 +365,8 @@ class Study:
 
     def all_files(self) -> list[str]:
         """Everything that does not need a piece this machine lacks, and the report."""
-        files = self.sweeps_here() + self.kernel_bw_here() + self.compare_here()
+        files = self.sweeps_here() + self.confirmations_here()
+        files += self.kernel_bw_here() + self.compare_here()
         for name in self.profiles_here():
             files += self.profile_files(name)
         return [*files, self.path("report/not_measured.json"), *self.report_files()]

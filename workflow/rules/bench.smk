@@ -1,4 +1,4 @@
-# The sweeps: one harness run per node count (GPU: per backend and node count), writing
+# The runs: one harness run per node count (GPU: per backend and node count), writing
 # FILE.csv (one row per series and size), FILE.json (environment, ceilings at the start and
 # the end, command) and FILE.samples.csv (every timed call) side by side.
 #
@@ -13,48 +13,54 @@
 # Each rule's files share a stem (FILE.csv, FILE.json, FILE.samples.csv, logs/FILE.log) with
 # Snakemake's wildcards in it; ring.study spells the stems, for these rules and its file lists.
 
-CPU_SWEEP = sweep_stem("cpu")
-MPI_SWEEP = sweep_stem("mpi")
 COMPARE = compare_stem()
 GPU_SWEEP = gpu_stem()
 KERNEL_BW = kernel_bw_stem()
+# A run of the cpu or mpi kind: `sweep` (the plain ring and the peers over the whole size
+# range, in and out of place), `algorithms` (every algorithm beside the peers: the screen
+# the confirmations pick from) or, cpu only, `original` (the original study's own size).
+CPU_RUN = run_stem("cpu")
+MPI_RUN = run_stem("mpi")
 
 
 # CPU and MPI: our ring and its peers in one invocation, measured size by size in turn
 # (ratios between them then come from one run, under the same conditions).
 
 
-rule cpu_bench:
+rule cpu_run:
     output:
-        csv=STUDY.path(f"{CPU_SWEEP}.csv"),
-        json=STUDY.path(f"{CPU_SWEEP}.json"),
-        samples=STUDY.path(f"{CPU_SWEEP}.samples.csv"),
+        csv=STUDY.path(f"{CPU_RUN}.csv"),
+        json=STUDY.path(f"{CPU_RUN}.json"),
+        samples=STUDY.path(f"{CPU_RUN}.samples.csv"),
     log:
-        STUDY.path(f"logs/{CPU_SWEEP}.log"),
+        STUDY.path(f"logs/{CPU_RUN}.log"),
     benchmark:
-        STUDY.path(f"logs/{CPU_SWEEP}.benchmark.tsv")
+        STUDY.path(f"logs/{CPU_RUN}.benchmark.tsv")
+    wildcard_constraints:
+        run="sweep|algorithms|original",
     conda:
         "../../envs/cpu.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
     resources:
         bench=1,
     params:
-        backends=",".join(STUDY.cpu_backends_here()),
-        sweep=STUDY.sweep_args("cpu"),
+        flags=lambda wildcards: STUDY.run_args("cpu", wildcards.run),
     shell:
-        "python -m ring.bench --backend {params.backends} --nodes {wildcards.nodes}"
-        " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
+        "python -m ring.bench {params.flags} --nodes {wildcards.nodes}"
+        " -d {wildcards.dtype} --out {output.csv} > {log} 2>&1"
 
 
-rule mpi_bench:
+rule mpi_run:
     output:
-        csv=STUDY.path(f"{MPI_SWEEP}.csv"),
-        json=STUDY.path(f"{MPI_SWEEP}.json"),
-        samples=STUDY.path(f"{MPI_SWEEP}.samples.csv"),
+        csv=STUDY.path(f"{MPI_RUN}.csv"),
+        json=STUDY.path(f"{MPI_RUN}.json"),
+        samples=STUDY.path(f"{MPI_RUN}.samples.csv"),
     log:
-        STUDY.path(f"logs/{MPI_SWEEP}.log"),
+        STUDY.path(f"logs/{MPI_RUN}.log"),
     benchmark:
-        STUDY.path(f"logs/{MPI_SWEEP}.benchmark.tsv")
+        STUDY.path(f"logs/{MPI_RUN}.benchmark.tsv")
+    wildcard_constraints:
+        run="sweep|algorithms",
     conda:
         "../../envs/mpi.yaml"
     threads: lambda wildcards: int(wildcards.nodes)
@@ -66,13 +72,12 @@ rule mpi_bench:
         # SLURM machines: as many as ranks (one each) when the config asks for it.
         nodes=lambda wildcards: STUDY.mpi_machines(nodes_of(wildcards)),
     params:
-        backends=",".join(config["mpi"]["backends"]),
-        sweep=STUDY.sweep_args("mpi"),
+        flags=lambda wildcards: STUDY.run_args("mpi", wildcards.run),
     shell:
         # Under mpi4py's runner an exception on one rank aborts the job, not just that rank.
         "{resources.mpi} -n {resources.tasks} python -m mpi4py -m ring.bench"
-        " --backend {params.backends} --nodes {wildcards.nodes}"
-        " -d {wildcards.dtype} {params.sweep} --out {output.csv} > {log} 2>&1"
+        " {params.flags} --nodes {wildcards.nodes}"
+        " -d {wildcards.dtype} --out {output.csv} > {log} 2>&1"
 
 
 # The threaded ring and MPI_Allreduce need separate launches: alternated, several rounds.

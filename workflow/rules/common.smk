@@ -9,11 +9,14 @@ from ring.study import (
     Study,
     algorithms_stem,
     compare_stem,
+    confirm_stem,
+    finalists_stem,
     gpu_stem,
     job_environment,
     kernel_bw_stem,
     left_out,
     probe_machine,
+    run_stem,
     sweep_stem,
 )
 from ring.study.targets import MPI_HINT, PROFILE_GPUS
@@ -55,13 +58,13 @@ def cpu_target(wildcards):
         print(
             f"note: target cpu leaves out seed-cpp: {MACHINE.cxx.why}", file=sys.stderr
         )
-    return STUDY.joint_sweep_files("cpu") + STUDY.algorithm_files("cpu")
+    return STUDY.kind_files("cpu")
 
 
 def mpi_target(wildcards):
     if not MACHINE.mpi.ok:
         stop(f"target mpi: {MACHINE.mpi.why}; {MPI_HINT}")
-    return STUDY.joint_sweep_files("mpi") + STUDY.algorithm_files("mpi")
+    return STUDY.kind_files("mpi")
 
 
 def gpu_target(wildcards):
@@ -100,6 +103,7 @@ def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
     args = [f"--reference {path}" for path in input.references]
     args += [f"--sweep {path}" for path in input.sweeps]
+    args += [f"--confirm {path}" for path in input.confirmations]
     args += [f"--kernel-bw {path}" for path in input.kernel_bw]
     args += [f"--alternated {path}" for path in input.alternated]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]

@@ -19,6 +19,7 @@ rule not_measured:
 rule build_report:
     input:
         sweeps=STUDY.sweeps_here(),
+        confirmations=STUDY.confirmations_here(),
         kernel_bw=STUDY.kernel_bw_here(),
         alternated=STUDY.compare_here(),
         tables=[f"{STUDY.profile_dir(name)}/tables" for name in STUDY.profiles_here()],
