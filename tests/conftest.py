@@ -1,5 +1,6 @@
-"""Fixtures shared by test modules: the report tests' one harness run and one report (per
-session), and the workflow tests' copy of the workflow and stub executables (per module).
+"""Fixtures shared by test modules: the report tests' results (tiny runs in the workflow's
+layout) and one report (per session), and the workflow tests' copy of the workflow and stub
+executables (per module).
 
 Two tiers: ``pytest -m "not slow"`` runs the unit tests in a couple of minutes; ``pytest``
 (.ci/run) runs everything. A test that starts Snakemake, mypy, pre-commit or a wheel build
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import tiers
-from report_helpers import THREAD_BACKENDS, run_bench, run_tables
+from report_helpers import make_results
 from workflow_helpers import copy_workflow
 
 from ring import wisdom
@@ -23,34 +24,23 @@ from ring.report import build_report, collect_inputs
 
 @pytest.fixture(scope="session")
 def results(tmp_path_factory) -> Path:
-    """``results/`` as the workflow lays it out: cpu/sweep_n<N>_float32.csv (the ring and
-    numpy-direct in one run, with its samples) + profile."""
-    root = tmp_path_factory.mktemp("results")
-    for nodes in (2, 4):
-        run_bench(
-            root / "cpu" / f"sweep_n{nodes}_float32.csv",
-            "--backend",
-            ",".join(["cpu", *THREAD_BACKENDS]),
-            "--nodes",
-            str(nodes),
-            "--sync",
-            "pairwise,barrier",
-        )
-    run_tables(root / "profiles" / "cpu")
-    return root
+    """``results/`` as the workflow lays it out, on tiny sizes (report_helpers.make_results):
+    sweeps, a screen, its confirmation launch set, one size alone, the fit, a profile."""
+    return make_results(tmp_path_factory.mktemp("results"))
 
 
 @pytest.fixture(scope="session")
 def built(results, tmp_path_factory):
     out = tmp_path_factory.mktemp("built")
-    chosen = collect_inputs(results=results)
-    result = build_report(
-        chosen["sweeps"],
-        profiles=chosen["profiles"],
+    chosen = collect_inputs(results)
+    record = chosen.pop("not_measured")
+    return build_report(
+        chosen.pop("runs"),
+        **chosen,
+        not_measured=record[0] if record else None,
         figures_dir=out / "figures",
         out_dir=out / "report",
     )
-    return result
 
 
 @pytest.fixture(scope="session")

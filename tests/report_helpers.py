@@ -34,6 +34,48 @@ def run_bench(out: Path, *args: str) -> Path:
     return out
 
 
+SCREEN = ["--backend", "cpu,numpy-direct", "--algorithm", "ring,direct,reduce-broadcast",
+          "--executor", "nodes,slices", "--rounds", "3", "--out-of-place", "0"]  # fmt: skip
+
+
+def run_tool(*argv: str, timeout: float = 300) -> None:
+    """``python -m ARGV`` from the project root with the tests' small ceilings; must pass."""
+    env = {**os.environ, **SMALL_CEILINGS_ENV}
+    command = [sys.executable, "-m", *argv]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def make_results(root: Path, nodes=(2, 4)) -> Path:
+    """``results/`` as the workflow lays it out, on tiny sizes: the cpu sweeps (in and out
+    of place, both syncs), the screen at N = 2, its finalists and their confirmation in 3
+    launches, one size alone (as the original study's size), the model's fit and a profile."""
+    cpu = root / "cpu"
+    for n in nodes:
+        run_bench(
+            cpu / f"sweep_n{n}_float32.csv",
+            *("--backend", ",".join(["cpu", *THREAD_BACKENDS]), "--nodes", str(n)),
+            *("--sync", "pairwise,barrier", "-a", "3"),
+        )
+    screen = run_bench(cpu / "algorithms_n2_float32.csv", *SCREEN, "--nodes", "2")
+    finalists = cpu / "finalists_n2_float32.json"
+    run_tool("ring.bench", "finalists", str(screen), "--out", str(finalists))
+    run_tool(
+        *("ring.bench", "launches", "--launches", "3", "--finalists", str(finalists)),
+        *("--out", str(cpu / "confirm_n2_float32.csv"), "--", *BENCH, *SCREEN, "--nodes", "2"),
+    )
+    run_bench(
+        cpu / "original_n2_float32.csv",
+        *("--backend", "cpu,numpy-direct", "--nodes", "2", "-b", "256K", "-e", "256K"),
+        *("--executor", "nodes,slices", "--out-of-place", "0"),
+    )
+    run_tool("ring.model", "fit", "--variants", str(screen), "--out", str(cpu / "model_fit.json"))
+    run_tables(root / "profiles" / "cpu")
+    return root
+
+
 def run_report(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``python -m ring.report ARGS`` from the project root, its output captured."""
     command = [sys.executable, "-m", "ring.report", *args]
@@ -95,9 +137,9 @@ def times(rows: list[dict], name: str, nodes: int) -> dict[int, float]:
 
 
 def md_table(text: str, title: str) -> list[dict]:
-    """The Markdown table under ``### title`` as a list of {header: cell}."""
+    """The Markdown table under the heading ``title`` (any level) as a list of {header: cell}."""
     lines = text.splitlines()
-    start = lines.index(f"### {title}") + 1
+    start = next(i for i, line in enumerate(lines) if line.lstrip("#") == f" {title}") + 1
     while not lines[start].startswith("|"):
         start += 1
     table = []

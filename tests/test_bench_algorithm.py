@@ -115,12 +115,13 @@ def test_merge_refuses_a_file_of_schema_1_naming_the_migration(tmp_path, capsys)
 
 
 def test_the_report_reads_several_algorithms_and_labels_them(tmp_path, capsys):
-    from ring.report.analysis import label_series
-    from ring.report.inputs import load_sweep
+    from ring.report.derive.series import name
+    from ring.report.load import load_run
 
     code, out = bench(tmp_path, "--backend", "cpu", "--algorithm", "ring,direct")
     assert code == 0
-    run = load_sweep(out)
-    rows = run.rows.assign(run=run.name)
-    labels = label_series(rows).groupby("algorithm")["base"].unique()
-    assert labels.to_dict() == {"direct": ["cpu pairwise direct"], "ring": ["cpu pairwise"]}
+    rows = load_run(out).rows.to_dict("records")
+    assert {r["algorithm"]: name(r) for r in rows} == {
+        "direct": "cpu direct (nodes)",
+        "ring": "cpu ring (nodes)",
+    }

@@ -26,9 +26,9 @@ from ring.bench.__main__ import main
 from ring.bench.backends import CpuBackend, CpuSession, register_backend, unregister_backend
 from ring.bench.parallel import usable_cores
 from ring.bench.results import check_pair, samples_path
-from ring.report.caveats import caveats
-from ring.report.inputs import load_inputs
-from ring.report.model import ReportModel
+from ring.report.derive.model import ReportModel
+from ring.report.load import load_inputs
+from ring.report.words.caveats import caveats
 
 let_children_see_sigint()
 

@@ -273,28 +273,14 @@ def test_a_bad_inline_bytes_flag_is_one_line(value, tmp_path, capsys, quick_harn
 
 
 def test_the_report_names_a_series_run_with_another_inline_bytes():
-    import pandas as pd
+    from ring.report.derive.series import label
 
-    from ring.report.analysis import label_series
-
-    n = 3
-    rows = pd.DataFrame(
-        {
-            "backend": ["cpu"] * n,
-            "sync": ["pairwise"] * n,
-            "dtype": ["float32"] * n,
-            "op": ["sum"] * n,
-            "shared_devices": [False] * n,
-            "run": ["r"] * n,
-            "nodes": [2] * n,
-            "algorithm": ["ring"] * n,
-            "executor": ["nodes"] * n,
-            "buffers": [""] * n,
-            "inline_bytes": [INLINE_BYTES, 0, 1024],
-        }
-    )
-    assert list(label_series(rows)["series"]) == [
-        "cpu pairwise",
-        "cpu pairwise (inline_bytes=0)",
-        "cpu pairwise (inline_bytes=1024)",
+    base = {"backend": "cpu", "sync": "pairwise", "algorithm": "ring", "executor": "nodes"}
+    rows = [
+        {**base, "inline_bytes": v, "inline": i} for v, i in ((INLINE_BYTES, 1), (0, 0), (1024, 1))
+    ]
+    assert [label(r) for r in rows] == [
+        "cpu ring (nodes, inline)",
+        "cpu ring (nodes, threads, inline_bytes=0)",
+        "cpu ring (nodes, inline, inline_bytes=1024)",
     ]

@@ -229,8 +229,11 @@ def test_harness_measures_graphs_on_and_off_and_the_report_tells_them_apart(tmp_
     assert all(r["wrong"] == "0" for r in rows)
     built = build_report([out], figures_dir=tmp_path / "f", out_dir=tmp_path / "r")
     text = built.appendix.read_text(encoding="utf-8")
-    assert "| gpu pairwise (shared devices) (graphs) | 4 |" in text
-    assert "| gpu pairwise (shared devices) | 4 |" in text
+    assert "# gpu ring (CUDA graphs), N = 4 (gpu)" in text
+    assert "# gpu ring, N = 4 (gpu)" in text
+    assert (
+        "**All logical nodes on one GPU.** `gpu` placed several nodes" in built.markdown.read_text()
+    )
 
 
 @pytest.mark.usefixtures("small_ceilings")

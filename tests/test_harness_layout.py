@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ring.bench import kernel_bw, nccl_compat, results
-from ring.report import analysis
+from ring.report.derive import original
 
 BACKENDS = Path(__file__).resolve().parents[1] / "ring" / "bench" / "backends"
 # Modules of the package that are not backends: what every backend may import.
@@ -55,7 +55,7 @@ def test_every_backend_registers_from_its_own_module():
 
 def test_the_nsys_summary_imports_without_pandas():
     # The profiling rules run ring.nsys in environments without pandas; the summary's
-    # Markdown tables come from ring.report.fmt, which must not pull the report in.
+    # Markdown tables come from ring.nsys.markdown, which must not pull the report in.
     code = "import sys, ring.nsys.summary; print('pandas' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
@@ -63,7 +63,7 @@ def test_the_nsys_summary_imports_without_pandas():
 
 
 def test_one_busbw_factor():
-    assert analysis.busbw_factor is results.busbw_factor
+    assert original.busbw_factor is results.busbw_factor
     rng = np.random.default_rng(5)
     for nodes in rng.integers(2, 64, 10):
         assert results.busbw_factor(int(nodes)) == 2 * (int(nodes) - 1) / int(nodes)

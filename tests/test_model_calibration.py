@@ -261,10 +261,10 @@ def test_cli_says_what_corrections_a_fit_has_and_predict_prints_both_times(
 
 
 def test_the_report_says_where_corrections_change_the_models_pick(fitted, tmp_path):
-    from ring.report.cost_model import cost_model
+    from ring.report.words.cost_model import cost_model
 
     save_fits(tmp_path / "model_fit.json", [fitted], [])
-    section = cost_model([tmp_path / "sweep.csv"])
+    section = cost_model([(fitted, tmp_path / "model_fit.json")])
     (table,) = [t for t in section.tables if t.title.startswith("What `auto` picks")]
     assert "did not measure > 5% slower" in table.title
     said = table.note.split("change the model's pick: ")[1].split(". Crossovers")[0]

@@ -228,12 +228,12 @@ def test_hierarchical_is_priced_with_the_groups_its_backend_forms():
 
 
 def test_the_report_gives_the_inline_regimes_cost_per_node(tmp_path):
-    from ring.report.cost_model import cost_model
-    from ring.report.fmt import format_number
+    from ring.report.words.cost_model import cost_model
+    from ring.report.words.fmt import format_number
 
     fit = fit_group(two_regimes())
     save_fits(tmp_path / "model_fit.json", [fit], [])
-    section = cost_model([tmp_path / "sweep.csv"])
+    section = cost_model([(fit, tmp_path / "model_fit.json")])
     (table,) = [t for t in section.tables if t.title.startswith("Fitted parameters")]
     assert table.header[-1] == "per node per call (µs)"
     threaded, inline = table.rows

@@ -73,8 +73,8 @@ def test_bench_measures_host_and_shared_buffers_as_series(tmp_path):
     # The report says where the shared buffers lived, from the run's JSON.
     pages = json.loads(out.with_suffix(".json").read_text())["environment"]["huge_pages"]
     built = build_report([out], figures_dir=tmp_path / "figures", out_dir=tmp_path / "report")
-    caveats = built.appendix.read_text().split("## Caveats")[1].split("## Cost model")[0]
+    caveats = built.markdown.read_text().split("## How this was measured")[1].split("## ")[0]
     kind = "not a tmpfs" if pages["on_directory"] is None else f"huge={pages['on_directory']}"
-    assert f"maps (shared: {pages['directory']}, " in caveats
+    assert f"maps ({out.stem}: {pages['directory']}, " in caveats
     assert kind in caveats
     assert f"# shared buffers' parts in {pages['directory']} (" in printed  # and the log

@@ -152,8 +152,8 @@ def test_gpu_summary_shows_device_steps_and_no_host_wait_share(generation, tmp_p
 
 def test_the_h200_profile_shows_no_wait_share_in_summary_or_report(tmp_path):
     from ring.nsys.summary import write_summary
-    from ring.report.inputs import load_profile
-    from ring.report.profiles import step_and_wait_tables
+    from ring.report.derive.profiles import step_and_wait_tables
+    from ring.report.load import load_profile
 
     h200 = Path(__file__).parent.parent / "results/reference/nvidia-h200/profiles/4gpu"
     text = write_summary(h200 / "tables", tmp_path / "summary.md").read_text()

@@ -168,28 +168,16 @@ def test_unknown_buffers_value_is_refused():
 
 
 def test_the_report_names_series_on_shared_buffers():
-    import pandas as pd
+    from ring.report.derive.series import label
 
-    from ring.report.analysis import label_series
-
-    rows = pd.DataFrame(
-        {
-            "backend": ["mpi", "mpi", "mpi-allreduce", "mpi-allreduce"],
-            "sync": ["none"] * 4,
-            "dtype": ["float32"] * 4,
-            "op": ["sum"] * 4,
-            "shared_devices": [False] * 4,
-            "run": ["r"] * 4,
-            "nodes": [2] * 4,
-            "algorithm": ["ring", "ring", "mpi-allreduce", "mpi-allreduce"],
-            "executor": [""] * 4,
-            "buffers": ["host", "shared", "host", "shared"],
-        }
-    )
-    series = [s.replace(" (one host)", "") for s in label_series(rows)["series"]]
-    assert series == [
-        "mpi",
-        "mpi (shared buffers)",
-        "mpi-allreduce",
-        "mpi-allreduce (shared buffers)",
+    rows = [
+        {"backend": backend, "sync": "none", "algorithm": algorithm, "buffers": buffers}
+        for backend, algorithm in (("mpi", "ring"), ("mpi-allreduce", "mpi-allreduce"))
+        for buffers in ("host", "shared")
+    ]
+    assert [label(r) for r in rows] == [
+        "mpi ring (host buffers)",
+        "mpi ring (shared buffers)",
+        "MPI_Allreduce (host buffers)",
+        "MPI_Allreduce (shared buffers)",
     ]

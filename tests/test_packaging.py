@@ -74,8 +74,8 @@ def venv(wheel, tmp_path_factory) -> Path:
 
 def test_wheel_carries_templates_and_license(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    assert "ring/report/templates/index.html.j2" in names
-    assert "ring/report/templates/report.md.j2" in names
+    assert "ring/report/render/templates/index.html.j2" in names
+    assert "ring/report/render/templates/report.md.j2" in names
     assert "ring/bench/seed_cpp/seed_ring.cpp" in names  # compiled on first use
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
 

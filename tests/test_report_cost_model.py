@@ -1,5 +1,5 @@
-"""The report's "Cost model" section: built from the committed default fits when the run
-has none, from the run's own fit when it has one, with its figure."""
+"""The report's "Cost model" section: built from the fits of this build's screens, the
+paper alone where there is none."""
 
 from __future__ import annotations
 
@@ -12,11 +12,15 @@ from test_model import TRUE, synthetic
 from ring.model import auto
 from ring.model.fit import fit_group
 from ring.model.table import load_fits, save_fits
-from ring.report.cost_model import HELD_OUT_MIN_BYTES, cost_model, links_file
-from ring.report.cost_model_figure import draw_cost_model
-from ring.report.fmt import format_number
+from ring.report.derive.original import links_file
+from ring.report.words.cost_model import HELD_OUT_MIN_BYTES, cost_model
+from ring.report.words.fmt import format_number
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fits(path: Path) -> list:
+    return [(fit, path) for fit in load_fits(path)]
 
 
 def _table(section, start: str):
@@ -24,43 +28,36 @@ def _table(section, start: str):
 
 
 @pytest.mark.slow
-def test_section_builds_from_the_committed_fits(tmp_path):
-    section = cost_model([tmp_path / "sweep.csv"])  # a run with no fit of its own
-    assert "committed default fits" in section.source
-    committed = [f for p in auto.default_fit_files() for f in load_fits(p)]
+def test_section_builds_from_the_fits_given(tmp_path):
+    given = [pair for p in auto.default_fit_files() for pair in _fits(p)]
+    section = cost_model(given)
+    assert "the fit of this build's screens" in section.source
     parameters = _table(section, "Fitted parameters")
-    assert len(parameters.rows) == sum(len(f.regimes()) for f in committed)
+    assert len(parameters.rows) == sum(len(f.regimes()) for f, _ in given)
     assert any(", inline (≤ 4 MiB per node)" in row[0] for row in parameters.rows)
-    assert {row[0].split(" on ")[0] for row in parameters.rows} >= {"cpu", "mpi", "gpu"}
     held = _table(section, "Held-out check")
-    for fit, row in zip(committed, held.rows, strict=True):
+    for (fit, _), row in zip(given, held.rows, strict=True):
         errors = [abs(h.error) for h in fit.held_out if h.nbytes >= HELD_OUT_MIN_BYTES]
         assert row[1] == str(len(errors))
     picks = [t for t in section.tables if t.title.startswith("What `auto` picks")]
-    assert len(picks) == len(committed)
-    for table, fit in zip(picks, committed, strict=True):
+    assert len(picks) == len(given)
+    for table, (fit, _) in zip(picks, given, strict=True):
         assert {row[0] for row in table.rows} == {"2", "4", "8"}
         assert {row[2] for row in table.rows} <= set(fit.algorithms)
-        assert "`auto` switches" in table.note
     published = _table(section, "The model beside published NCCL figures")
     assert published.rows and all(row[5].endswith("%") for row in published.rows)
     busbw = _table(section, "On paper")
     assert {row[1] for row in busbw.rows} == {str(1 << k) for k in range(1, 11)}
-    figure = draw_cost_model(section, tmp_path / "figures")
-    assert figure.drawn and figure.png.stat().st_size > 10_000
 
 
-def test_section_prefers_the_runs_own_fit(tmp_path):
-    folder = auto.DEFAULTS / "nvidia-h200"
-    for path in folder.iterdir():
-        shutil.copy(path, tmp_path / path.name)
-    section = cost_model([tmp_path / "gpu_sweep.csv"])
-    assert "this run's own fit" in section.source and str(tmp_path) in section.source
-    assert [row[0].split(" on ")[0] for row in _table(section, "Fitted parameters").rows] == ["gpu"]
+def test_without_a_fit_the_section_says_so_and_keeps_the_paper():
+    section = cost_model([])
+    assert "no fit of this build's screens was given" in section.source
+    assert [t.title.split(":")[0] for t in section.tables][:1] == ["On paper"]
 
 
 def test_missing_links_file_is_said_not_raised(tmp_path):
-    section = cost_model([tmp_path / "sweep.csv"], links=tmp_path / "none.yaml")
+    section = cost_model([], links=tmp_path / "none.yaml")
     assert any("paper predictions are absent" in s for s in section.sentences)
     assert not any(t.title.startswith("On paper") for t in section.tables)
 
@@ -72,7 +69,7 @@ def test_parameters_table_shows_sigma_and_when_it_applies(tmp_path):
     roomy = fit_group(synthetic(["ring", "rabenseifner"], 0.01, cores=8))
     roomy.key = {**roomy.key, "backend": "y"}
     save_fits(tmp_path / "model_fit.json", [oversubscribed, roomy], [])
-    section = cost_model([tmp_path / "sweep.csv"])
+    section = cost_model(_fits(tmp_path / "model_fit.json"))
     table = _table(section, "Fitted parameters")
     column = next(i for i, name in enumerate(table.header) if name.startswith("σ"))
     fitted, fixed = (row[column] for row in table.rows)
@@ -89,7 +86,7 @@ def test_parameters_table_shows_sigma_and_when_it_applies(tmp_path):
 def test_factors_table_shows_each_measured_algorithm_with_its_interval(tmp_path):
     fit = fit_group(synthetic(["ring", "recursive-doubling", "rabenseifner"], 0.01))
     save_fits(tmp_path / "model_fit.json", [fit], [])
-    table = _table(cost_model([tmp_path / "sweep.csv"]), "Per-algorithm factors")
+    table = _table(cost_model(_fits(tmp_path / "model_fit.json")), "Per-algorithm factors")
     assert [row[1] for row in table.rows] == ["rabenseifner", "recursive-doubling", "ring"]
     for row in table.rows:
         factors, spans = fit.factors[row[1]], fit.factor_interval[row[1]]
@@ -104,10 +101,10 @@ def test_the_links_file_is_named_from_the_project_not_the_machine(tmp_path, monk
     # The workflow runs in its own directory, a clean clone often in a temporary one: the
     # report's heading names config/links.yaml, not that folder.
     monkeypatch.chdir(tmp_path)
-    section = cost_model([tmp_path / "sweep.csv"])
+    section = cost_model([])
     assert _table(section, "On paper").title.endswith("parameters of `config/links.yaml`")
     elsewhere = tmp_path / "mine" / "links.yaml"  # in the working directory: from there
     elsewhere.parent.mkdir()
     shutil.copy(links_file(), elsewhere)
-    section = cost_model([tmp_path / "sweep.csv"], links=elsewhere)
+    section = cost_model([], links=elsewhere)
     assert _table(section, "On paper").title.endswith("parameters of `mine/links.yaml`")

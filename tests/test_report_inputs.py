@@ -11,7 +11,7 @@ import pytest
 from report_helpers import run_report, sweep_csvs
 
 from ring.report import ReportInputError, build_report, collect_inputs
-from ring.report.fmt import format_bytes, format_number
+from ring.report.words.fmt import format_bytes, format_number
 
 # --- bad input: a clear error naming the file, nothing written --------------------------
 
@@ -84,7 +84,7 @@ def test_bad_input_names_the_file_and_writes_nothing(results, tmp_path, damage, 
         path.write_text("\n".join([*lines[:2], ",".join(cells), *lines[3:]]))
     figures, report = existing_report(tmp_path)
     with pytest.raises(ReportInputError) as error:
-        others = [p for p in sweep_csvs(path.parent) if p != path]
+        others = [p for p in sweep_csvs(path.parent) if p != path and "confirm" not in p.name]
         build_report([*others, path], figures_dir=figures, out_dir=report)
     assert message in str(error.value) and "\n" not in str(error.value)
     assert str(path.parent) in str(error.value)
@@ -107,8 +107,8 @@ def test_cli_bad_input_exit_2_without_traceback(results, tmp_path):
 def test_no_sweep_at_all_is_an_error(tmp_path):
     (tmp_path / "results").mkdir()
     chosen = collect_inputs(results=tmp_path / "results")
-    with pytest.raises(ReportInputError, match="no sweep result given"):
-        build_report(chosen["sweeps"], figures_dir=tmp_path / "f", out_dir=tmp_path / "r")
+    with pytest.raises(ReportInputError, match="no result of this build given"):
+        build_report(chosen["runs"], figures_dir=tmp_path / "f", out_dir=tmp_path / "r")
 
 
 @pytest.mark.slow
@@ -116,7 +116,7 @@ def test_profile_without_tables_is_an_error(results, tmp_path):
     (tmp_path / "cpu").mkdir()
     with pytest.raises(ReportInputError, match=r"cpu/tables: missing"):
         build_report(
-            sweep_csvs(results / "cpu"),
+            [results / "cpu" / "sweep_n2_float32.csv"],
             profiles=[tmp_path / "cpu"],
             figures_dir=tmp_path / "f",
             out_dir=tmp_path / "r",
@@ -131,7 +131,7 @@ def test_malformed_profile_table_names_it(results, tmp_path):
     table.write_text(table.read_text().replace("total_ns", "total_time", 1))
     with pytest.raises(ReportInputError, match=re.escape(str(table))):
         build_report(
-            sweep_csvs(results / "cpu"),
+            [results / "cpu" / "sweep_n2_float32.csv"],
             profiles=[profile],
             figures_dir=tmp_path / "f",
             out_dir=tmp_path / "r",

@@ -18,7 +18,7 @@ from ring.bench.__main__ import main
 from ring.bench.results import check_pair, file_sha256, samples_path
 from ring.model.costs import ModelInputError
 from ring.model.data import load_groups
-from ring.report.inputs import ReportInputError, load_sweep
+from ring.report.load import ReportInputError, load_run
 
 TINY = ["-b", "1K", "-e", "64K", "-f", "4", "-n", "3", "-w", "1"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def test_merge_writes_the_samples_of_its_inputs_with_the_pair(tmp_path, capsys):
     inputs = [samples_path(p).read_text().splitlines() for p in (a, b)]
     assert len(calls) - 1 == sum(len(lines) - 1 for lines in inputs)
     assert check_pair(merged, json.loads(merged.with_suffix(".json").read_text())) is None
-    load_sweep(merged)  # the report takes it
+    load_run(merged)  # the report takes it
 
 
 def test_merge_over_an_earlier_merge_removes_its_stale_samples(tmp_path, capsys):
@@ -79,7 +79,7 @@ def test_stale_samples_beside_a_pair_are_refused_by_every_reader(tmp_path, capsy
     out = _run(tmp_path / "r.csv", "--seed", "2")
     samples_path(out).write_bytes(samples_path(first).read_bytes())  # another run's calls
     with pytest.raises(ReportInputError, match=r"r\.samples\.csv does not match .*r\.json"):
-        load_sweep(out)
+        load_run(out)
     with pytest.raises(ModelInputError, match="samples_sha256"):
         load_groups([out])
     assert main(["merge", "--out", str(tmp_path / "m.csv"), str(out)]) == 2
@@ -92,7 +92,7 @@ def test_a_csv_with_another_runs_json_is_refused_by_every_reader(tmp_path, capsy
     out.write_bytes(first.read_bytes())  # one run's CSV, the other's JSON
     expected = f"{out} does not match {out.with_suffix('.json')}"
     with pytest.raises(ReportInputError) as report:
-        load_sweep(out)
+        load_run(out)
     assert str(report.value).startswith(expected) and "\n" not in str(report.value)
     with pytest.raises(ModelInputError) as model:
         load_groups([out])

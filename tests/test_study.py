@@ -11,7 +11,7 @@ import pytest
 
 from ring.machine import count_gpus
 from ring.nsys import GpuNotFoundError, require_gpus
-from ring.report.inputs import load_not_measured
+from ring.report.load import load_not_measured
 from ring.study import EXPECTED, TARGETS, LeftOut, command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,39 +74,6 @@ def test_old_record_without_fields_is_refused_in_one_line(tmp_path):
     with pytest.raises(ReportInputError, match=r"where.*target") as error:
         load_not_measured(path)
     assert "\n" not in str(error.value)
-
-
-def test_one_host_label_comes_from_the_mpi_host_count():
-    import math
-
-    import pandas as pd
-
-    from ring.report.analysis import label_series
-
-    def row(backend, run, hosts, shared):
-        return {
-            **{"backend": backend, "sync": "none", "nodes": 2, "dtype": "float32", "op": "sum"},
-            **{"run": run, "machine": "", "mpi_hosts": hosts, "shared_devices": shared},
-            # The columns every schema-2 row has, as the harness fills them.
-            "algorithm": "ring" if backend in ("cpu", "mpi") else backend,
-            "executor": "nodes" if backend == "cpu" else "",
-            "buffers": "host" if backend.startswith("mpi") else "",
-        }
-
-    rows = pd.DataFrame(
-        [
-            row("mpi", "one", 1.0, False),  # new rows leave shared_devices empty (false)
-            row("mpi-allreduce", "two", 2.0, False),
-            row("mpi", "old", math.nan, True),  # written before mpi_hosts: its column said so
-            row("cpu", "threads", math.nan, False),
-        ]
-    )
-    labelled = label_series(rows).set_index("run")
-    assert labelled.loc["one", "base"] == "mpi (one host)"
-    assert labelled.loc["two", "base"] == "mpi-allreduce"
-    assert labelled.loc["old", "base"] == "mpi (one host)"
-    assert labelled.loc["threads", "base"] == "cpu"
-    assert list(labelled["one_host"]) == [True, False, True, False]
 
 
 def test_algorithm_sweep_flags_reach_the_harness():

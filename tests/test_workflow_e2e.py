@@ -128,7 +128,7 @@ def test_benchmark_jobs_never_overlap_even_with_spare_cores(e2e, tmp_path):
 
 
 def test_snakemake_report_carries_every_figure_with_its_caption(e2e):
-    from ring.report.figures import SPECS
+    from ring.report.draw.specs import SPECS
 
     workdir = e2e["workdir"]
     run_ok(workdir, "--report", "results/report/snakemake.html", *e2e["args"])

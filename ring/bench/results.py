@@ -55,7 +55,7 @@ def samples_path(csv_path: Path) -> Path:
 
 def busbw_factor(nodes: int) -> float:
     """nccl-tests' allreduce bus factor 2(N-1)/N; 0 for one node.  The one definition: the
-    report (:mod:`ring.report.analysis`) imports it."""
+    report imports it."""
     return 2 * (nodes - 1) / nodes if nodes > 1 else 0.0
 
 

@@ -1,5 +1,5 @@
-"""Percentile bootstrap of medians over timed calls: the one place both the report's
-ratio intervals (:mod:`ring.report.intervals`) and the model's ``check-auto`` draw them.
+"""Percentile bootstrap of medians over timed calls: how the model's ``check-auto`` draws
+the interval of a ratio of two series measured in one run.
 
 :func:`scipy.stats.bootstrap` resamples each series' calls with replacement (the series
 apart, in the order given) :data:`DRAWS` times from a generator the caller seeds, so a

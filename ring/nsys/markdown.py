@@ -1,6 +1,6 @@
 """How the profile summary writes numbers and tables: µs, percentages, MB, Markdown.
 
-:func:`markdown_table` is the project's one Markdown table writer (``ring.report.fmt``
+:func:`markdown_table` is the project's one Markdown table writer (``ring.report.words.fmt``
 re-exports it): it lives here because ``ring.nsys`` must not need the report's pandas.
 """
 

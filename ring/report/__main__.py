@@ -11,8 +11,8 @@ import argparse
 import sys
 
 from ..bench.outputs import directory_problem
-from .build import build_report, collect_inputs
-from .inputs import ReportInputError
+from .build import INPUT_KINDS, build_report, collect_inputs
+from .load import ReportInputError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,55 +20,80 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m ring.report",
         description="Build the study's figures and report (index.html, report.md).",
     )
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--sweep",
+        "--run",
+        dest="runs",
         action="append",
         default=[],
         metavar="CSV",
-        help="a ring.bench result CSV (its JSON beside it); repeat for several",
+        help="a ring.bench result CSV (its JSON beside it): a sweep, a screen, a run at the "
+        "original's size; repeat for several",
     )
-    parser.add_argument(
+    add(
+        "--confirm",
+        dest="confirmations",
+        action="append",
+        default=[],
+        metavar="CSV",
+        help="a launch set confirming a screen's picks (python -m ring.bench launches "
+        "--finalists): the findings come from these; repeatable",
+    )
+    add(
+        "--fit",
+        dest="fits",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="the α–β–γ model fitted to this build's screens (python -m ring.model fit "
+        "--variants); repeatable",
+    )
+    add(
         "--kernel-bw",
+        dest="kernel_bandwidth",
         action="append",
         default=[],
         metavar="CSV",
         help="the GPU reduction-kernel bandwidth CSV; repeatable",
     )
-    parser.add_argument(
+    add(
         "--profile",
+        dest="profiles",
         action="append",
         default=[],
         metavar="DIR",
         help="a profile folder holding tables/*.csv from ring.nsys; repeatable",
     )
-    parser.add_argument(
+    add(
         "--alternated",
         action="append",
         default=[],
         metavar="CSV",
         help="a `python -m ring.bench alternate` result (separate launches); repeatable",
     )
-    parser.add_argument(
+    add(
         "--not-measured",
         metavar="JSON",
         help="the workflow's record of what this machine left out and why "
         "(results/report/not_measured.json)",
     )
-    parser.add_argument(
+    add(
         "--reference",
+        dest="references",
         action="append",
         default=[],
         metavar="DIR",
         help="a folder of results measured on another machine (results/reference/<machine>), "
-        "drawn beside these and labelled with the folder's name; repeatable",
+        "shown in the appendix's Other machines section and nowhere else; repeatable",
     )
-    parser.add_argument(
+    add(
         "--results",
         metavar="DIR",
-        help="also take every result under DIR/{cpu,mpi,gpu}/*.csv and DIR/profiles/*/",
+        help="also take every result under DIR/{cpu,mpi,gpu}/, DIR/compare/ and DIR/profiles/",
     )
-    parser.add_argument("--figures", required=True, metavar="DIR", help="where figures go")
-    parser.add_argument("--out", required=True, metavar="DIR", help="where the report goes")
+    add("--figures", required=True, metavar="DIR", help="where figures go")
+    add("--out", required=True, metavar="DIR", help="where the report goes")
     return parser
 
 
@@ -80,22 +105,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ring.report: {problem}", file=sys.stderr)
             return 2
     try:
+        named = {k: getattr(args, k) for k in INPUT_KINDS if k != "not_measured"}
         chosen = collect_inputs(
-            args.sweep,
-            args.kernel_bw,
-            args.profile,
             args.results,
-            args.not_measured,
-            args.reference,
-            args.alternated,
+            **named,
+            not_measured=[args.not_measured] if args.not_measured else [],
+            references=args.references,
         )
+        record = chosen.pop("not_measured")
         result = build_report(
-            chosen["sweeps"],
-            kernel_bandwidth=chosen["kernel_bandwidth"],
-            profiles=chosen["profiles"],
-            not_measured=next(iter(chosen["not_measured"]), None),
-            references=chosen["references"],
-            alternated=chosen["alternated"],
+            chosen.pop("runs"),
+            **chosen,
+            not_measured=record[0] if record else None,
             figures_dir=args.figures,
             out_dir=args.out,
         )

@@ -1,4 +1,5 @@
-"""Building figures and report in one call; what the workflow's report rule runs."""
+"""Building figures and report in one call, stage by stage: load → derive → draw → render
+(the words are formatted as the pages ask for them); what the workflow's report rule runs."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .alternation import load_alternated
-from .figures import Figure, draw_figures
-from .inputs import ReportInputError, load_inputs
-from .model import ReportModel
-from .render import render
+from .derive.model import ReportModel
+from .draw.figures import draw_figures
+from .draw.specs import Figure
+from .load import ReportInputError, load_inputs
+from .render.render import render
 
 __all__ = [
     "BuildResult",
@@ -45,56 +46,68 @@ class BuildResult:
         return [f.spec.name for f in self.figures if not f.drawn]
 
 
+# What a workflow's results/ holds, by the input it is to the report.
+INPUT_KINDS = (
+    "runs",
+    "confirmations",
+    "fits",
+    "kernel_bandwidth",
+    "profiles",
+    "alternated",
+    "not_measured",
+)
+
+
+def _is_launch_set(csv_path: Path) -> bool:
+    import json
+
+    try:
+        meta = json.loads(csv_path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("kind") == "launches"
+
+
 def discover(results: str | Path) -> dict[str, list[Path]]:
     """The result files under a workflow's ``results/`` folder, by kind.
 
-    ``results/{cpu,mpi,gpu}/*.csv`` are sweeps, except CSVs whose name says ``kernel``
-    (the kernel-bandwidth sweep); ``results/profiles/*/`` with a ``tables/`` folder are
-    profiles; ``results/report/not_measured.json`` is the workflow's record of what it left
-    out.  Committed reference runs (``results/reference/``) are not picked up: they come from
-    other machines, and join a report only when named
-    (:func:`~ring.report.inputs.discover_reference`).
+    ``results/{cpu,mpi,gpu}/*.csv`` are runs, or launch sets where their JSON says so,
+    except CSVs whose name says ``kernel`` (the kernel-bandwidth sweep); ``model_fit.json``
+    there are fits; ``results/profiles/*/`` with a ``tables/`` folder are profiles;
+    ``results/compare/*.csv`` alternated launches; ``results/report/not_measured.json`` the
+    workflow's record of what it left out.  Committed reference runs
+    (``results/reference/``) are not picked up: they come from other machines, and join a
+    report only when named, in a section of their own.
     """
     results = Path(results)
     if not results.is_dir():
         raise ReportInputError(f"{results}: no such results folder")
-    sweeps: list[Path] = []
-    kernel: list[Path] = []
+    found: dict[str, list[Path]] = {kind: [] for kind in INPUT_KINDS}
     for kind in ("cpu", "mpi", "gpu"):
         for csv_path in sorted((results / kind).glob("*.csv")):
             if csv_path.name.endswith(".samples.csv"):
-                continue  # the timed calls of the sweep beside it
-            (kernel if "kernel" in csv_path.stem else sweeps).append(csv_path)
-    profiles = sorted(p for p in (results / "profiles").glob("*") if (p / "tables").is_dir())
+                continue  # the timed calls of the run beside it
+            if "kernel" in csv_path.stem:
+                found["kernel_bandwidth"].append(csv_path)
+            elif _is_launch_set(csv_path):
+                found["confirmations"].append(csv_path)
+            else:
+                found["runs"].append(csv_path)
+        found["fits"] += sorted((results / kind).glob("model_fit.json"))
+    found["profiles"] = sorted(
+        p for p in (results / "profiles").glob("*") if (p / "tables").is_dir()
+    )
+    found["alternated"] = sorted((results / "compare").glob("*.csv"))
     record = results / "report" / "not_measured.json"
-    alternated = sorted((results / "compare").glob("*.csv"))
-    return {
-        "alternated": alternated,
-        "sweeps": sweeps,
-        "kernel_bandwidth": kernel,
-        "profiles": profiles,
-        "not_measured": [record] if record.is_file() else [],
-    }
+    found["not_measured"] = [record] if record.is_file() else []
+    return found
 
 
-def collect_inputs(
-    sweeps=(),
-    kernel_bandwidth=(),
-    profiles=(),
-    results: str | Path | None = None,
-    not_measured: str | Path | None = None,
-    references=(),
-    alternated=(),
-) -> dict[str, list[Path]]:
-    """Named inputs plus, with ``results``, what :func:`discover` finds there (no repeats)."""
-    chosen = {
-        "references": [Path(p) for p in references],
-        "sweeps": [Path(p) for p in sweeps],
-        "kernel_bandwidth": [Path(p) for p in kernel_bandwidth],
-        "profiles": [Path(p) for p in profiles],
-        "not_measured": [] if not_measured is None else [Path(not_measured)],
-        "alternated": [Path(p) for p in alternated],
-    }
+def collect_inputs(results: str | Path | None = None, **named) -> dict[str, list[Path]]:
+    """Named inputs (by :data:`INPUT_KINDS`, plus ``references``) and, with ``results``,
+    what :func:`discover` finds there that was not named."""
+    chosen = {kind: [Path(p) for p in named.get(kind) or ()] for kind in INPUT_KINDS}
+    chosen["references"] = [Path(p) for p in named.get("references") or ()]
     if results is not None:
         for kind, paths in discover(results).items():
             if kind == "not_measured" and chosen[kind]:
@@ -129,36 +142,43 @@ def build_figures(model: ReportModel, figures_dir: str | Path) -> list[Figure]:
 
 
 def build_report(
-    sweeps,
+    runs=(),
     *,
     figures_dir: str | Path,
     out_dir: str | Path,
+    confirmations=(),
+    fits=(),
     kernel_bandwidth=(),
     profiles=(),
+    alternated=(),
     not_measured: str | Path | None = None,
     references=(),
-    alternated=(),
 ) -> BuildResult:
-    """Load the inputs, draw the figures, write ``out_dir/index.html`` and ``report.md``
-    (the findings first, at most 250 lines of Markdown) and their appendix
-    (``appendix.html``, ``appendix.md``: everything else).
+    """Load the inputs, derive every table, draw the figures, write ``out_dir/index.html``
+    and ``report.md`` (the findings first, at most 250 lines of Markdown) and their
+    appendix (``appendix.html``, ``appendix.md``).
 
-    ``sweeps`` are ``ring.bench`` CSVs (each with its JSON beside it), at least one;
-    ``kernel_bandwidth`` the GPU kernel sweep CSVs; ``profiles`` ``results/profiles/<name>``
-    folders; ``not_measured`` the workflow's ``not_measured.json`` (what it left out on this
-    machine and why); ``references`` committed folders measured on other machines
-    (``results/reference/<machine>``), drawn beside this run's results and labelled with
-    the folder's name.  Every named input is required: a missing or malformed one raises
-    :class:`ReportInputError` naming the file before anything is written.  What is not
-    named is listed in the report as not measured.
+    ``runs`` are ``ring.bench`` CSVs (each with its JSON beside it); ``confirmations``
+    launch sets of a screen's picks (their findings); ``fits`` the model fitted to this
+    build's screens; ``references`` committed folders of other machines
+    (``results/reference/<machine>``), shown in a section of their own and nowhere else.
+    Every named input is required: a missing or malformed one raises
+    :class:`ReportInputError` naming the file before anything is written.
     """
     started = time.perf_counter()
     inputs = load_inputs(
-        list(sweeps), list(kernel_bandwidth), list(profiles), not_measured, list(references)
+        list(runs),
+        confirmations=list(confirmations),
+        fits=list(fits),
+        kernel_bandwidth=list(kernel_bandwidth),
+        profiles=list(profiles),
+        alternated=list(alternated),
+        not_measured=not_measured,
+        references=list(references),
     )
-    model = ReportModel(inputs, [load_alternated(p) for p in alternated])
+    model = ReportModel(inputs)
     # Derive every table before drawing, so bad data fails before any file changes.
-    _ = (model.caveats, model.not_measured, model.ceiling_fractions, model.scaling, model.gate)
+    _ = (model.confirmations, model.regimes, model.nccl_tables, model.not_measured)
     figures = build_figures(model, figures_dir)
     markdown, html = render(model, figures, out_dir)
     return BuildResult(html, markdown, figures, time.perf_counter() - started)

@@ -312,6 +312,11 @@ class Study:
             files += self.joint_sweep_files("mpi") + self.algorithm_files("mpi")
         return files + self.gpu_files_here() + self.algorithm_files("gpu")
 
+    def fits_here(self) -> list[str]:
+        """The model fitted to each kind's screens, of the kinds this machine screens."""
+        kinds = ["cpu", *(["mpi"] if self.machine.mpi.ok else [])]
+        return [self.path(f"{kind}/model_fit.json") for kind in kinds if self.algorithm_files(kind)]
+
     def confirmations_here(self) -> list[str]:
         """Every confirmation launch set this machine can produce."""
         files = self.confirm_files("cpu")

@@ -17,7 +17,6 @@ from ring.study import (
     left_out,
     probe_machine,
     run_stem,
-    sweep_stem,
 )
 from ring.study.targets import MPI_HINT, PROFILE_GPUS
 
@@ -101,11 +100,10 @@ def not_measured_records():
 
 def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
-    args = [f"--reference {path}" for path in input.references]
-    args += [f"--sweep {path}" for path in input.sweeps]
-    args += [f"--confirm {path}" for path in input.confirmations]
-    args += [f"--kernel-bw {path}" for path in input.kernel_bw]
-    args += [f"--alternated {path}" for path in input.alternated]
+    flags = {"--reference": input.references, "--sweep": input.sweeps, "--fit": input.fits}
+    flags.update({"--confirm": input.confirmations, "--kernel-bw": input.kernel_bw})
+    flags["--alternated"] = input.alternated
+    args = [f"{flag} {path}" for flag, paths in flags.items() for path in paths]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
     args.append(f"--not-measured {input.not_measured}")
     return " ".join(args)
@@ -114,7 +112,7 @@ def report_args(wildcards, input):
 def figure_captions():
     """Figure name -> caption, as the report module words them (for `snakemake --report`)."""
     try:
-        from ring.report.figures import FIGURES
+        from ring.report.draw.specs import FIGURES
     except ImportError:
         # Snakemake may run from an environment without the package (jobs then use
         # envs/analysis.yaml); the figures still carry the caption's generic part.

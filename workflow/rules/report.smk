@@ -16,10 +16,31 @@ rule not_measured:
         "../scripts/write_not_measured.py"
 
 
+# The α–β–γ model fitted to each kind's screens (every algorithm, each way of running it),
+# from which the report splits a finding's time into steps, bytes moved and bytes reduced.
+
+
+rule model_fit:
+    input:
+        screens=lambda wildcards: STUDY.algorithm_files(wildcards.kind),
+    output:
+        STUDY.path("{kind}/model_fit.json"),
+    log:
+        STUDY.path("logs/{kind}/model_fit.log"),
+    wildcard_constraints:
+        kind="cpu|mpi",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "python -m ring.model fit --variants {input.screens} --out {output} > {log} 2>&1"
+
+
 rule build_report:
     input:
         sweeps=STUDY.sweeps_here(),
         confirmations=STUDY.confirmations_here(),
+        fits=STUDY.fits_here(),
         kernel_bw=STUDY.kernel_bw_here(),
         alternated=STUDY.compare_here(),
         tables=[f"{STUDY.profile_dir(name)}/tables" for name in STUDY.profiles_here()],

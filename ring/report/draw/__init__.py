@@ -1,0 +1,1 @@
+"""The report's fourth stage: the figures, PNG and SVG, one question each."""
