@@ -167,9 +167,9 @@ up() {
     if ! [[ $count =~ ^[0-9]+$ ]] || [ "$count" -lt 1 ] || [ "$count" -gt 64 ]; then
         die "up K: K must be a number of hosts from 1 to 64, got $count"
     fi
+    check_name
     need_root
     need_namespaces
-    check_name
     if [ -f "$(state)/hosts" ] && [ "$(wc -l <"$(state)/hosts")" -eq "$count" ] && healthy; then
         local index
         for index in $(seq 0 $((count - 1))); do apply_rate "$index"; done
@@ -229,6 +229,7 @@ bring_up() {
             holder "$host" "$dir/etc-hosts" "$dir/$host.ready" \
             </dev/null >/dev/null 2>"$dir/$host.holder.log" &
         pid=$!
+        disown
         echo "$pid" >"$dir/$host.pid"
         wait_ready "$host" "$pid"
         apply_rate "$index"
@@ -376,6 +377,7 @@ failure_cause() {
 set_link() {
     local host=$1 updown=$2
     [[ $updown =~ ^(up|down)$ ]] || die "link HOST up|down, got $updown"
+    hosts_of >/dev/null
     holder_of "$host" >/dev/null
     try ip link set "$host" "$updown"
     try enter "$host" ip link set eth0 "$updown"
@@ -384,6 +386,7 @@ set_link() {
 
 kill_host() {
     local host=$1 holder pid count=0
+    hosts_of >/dev/null
     holder=$(holder_of "$host")
     for pid in $(ip netns pids "$host"); do
         [ "$pid" = "$holder" ] && continue
@@ -440,7 +443,10 @@ case $command in
         args=("${args[@]:1}")
         [ "${args[0]}" != -- ] || args=("${args[@]:1}")
         [ ${#args[@]} -ge 1 ] || usage
-        enter "$host" "${args[@]}"
+        # exec: whoever started this holds the command's own process (slurm.sh kills it).
+        hosts_of >/dev/null
+        pid=$(holder_of "$host")
+        exec nsenter --target "$pid" --net --uts --ipc --mount --wd="$PWD" -- "${args[@]}"
         ;;
     rsh) [ ${#args[@]} -ge 2 ] || usage; rsh "${args[@]}" ;;
     mpirun) run_mpirun "${args[@]}" ;;
