@@ -290,6 +290,7 @@ down_quietly() {
         ip link delete "$link" 2>/dev/null || true
     done
     rm -rf "$(state)"
+    rmdir "$state_root" 2>/dev/null || true  # when no other set is up
 }
 
 status() {

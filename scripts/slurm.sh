@@ -244,6 +244,7 @@ down_quietly() {
         for _ in $(seq 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
     done
     rm -rf "$(state)"
+    rmdir "$state_root" 2>/dev/null || true  # when no other set is up
 }
 
 status() {
