@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up this checkout on a fresh Debian 12 machine: system packages (Open MPI, g++, Nsight
-# Systems, Chromium for the report test) and a virtual environment in .venv with the project.
+# Systems; for the tests also Chromium, iproute2 and SLURM with munge) and a virtual
+# environment in .venv with the project.
 #
 #   bash scripts/setup.sh          # what `snakemake --cores 8 all` (and --report, and
 #                                  # --profile profiles/slurm) needs
@@ -29,8 +30,9 @@ if [ "${RING_SKIP_APT:-0}" != 1 ]; then
   packages=(openmpi-bin libopenmpi-dev g++)
   # Debian's own python3 needs python3-venv for `python3 -m venv`.
   python3 -c "import ensurepip" 2>/dev/null || packages+=(python3-venv)
-  # The report test renders the page in headless Chromium.
-  [ "$mode" = test ] && packages+=(chromium)
+  # The report test renders the page in headless Chromium; the cluster tests bring up
+  # emulated hosts (scripts/hosts.sh: ip, tc) and a SLURM cluster (scripts/slurm.sh).
+  [ "$mode" = test ] && packages+=(chromium iproute2 munge slurmctld slurmd slurm-client)
   missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
