@@ -143,14 +143,14 @@ def _asked_of_every_job(job: dict[str, str]) -> None:
 def test_the_profile_runs_the_rules_on_a_real_slurm_as_a_local_run_would(cluster, tmp_path):
     workdir = copy_workflow(tmp_path / "slurm")
     jobs = submit(cluster, workdir, SWEEPS)
-    assert set(jobs) == {"cpu_bench", "mpi_bench"}, jobs
+    assert set(jobs) == {"cpu_run", "mpi_run"}, jobs
     for job in jobs.values():
         _asked_of_every_job(job)
-    # cpu_bench: one task with a core per node thread; mpi_bench: one task per rank, which
+    # cpu_run: one task with a core per node thread; mpi_run: one task per rank, which
     # the rule starts with the profile's launcher, srun.
-    assert (jobs["cpu_bench"]["NumTasks"], jobs["cpu_bench"]["CPUs/Task"]) == ("1", "2")
-    assert (jobs["mpi_bench"]["NumTasks"], jobs["mpi_bench"]["CPUs/Task"]) == ("2", "1")
-    slurm_log = Path(jobs["mpi_bench"]["StdOut"]).read_text()
+    assert (jobs["cpu_run"]["NumTasks"], jobs["cpu_run"]["CPUs/Task"]) == ("1", "2")
+    assert (jobs["mpi_run"]["NumTasks"], jobs["mpi_run"]["CPUs/Task"]) == ("2", "1")
+    slurm_log = Path(jobs["mpi_run"]["StdOut"]).read_text()
     assert "srun -n 2 python -m mpi4py -m ring.bench" in slurm_log, slurm_log
 
     local = copy_workflow(tmp_path / "local")
@@ -173,7 +173,7 @@ def test_an_mpi_rule_spans_two_emulated_hosts_through_srun(host_cluster, tmp_pat
     spread = tmp_path / "spread.yaml"
     spread.write_text("mpi:\n  one_rank_per_machine: true\n")
     jobs = submit(host_cluster, workdir, SWEEPS[1:], str(spread))
-    job = jobs["mpi_bench"]
+    job = jobs["mpi_run"]
     _asked_of_every_job(job)
     assert (job["NumNodes"], job["NumTasks"]) == ("2", "2"), job
     assert job["NodeList"] == f"{host_cluster}-h[0-1]", job

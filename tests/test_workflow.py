@@ -16,9 +16,11 @@ import pytest
 from workflow_helpers import (
     ALL_ALGORITHMS,
     COMPARE_JOBS,
+    CONFIRM_JOBS,
     CPU_BACKENDS,
     CPU_JOBS,
     MPI_JOBS,
+    ORIGINAL_JOBS,
     ROOT,
     TIMED_RULES,
     counts,
@@ -36,14 +38,21 @@ pytestmark = pytest.mark.slow
 # -- plans -------------------------------------------------------------------------------
 
 
+def _runs(jobs, rule: str, run: str) -> list:
+    return [job for job in jobs if job.rule == rule and job.wildcards.get("run") == run]
+
+
 @needs_mpi4py
 def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_path):
     jobs = dry_run(workdir, ["all"], pinned_config(tmp_path, stubs), config_args=["gpus=0"])
     assert counts(jobs) == {
-        "cpu_bench": CPU_JOBS,
-        "cpu_algorithms": CPU_JOBS,
-        "mpi_bench": MPI_JOBS,
-        "mpi_algorithms": MPI_JOBS,
+        # cpu: a sweep and a screen per N and the original's size; mpi: a sweep and a screen
+        "cpu_run": 2 * CPU_JOBS + ORIGINAL_JOBS,
+        "mpi_run": 2 * MPI_JOBS,
+        "finalists": CONFIRM_JOBS["cpu"] + CONFIRM_JOBS["mpi"],
+        "cpu_confirm": CONFIRM_JOBS["cpu"],
+        "mpi_confirm": CONFIRM_JOBS["mpi"],
+        "model_fit": 2,
         "compare_bench": COMPARE_JOBS,
         "nsys_profile_cpu": 1,
         "nsys_overhead_cpu": 1,
@@ -51,10 +60,14 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         "build_report": 1,
         "all": 1,
     }
-    cpu = {Path(job.output[0]).name for job in jobs if job.rule == "cpu_bench"}
-    assert cpu == {f"sweep_n{nodes}_float32.csv" for nodes in (2, 3)}
-    cpu_shell = next(job.shell for job in jobs if job.rule == "cpu_bench")
+    sweeps = _runs(jobs, "cpu_run", "sweep")
+    assert {Path(job.output[0]).name for job in sweeps} == {
+        f"sweep_n{nodes}_float32.csv" for nodes in (2, 3)
+    }
+    cpu_shell = sweeps[0].shell
     assert f"--backend {','.join(CPU_BACKENDS)}" in cpu_shell
+    # The sweeps time out of place too (nccl-tests' tables); the screens in place only.
+    assert "--out-of-place 1" in cpu_shell
     report = next(job for job in jobs if job.rule == "build_report")
     assert report.output == [
         "results/figures",
@@ -63,23 +76,31 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
         "results/report/appendix.md",
         "results/report/appendix.html",
     ]
-    assert report.shell.count("--sweep ") == 2 * (CPU_JOBS + MPI_JOBS)
-    # Every algorithm in one run per N, over the algorithms' own (ci: tiny) size range; the
-    # ring-only sweeps stay as they were.
-    for rule in ("cpu_algorithms", "mpi_algorithms"):
-        shell = next(job.shell for job in jobs if job.rule == rule)
-        assert f"--algorithm {ALL_ALGORITHMS}" in shell and "-e 16K -f 4" in shell, shell
-        assert f"--sweep results/{rule[:3]}/algorithms_n2_float32.csv" in report.shell
+    assert report.shell.count("--sweep ") == 2 * (CPU_JOBS + MPI_JOBS) + ORIGINAL_JOBS
+    assert report.shell.count("--confirm ") == 2 and report.shell.count("--fit ") == 2
+    # Every algorithm in one run per N (the screen), over the algorithms' own (ci: tiny)
+    # size range, beside the kind's peers; the ring-only sweeps stay as they were.
+    for rule, kind in (("cpu_run", "cpu"), ("mpi_run", "mpi")):
+        (screen, *_) = _runs(jobs, rule, "algorithms")
+        assert f"--algorithm {ALL_ALGORITHMS}" in screen.shell and "-e 16K -f 4" in screen.shell
+        assert f"--sweep results/{kind}/algorithms_n2_float32.csv" in report.shell
     assert "--algorithm" not in cpu_shell
-    cpu_algorithms = next(j.shell for j in jobs if j.rule == "cpu_algorithms")
-    assert "--sync pairwise " in cpu_algorithms and "--executor nodes,slices " in cpu_algorithms
-    # Beside the kind's peers, in the same run: the findings compare our fastest with them.
-    assert f"--backend {','.join(CPU_BACKENDS)} " in cpu_algorithms, cpu_algorithms
-    mpi_shell = next(j.shell for j in jobs if j.rule == "mpi_algorithms")
-    assert "--backend mpi,mpi-allreduce " in mpi_shell, mpi_shell
-    # The cpu backend's flag only (it means nothing to mpi); the ring-only sweep stays plain.
-    mpi_algorithms = next(j.shell for j in jobs if j.rule == "mpi_algorithms")
-    assert "--executor" not in mpi_algorithms and "--executor" not in cpu_shell
+    (cpu_screen, *_) = _runs(jobs, "cpu_run", "algorithms")
+    assert "--sync pairwise " in cpu_screen.shell and "--executor nodes,slices " in cpu_screen.shell
+    assert f"--backend {','.join(CPU_BACKENDS)} " in cpu_screen.shell, cpu_screen.shell
+    (mpi_screen,) = _runs(jobs, "mpi_run", "algorithms")
+    assert "--backend mpi,mpi-allreduce " in mpi_screen.shell, mpi_screen.shell
+    assert "--executor" not in mpi_screen.shell and "--executor" not in cpu_shell
+    # The confirmations: launch sets of the screen's finalists, the screen's flags.
+    (confirm,) = [j for j in jobs if j.rule == "cpu_confirm"]
+    assert "launches --launches 3 --finalists results/cpu/finalists_n2_float32.json" in (
+        confirm.shell
+    )
+    assert "--executor nodes,slices" in confirm.shell and "-e 16K -f 4" in confirm.shell
+    (confirm,) = [j for j in jobs if j.rule == "mpi_confirm"]
+    assert "--launcher 'mpirun" in confirm.shell and "-n 2'" in confirm.shell
+    (original,) = _runs(jobs, "cpu_run", "original")
+    assert "-b 64K -e 64K" in original.shell and "--executor nodes,slices" in original.shell
     assert report.shell.count("--alternated ") == COMPARE_JOBS
     compare = next(job for job in jobs if job.rule == "compare_bench")
     assert "alternate --nodes 2 --rounds 2" in compare.shell and "-- -d float32" in compare.shell
@@ -93,10 +114,10 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
 def test_ring_sweeps_time_out_and_mpi_ranks_abort_together(workdir, stubs, tmp_path):
     jobs = dry_run(workdir, ["cpu", "mpi"], pinned_config(tmp_path, stubs))
     for job in jobs:
-        if job.rule == "mpi_bench":
+        if job.rule == "mpi_run":
             # One rank's exception ends the job (mpi4py's runner), and a hang ends in time.
             assert " python -m mpi4py -m ring.bench " in job.shell, job.shell
-        if job.rule in ("mpi_bench", "cpu_bench"):
+        if job.rule in ("mpi_run", "cpu_run", "cpu_confirm", "mpi_confirm"):
             assert "--timeout 3600" in job.shell, job.shell
 
 
@@ -109,7 +130,7 @@ def test_all_with_four_gpus_adds_gpu_sweeps_kernel_and_profiles(workdir, stubs, 
     assert plan["gpu_algorithms"] == 2
     assert plan["kernel_bw_sweep"] == 1
     assert plan["nsys_profile_gpu"] == 2
-    assert plan["mpi_bench"] == 0
+    assert plan["mpi_run"] == 0
     gpu = sorted(
         (job.wildcards["backend"], job.wildcards["nodes"])
         for job in jobs
@@ -176,11 +197,15 @@ def test_gpus_auto_counts_what_nvidia_smi_lists_and_cuda_lets_us_see(workdir, st
 @pytest.mark.parametrize(
     ("target", "config_args", "expected"),
     [
-        ("cpu", [], {"cpu_bench": CPU_JOBS, "cpu_algorithms": CPU_JOBS, "cpu": 1}),
+        (
+            "cpu",
+            [],
+            {"cpu_run": 2 * CPU_JOBS + ORIGINAL_JOBS, "finalists": 1, "cpu_confirm": 1, "cpu": 1},
+        ),
         pytest.param(
             "mpi",
             [],
-            {"mpi_bench": MPI_JOBS, "mpi_algorithms": MPI_JOBS, "mpi": 1},
+            {"mpi_run": 2 * MPI_JOBS, "finalists": 1, "mpi_confirm": 1, "mpi": 1},
             marks=needs_mpi4py,
         ),
         ("gpu", ["gpus=4"], {"gpu_bench": 4, "gpu_algorithms": 2, "gpu": 1}),
@@ -205,8 +230,10 @@ def test_report_target_builds_the_report_from_everything_measurable(workdir, stu
     pinned = pinned_config(tmp_path, stubs, mpi=False)
     jobs = dry_run(workdir, ["report"], pinned, config_args=["gpus=0"])
     assert counts(jobs) == {
-        "cpu_bench": CPU_JOBS,
-        "cpu_algorithms": CPU_JOBS,
+        "cpu_run": 2 * CPU_JOBS + ORIGINAL_JOBS,
+        "finalists": 1,
+        "cpu_confirm": 1,
+        "model_fit": 1,
         "nsys_profile_cpu": 1,
         "nsys_overhead_cpu": 1,
         "not_measured": 1,
@@ -221,7 +248,7 @@ def test_every_timed_job_takes_the_exclusive_resource(workdir, stubs, tmp_path):
     jobs = dry_run(workdir, ["all"], pinned_config(tmp_path, stubs), config_args=["gpus=4"])
     planned = {job.rule for job in jobs}
     mpi = importlib.util.find_spec("mpi4py") is not None
-    without_mpi = TIMED_RULES - {"mpi_bench", "mpi_algorithms", "compare_bench"}
+    without_mpi = TIMED_RULES - {"mpi_run", "mpi_confirm", "compare_bench"}
     assert planned >= (TIMED_RULES if mpi else without_mpi)
     for job in jobs:
         if job.rule in TIMED_RULES:
@@ -247,7 +274,7 @@ def test_slurm_profile_requests_gpus_tasks_and_srun():
     assert "RING_SLURM_PARTITION" in profile["default-resources"]["slurm_partition"]
     assert "RING_SLURM_ACCOUNT" in profile["default-resources"]["slurm_account"]
     rules = profile["set-resources"]
-    assert rules["mpi_bench"]["mpi"] == "srun"
+    assert rules["mpi_run"]["mpi"] == rules["mpi_confirm"]["mpi"] == "srun"
     for rule in ("gpu_bench", "kernel_bw_sweep", "nsys_profile_gpu"):
         assert rules[rule]["cpus_per_gpu"] >= 1
     bench = (ROOT / "workflow/rules/bench.smk").read_text()

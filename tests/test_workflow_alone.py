@@ -73,7 +73,7 @@ def test_snakemake_alone_plans_the_study(workdir, stubs, tmp_path, snakemake_alo
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     rules = Counter(job.rule for job in parse_plan(output))
-    assert rules["cpu_bench"] and rules["build_report"], rules
+    assert rules["cpu_run"] and rules["build_report"], rules
     # No project environment to run the jobs in: one line says what they need.
     assert "has no NumPy and there is no .venv" in output
     assert "Traceback" not in output

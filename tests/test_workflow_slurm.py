@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow
 
 SLURM_ENV = {"RING_SLURM_PARTITION": "test-partition", "RING_SLURM_ACCOUNT": "test-account"}
 # The plan fixtures workdir and stubs (a copy of the workflow, stub mpirun and nsys): conftest.py.
-TIMED = {"cpu_bench", "mpi_bench", "gpu_bench", "kernel_bw_sweep", "nsys_profile_cpu"}
-TIMED |= {"cpu_algorithms", "mpi_algorithms", "gpu_algorithms"}
+TIMED = {"cpu_run", "mpi_run", "gpu_bench", "kernel_bw_sweep", "nsys_profile_cpu"}
+TIMED |= {"cpu_confirm", "mpi_confirm", "gpu_algorithms"}
 
 
 def slurm_plan(workdir, env, target, *args):
@@ -57,7 +57,7 @@ def test_every_job_gets_the_slurm_profile_resources(workdir, stubs, tmp_path):
         assert job.resources["runtime"] == "120", job
         if job.rule in TIMED:
             assert job.resources["slurm_extra"] == "--exclusive", job
-    mpi = [job for job in jobs if job.rule in ("mpi_bench", "mpi_algorithms")]
+    mpi = [job for job in jobs if job.rule in ("mpi_run", "mpi_confirm")]
     assert len({job.rule for job in mpi}) == 2
     assert all(job.resources["mpi"] == "srun" for job in mpi)
     assert all(job.resources["tasks"] == job.wildcards["nodes"] for job in mpi)
@@ -71,7 +71,7 @@ def test_one_rank_per_machine_asks_for_as_many_machines_as_ranks(workdir, stubs,
         workdir, SLURM_ENV, "mpi", "--configfile", pinned_config(tmp_path, stubs), str(spread)
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    mpi = [job for job in parse_plan(done.stdout + done.stderr) if job.rule == "mpi_bench"]
+    mpi = [job for job in parse_plan(done.stdout + done.stderr) if job.rule == "mpi_run"]
     assert mpi
     for job in mpi:
         assert job.resources["nodes"] == job.resources["tasks"] == job.wildcards["nodes"]
@@ -108,9 +108,9 @@ case {name} in
 esac
 exit 0
 """
-CPU_RULES = {"cpu_bench", "cpu_algorithms", "mpi_bench", "mpi_algorithms", "compare_bench"}
+CPU_RULES = {"cpu_run", "cpu_confirm", "mpi_run", "mpi_confirm", "compare_bench"}
 GPU_RULES = {"gpu_bench", "gpu_algorithms", "kernel_bw_sweep", "nsys_profile_gpu"}
-MPI_RULES = {"mpi_bench", "mpi_algorithms", "compare_bench"}
+MPI_RULES = {"mpi_run", "mpi_confirm", "compare_bench"}
 
 
 def _submitted(log) -> dict[str, list[list[str]]]:

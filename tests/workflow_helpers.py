@@ -143,14 +143,18 @@ ALL_ALGORITHMS = (
     "ring,ring-segmented,ring-bidirectional,recursive-doubling,rabenseifner,hierarchical,direct,"
     "reduce-broadcast"
 )
+# config/ci.yaml's confirmation (every screened N, cpu and mpi: one launch set each) and its
+# run at the original study's size (cpu N = 2).
+CONFIRM_JOBS = {"cpu": 1, "mpi": 1}
+ORIGINAL_JOBS = 1
 TIMED_RULES = {
-    "cpu_algorithms",
-    "mpi_algorithms",
+    "cpu_run",
+    "mpi_run",
+    "cpu_confirm",
+    "mpi_confirm",
     "gpu_algorithms",
     "compare_bench",
     "nsys_overhead_cpu",
-    "cpu_bench",
-    "mpi_bench",
     "gpu_bench",
     "kernel_bw_sweep",
     "nsys_profile_cpu",

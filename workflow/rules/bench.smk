@@ -96,7 +96,7 @@ rule compare_bench:
     threads: lambda wildcards: int(wildcards.nodes)
     resources:
         bench=1,
-        # Its MPI launches start one rank per node: the job asks for them as mpi_bench does.
+        # Its MPI launches start one rank per node: the job asks for them as mpi_run does.
         tasks=lambda wildcards: int(wildcards.nodes),
         mpi=config["mpi"]["launcher"],
         nodes=lambda wildcards: STUDY.mpi_machines(nodes_of(wildcards)),
