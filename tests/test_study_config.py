@@ -51,7 +51,10 @@ BAD = {
     ),
     "empty launcher": ({"mpi": {"launcher": "  "}}, "mpi.launcher: '  ' does not match"),
     "typo'd key": ({"cpu": {"nodez": [2]}}, "'nodez' was unexpected); allowed keys: backends"),
-    "typo'd top-level key": ({"bnech": {}}, "allowed keys: algorithms, bench, compare, confirm, cpu"),
+    "typo'd top-level key": (
+        {"bnech": {}},
+        "allowed keys: algorithms, bench, compare, confirm, cpu",
+    ),
     "bad size": ({"bench": {"max_bytes": "64X"}}, "expected bytes per node buffer"),
     "min above max": (
         {"bench": {"min_bytes": "1M", "max_bytes": "1K"}},
