@@ -397,7 +397,7 @@ def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_r
     (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
     assert plan["choice"] == ["recursive-doubling", "nodes", False, None]
     assert lengths[:3] == [334, 334, 333]  # the first call: three candidates, a slice each
-    assert wisdom.wisdom().calls <= wisdom.REPEATS + 1  # not a first and 3 timed calls each
+    assert wisdom.planning_cost().calls <= wisdom.REPEATS + 1  # not a first and 3 timed calls each
 
 
 @pytest.mark.parametrize(
@@ -455,7 +455,7 @@ def test_planning_cost_is_counted(fresh_wisdom, monkeypatch):
     with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=0) as comm:
         for _ in range(10):
             comm.allreduce([np.ones(64), np.ones(64)])
-    mine = wisdom.wisdom()
+    mine = wisdom.planning_cost()
     assert 0 < mine.calls <= 2 + 2 * wisdom.REPEATS  # first calls untimed, then the turns
     assert mine.seconds > 0
 
@@ -467,7 +467,7 @@ from ring import wisdom
 buffers = [np.ones(4096) for _ in range(3)]
 for _ in range(100):  # a trial: 12 candidates, a first call and 3 timed each
     ring.allreduce(buffers, algorithm="auto")
-print(json.dumps({"calls": wisdom.wisdom().calls, "plans": wisdom.wisdom().plans}))
+print(json.dumps({"calls": wisdom.planning_cost().calls, "plans": wisdom.wisdom().plans}))
 """
 
 
@@ -624,10 +624,10 @@ def test_one_module_call_sets_no_default_of_the_next(fresh_wisdom):
     nodes = 7  # a ring no other test of this module makes: the estimating call makes it
     for _ in range(5):
         ring.allreduce([np.ones(64) for _ in range(nodes)], algorithm="auto", planning="estimate")
-    assert wisdom.wisdom().calls == 0
+    assert wisdom.planning_cost().calls == 0
     buffers = [np.arange(96.0) + i for i in range(nodes)]
     ring.allreduce(buffers, algorithm="auto")
-    assert wisdom.wisdom().calls == 1
+    assert wisdom.planning_cost().calls == 1
     np.testing.assert_array_equal(buffers[1], nodes * np.arange(96.0) + sum(range(nodes)))
 
 

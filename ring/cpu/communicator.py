@@ -56,7 +56,7 @@ from ..communicator import (
     resolve_algorithm,
     validate_buffers,
 )
-from ..host import positions
+from ..host import EXECUTORS, positions
 from ..host.moves import Bound
 from ..nvtx import Pushers
 from ..ops import AVERAGING, resolve_op
@@ -92,7 +92,6 @@ SYNC_MODES = ("pairwise", "barrier")
 # ring.api passes a call's options to CpuCommunicator._collective, which checks them once
 # per collective and options and binds repeated calls (the module function's fast path).
 CALLS_TAKE_OPTIONS = True
-EXECUTORS = ("nodes", "slices")
 _OPTIONS = frozenset(
     {"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes", "executor", "planning"}
 )

@@ -190,7 +190,7 @@ class Planner:
             if candidate is not None:
                 return candidate, trial
             del self._trials[key]
-            wisdom.wisdom().put(key, trial)
+            wisdom.wisdom().put(key, trial, "cpu", name)
             choice = self._plans[key] = trial.winner()
             return choice, None
 

@@ -106,7 +106,7 @@ class MpiPlanner:
             return (settings[0], candidate[0], settings[2]), candidate
         del self._trials[key]
         if self.rank == 0:
-            wisdom.wisdom().put(shape, trial)
+            wisdom.wisdom().put(shape, trial, "mpi", key[0])
         return self._settle(key, settings, trial.winner()[0]), None
 
     def share(self, key: tuple) -> list[tuple]:
