@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import nvtx, wisdom
+from .. import nvtx
 from .._optional import require
 from ..communicator import (
     Call,
@@ -71,8 +71,12 @@ from ..ops import OPS, divide_by_nodes
 from ..schedule import AUTO, COLLECTIVES, check_collective, chunk_range
 from ..wisdom import check_planning
 from .agree import (
+    ESTIMATE,
+    FIXED,
+    MEASURE,
     SLOT,
     SLOT_DATA,
+    UNMEASURED,
     CallForm,
     agree_on_segment,
     check_table,
@@ -266,14 +270,24 @@ class MpiRing(RingCommunicator):
         block = self._shared.block(buffers)
         shared = 0 if block is None else block.ident
         key = form_key(name, buffers, op, settings, shared)
-        runs_by = settings
+        runs_by, planning = settings, self._planning(settings, key)
         if key is not None and self._measures(settings, key):
             planned = self._planner.planned(key)
             if planned is None:
                 self._plan(name, buffers, op, settings, key, block, bindable)
                 return
             runs_by = planned
-        self._keep(name, self._run(name, buffers, op, settings, runs_by, key, block, bindable))
+        bound = self._run(name, buffers, op, settings, runs_by, key, block, bindable, planning)
+        self._keep(name, bound)
+
+    def _planning(self, settings: tuple, key: tuple | None) -> int:
+        """How a call of ``settings`` chooses its algorithm (the pre-flight row's
+        :data:`ring.mpi.agree.MEASURE`, ...): every rank must choose alike."""
+        if settings[1] != AUTO:
+            return FIXED
+        if self.planning == "estimate":
+            return ESTIMATE
+        return MEASURE if key is not None else UNMEASURED
 
     def _keep(self, name: str, bound: Bound | None) -> None:
         if bound is not None:
@@ -311,17 +325,18 @@ class MpiRing(RingCommunicator):
         estimate when the shape is new, then run by the trial's next candidate, timed."""
         planner = self._planner
         if planner.trial(key) is None:
-            buf, form = self._preflight(name, key, buffers, op, settings, key[5])
+            buf, form = self._preflight(
+                name, (*key, MEASURE), buffers, op, settings, key[5], MEASURE
+            )
             # An allreduce is element-wise: its slices can run apart.  The ranks of a host
             # share its cache (host_group_size is 0 where hosts hold uneven groups: no cut).
-            apart = 1
+            sharing = 0
             if name == "allreduce" and not form.device and block is None:
-                apart = wisdom.slices_apart(self.host_group_size, buf.nbytes)
-            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort, apart)
+                sharing = self.host_group_size
+            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort, sharing)
             if planned is not None:
-                self._keep(
-                    name, self._run(name, buffers, op, settings, planned, key, block, bindable)
-                )
+                bound = self._run(name, buffers, op, settings, planned, key, block, bindable)
+                self._keep(name, bound)
                 return
         runs_by, candidate = planner.next(key, settings)
         if candidate is None:  # planned: the candidates' bound calls are done with
@@ -359,14 +374,24 @@ class MpiRing(RingCommunicator):
                 self._trial_bound[kept] = bound
 
     def _run(
-        self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable
+        self,
+        name,
+        buffers,
+        op,
+        settings: tuple,
+        runs_by: tuple,
+        key,
+        block,
+        bindable,
+        planning: int = MEASURE,
     ) -> Bound | None:
         """The call by ``runs_by`` (``settings`` with auto resolved, or ``settings``); the
-        call bound to its buffer where it may be (``bindable``: the ring's own options)."""
+        call bound to its buffer where it may be (``bindable``: the ring's own options).
+        ``planning``: how its algorithm was chosen (by measuring, unless ``_call`` says)."""
         shared = 0 if block is None else block.ident
-        if runs_by is not settings and key is not None:
-            key = (*key[:4], runs_by, key[5])
-        buf, form = self._preflight(name, key, buffers, op, runs_by, shared)
+        if key is not None:  # a form of each planning: a plan's call is no given one's
+            key = (*key[:4], runs_by, key[5], planning)
+        buf, form = self._preflight(name, key, buffers, op, runs_by, shared, planning)
         if form.device:
             if self.nodes > 1 and buf.shape[0] > 0:
                 self._guarded(name, self._run_device, form, buf)
@@ -414,10 +439,12 @@ class MpiRing(RingCommunicator):
             self._slot_view[: len(row)] = row
             self._slot_row = row
 
-    def _preflight(self, name: str, key, buffers, op: str | None, settings: tuple, shared: int):
+    def _preflight(
+        self, name: str, key, buffers, op: str | None, settings: tuple, shared: int, planning: int
+    ):
         """This rank's buffer and the call's form, once every rank agrees; raises the same
         error on every rank otherwise, before any data moves.  ``key``: the call's
-        :func:`ring.mpi.agree.form_key`."""
+        :func:`ring.mpi.agree.form_key` and ``planning`` (how its algorithm was chosen)."""
         form: CallForm | None = self._forms.get(key) if key is not None else None
         buf: Any = None
         error = None
@@ -426,7 +453,14 @@ class MpiRing(RingCommunicator):
         else:
             try:
                 buf, form = local_form(
-                    name, buffers, op, settings, self.nodes, self.host_group_size, shared
+                    name,
+                    buffers,
+                    op,
+                    settings,
+                    self.nodes,
+                    self.host_group_size,
+                    shared,
+                    planning,
                 )
             except Exception as exc:  # noqa: BLE001 - reported to every rank below
                 error = exc
