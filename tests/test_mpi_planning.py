@@ -35,6 +35,11 @@ EXPECTED = {
         "RING_PLAN_BUDGET differs between ranks (rank 0: 1 s, rank 1: 2 s",
     ),
     "rank 0 cannot plan": ("OSError", "planning failed on rank 0: the wisdom disk is gone"),
+    "a tuple on rank 0": (
+        "ValueError",
+        "(rank 0: planning='measure' on a call it does not measure (not [one NumPy array]), "
+        "rank 1: planning='measure'",
+    ),
 }
 COUNTS = (8, 2000, 20000)
 

@@ -3,11 +3,12 @@ on before any rank acts on it.
 
 Each disagreement (``auto`` on rank 0 and a given algorithm on the others; ``planning=``;
 an invalid ``RING_PLAN_BUDGET`` on one rank; budgets that differ; rank 0 failing to read
-its wisdom) is called at 64 B (within the pre-flight slot), 16 KB and 160 KB: every rank
-catches the same error and checks that its buffer is untouched (``bad_input.run``).  Then
-wisdom files that cannot be used (one nested past the parser's depth, on rank 0 or on
-rank 1; plans of rank 0 whose choice this library cannot run) leave every rank's calls
-running and right, each against NumPy's float64 sum.
+its wisdom; rank 0 passing a tuple, a call measuring does not take) is called at 64 B
+(within the pre-flight slot), 16 KB and 160 KB: every rank catches the same error and
+checks that its buffer is untouched (``bad_input.run``).  Then wisdom files that cannot be
+used (one nested past the parser's depth, on rank 0 or on rank 1; plans of rank 0 whose
+choice this library cannot run) leave every rank's calls running and right, each against
+NumPy's float64 sum.
 
 Rank 0 prints one JSON object: ``{"nodes", "scenarios": {"NAME COUNT": [[type, message,
 untouched], ...per rank]}, "wisdom": {NAME: [[ok, warned], ...per rank]}, "after": [per
@@ -74,6 +75,10 @@ def disagreements(report: dict) -> None:
         with MpiRing(world, algorithm="auto") as comm:
             comm.allreduce([buf])
 
+    def a_tuple_on_rank_0(buf):
+        with MpiRing(world, algorithm="auto") as comm:
+            comm.allreduce((buf,) if rank == 0 else [buf])
+
     def rank_0_cannot_plan(buf):
         def unreadable():
             raise OSError("the wisdom disk is gone")
@@ -92,6 +97,7 @@ def disagreements(report: dict) -> None:
         "budget bad on rank 1": (on_a_new_ring, Setting(wisdom.BUDGET_ENV, {1: "-1"})),
         "budgets differ": (on_a_new_ring, Setting(wisdom.BUDGET_ENV, {0: "1", 1: "2"})),
         "rank 0 cannot plan": (rank_0_cannot_plan, None),
+        "a tuple on rank 0": (a_tuple_on_rank_0, None),
     }
     for name, (call, setting) in scenarios.items():
         for count in COUNTS:
