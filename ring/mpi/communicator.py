@@ -47,6 +47,7 @@ CuPy buffers need a CUDA-aware MPI library (:func:`cuda_aware`): MPI gets device
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import traceback
@@ -61,11 +62,11 @@ from .. import nvtx
 from .._optional import require
 from ..communicator import (
     Call,
-    CommunicatorClosedError,
     RingCommunicator,
     flattened,
     normalized_op,
     refuse_gpu_options,
+    track,
 )
 from ..ops import OPS, divide_by_nodes
 from ..schedule import AUTO, COLLECTIVES, check_collective, chunk_range
@@ -114,6 +115,29 @@ _OPTIONS = frozenset({"comm", *PER_CALL_OPTIONS})
 _KEPT = 64
 
 
+_FORK_REFUSAL = "MPI cannot be used in a process made by fork()"
+# The MPI process that forked this one (None: this process is none's fork): a new ring here
+# would enter collectives with its parent's peers.  Whether MPI ran is asked before the fork.
+_forked_from: int | None = None
+_mpi_at_fork = False
+
+
+def _before_fork() -> None:
+    global _mpi_at_fork
+    MPI = sys.modules.get("mpi4py.MPI")
+    _mpi_at_fork = MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized()
+
+
+def _after_fork_in_child() -> None:
+    global _forked_from
+    if _mpi_at_fork:
+        _forked_from = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+
+
 class MpiRing(RingCommunicator):
     """Ring collectives over the ranks of an MPI intracommunicator, one buffer per rank.
 
@@ -134,6 +158,7 @@ class MpiRing(RingCommunicator):
     """
 
     backend = "mpi"
+    _fork_refusal = _FORK_REFUSAL
 
     def __init__(
         self,
@@ -145,6 +170,11 @@ class MpiRing(RingCommunicator):
         planning: str = "measure",
     ):
         planning = check_planning(planning)
+        if _forked_from is not None:
+            raise RuntimeError(
+                f"ring.mpi: this process was made by fork() of MPI process {_forked_from}: "
+                f"{_FORK_REFUSAL}"
+            )
         MPI = import_mpi()
         if comm is None:
             comm = MPI.COMM_WORLD
@@ -184,6 +214,7 @@ class MpiRing(RingCommunicator):
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
         self._shared = SharedArrays(self.rank, self.nodes)
         self._outer = {name: nvtx.pusher(name) for name in COLLECTIVES}
+        track(self)
 
     @property
     def comm(self):
@@ -239,7 +270,7 @@ class MpiRing(RingCommunicator):
         ``group_size``) override the ring's for this call (they are checked, and compared
         across ranks, with the rest of the call)."""
         if self._closed:
-            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            raise self._closed_error()
         bound = None if options else self._bound.get(name)
         if bound is not None and bound.call(buffers, op):
             return  # the same call again (ring.mpi.bound)
@@ -508,7 +539,7 @@ class MpiRing(RingCommunicator):
         """This rank's array of ``count`` ``dtype``, in memory every rank of the ring maps
         (collective; one host): calls on it run by position (:mod:`ring.mpi.shared`)."""
         if self._closed:
-            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            raise self._closed_error()
         with self._call_lock:
             return self._shared.allocate(self._comm, count, dtype, self._abort)
 
