@@ -314,7 +314,7 @@ class MpiRing(RingCommunicator):
     def _planning(self, settings: tuple, key: tuple | None) -> int:
         """How a call of ``settings`` chooses its algorithm (the pre-flight row's
         :data:`ring.mpi.agree.MEASURE`, ...): every rank must choose alike."""
-        if settings[1] != AUTO:
+        if type(settings[1]) is not str or settings[1] != AUTO:  # any value: checked later
             return FIXED
         if self.planning == "estimate":
             return ESTIMATE
