@@ -340,6 +340,24 @@ def form_key(name: str, buffers, op, settings: tuple, shared: int = 0) -> tuple 
     return name, op, buf.dtype, buf.shape[0], settings, shared
 
 
+def _own_buffer(buffers) -> tuple[Any, bool]:
+    """(this rank's buffer, whether it is a device array) of ``[buf]``; raises otherwise."""
+    if is_device_array(buffers) or isinstance(buffers, np.ndarray):
+        raise TypeError("pass this rank's buffer in a list: [buf]")
+    device = False
+    if isinstance(buffers, Sequence) and not isinstance(buffers, (str, bytes)):
+        if len(buffers) != 1:
+            raise ValueError(
+                f"the MPI backend takes one buffer per rank ([buf]), got {len(buffers)}"
+            )
+        device = is_device_array(buffers[0])
+    if device:
+        validate_buffers(buffers, array_type=device_backend()[1], kind="CuPy")
+    else:
+        validate_buffers(buffers)
+    return buffers[0], device
+
+
 def local_form(
     name: str,
     buffers,
@@ -363,20 +381,7 @@ def local_form(
         host_group_size,
     )
     budget = budget_seconds() if planning == MEASURE else 0.0
-    if is_device_array(buffers) or isinstance(buffers, np.ndarray):
-        raise TypeError("pass this rank's buffer in a list: [buf]")
-    device = False
-    if isinstance(buffers, Sequence) and not isinstance(buffers, (str, bytes)):
-        if len(buffers) != 1:
-            raise ValueError(
-                f"the MPI backend takes one buffer per rank ([buf]), got {len(buffers)}"
-            )
-        device = is_device_array(buffers[0])
-    if device:
-        validate_buffers(buffers, array_type=device_backend()[1], kind="CuPy")
-    else:
-        validate_buffers(buffers)
-    buf: Any = buffers[0]
+    buf, device = _own_buffer(buffers)
     if algorithm == AUTO:  # the size is known now; every rank's row then names the pick
         algorithm, segment, group = resolve_call(
             name,
