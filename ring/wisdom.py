@@ -54,9 +54,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ._version import __version__
-from .host import EXECUTORS
 from .machine import cache_bytes, host_label
-from .schedule import COLLECTIVES, algorithms_of
+from .schedule import COLLECTIVES, EXECUTORS, algorithms_of
 
 try:
     import fcntl
@@ -332,7 +331,7 @@ def plan_problem(entry: object) -> str | None:
     A plan names its backend and collective, and its choice is what that backend's planner
     chose: ``[algorithm, executor, inline, tile bytes or null]`` on the cpu, ``[algorithm]``
     under MPI, the algorithm one of the collective's, the executor one of
-    :data:`ring.host.EXECUTORS`; its ``seconds`` (each candidate's time) are numbers."""
+    :data:`ring.schedule.EXECUTORS`; its ``seconds`` (each candidate's time) are numbers."""
     if not isinstance(entry, dict):
         return "not a plan"
     backend, collective, choice = entry.get("backend"), entry.get("collective"), entry.get("choice")

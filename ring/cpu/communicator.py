@@ -57,13 +57,14 @@ from ..communicator import (
     track,
     validate_buffers,
 )
-from ..host import EXECUTORS, positions
+from ..host import positions
 from ..host.moves import Bound
 from ..nvtx import Pushers
 from ..ops import AVERAGING, resolve_op
 from ..schedule import (
     AUTO,
     COLLECTIVES,
+    EXECUTORS,
     Plan,
     check_algorithm,
     check_algorithm_options,

@@ -2,7 +2,3 @@
 bound to its buffers (:mod:`ring.host.moves`), or by position, in slices of tiles
 (:mod:`ring.host.positions`).  The cpu backend's threads and MPI's shared buffers both run
 it; the reduction itself is :func:`ring.ops.apply`."""
-
-# How a plan runs (a cpu call's ``executor``, a plan's choice in the wisdom file): node after
-# node, step by step (ring.host.moves), or by position, in slices of tiles (ring.host.positions).
-EXECUTORS = ("nodes", "slices")
