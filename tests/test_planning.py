@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -448,6 +449,35 @@ def test_estimate_planning_measures_nothing(fresh_wisdom, monkeypatch):
             comm.allreduce([np.ones(64), np.ones(64)])
     assert not fresh_wisdom.exists()
     assert {p[0].algorithm for p in planned} == {ring.auto.choose("cpu", "allreduce", 2, 512, 0)}
+
+
+@pytest.mark.parametrize("spoil", ["nested deep", "a bad plan"])
+def test_auto_plans_on_over_a_wisdom_file_it_cannot_use(fresh_wisdom, spoil):
+    """A file nested past the parser's depth, or a plan of this very shape naming no
+    algorithm: one warning, and every call runs, planned by measuring, and right."""
+    buffers = [np.arange(4096.0) + node for node in range(3)]
+    if spoil == "nested deep":
+        fresh_wisdom.write_text("[" * 100_000)
+    else:
+        key = wisdom.shape_key(
+            "cpu", "allreduce", 3, "<f8", "sum", 4096 * 8, (None, None, "pairwise")
+        )
+        plan = {
+            "backend": "cpu",
+            "collective": "allreduce",
+            "choice": ["bogus", "nodes", True, None],
+        }
+        document = {**wisdom.Wisdom._header(), "plans": {key: plan}}
+        fresh_wisdom.write_text(json.dumps(document))
+    expected = np.sum(buffers, axis=0)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", wisdom.WisdomWarning)
+        for _ in range(40):
+            mine = [b.copy() for b in buffers]
+            ring.allreduce(mine, algorithm="auto")
+            assert all(np.array_equal(m, expected) for m in mine)
+    assert len([w for w in said if issubclass(w.category, wisdom.WisdomWarning)]) == 1
+    assert wisdom.planning_cost().calls > 0  # planned by measuring, not by the file
 
 
 def test_planning_cost_is_counted(fresh_wisdom, monkeypatch):
