@@ -20,8 +20,9 @@ it cuts each received chunk into segments of that size so the scratch stays in c
 
 Every call first exchanges one small row per rank (``Allgather``): the collective, length,
 dtype, op, buffer kind, algorithm, its options, how ``auto`` chose it (and its planning
-budget) and whether the local buffer passed validation (:mod:`ring.mpi.agree`).  All ranks see the same table, so a mismatch raises
-the same error on every rank before any data moves.  What a call needs is made on its
+budget) and whether the local buffer passed validation (:mod:`ring.mpi.agree`).  All
+ranks see the same table, so a mismatch raises the same error on every rank before any
+data moves.  What a call needs is made on its
 first occurrence and kept: its checked form and row (per collective, op, dtype, length
 and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi.steps`), so a
 repeated call costs little more than its messages; a call that repeats on the same buffer
