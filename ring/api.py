@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import os
 import threading
 from collections.abc import Sequence
 
@@ -321,6 +322,17 @@ def _recv_checked(module, name: str, recv, op, options: dict) -> tuple[list, obj
     except (TypeError, ValueError) as exc:
         exc.add_note("(recv was checked as the call's buffers: buffers[i] above is recv[i])")
         raise
+
+
+def _after_fork_in_child() -> None:
+    """A lock another thread held at the fork would stay held in the child.  The cached
+    communicators stay: each mends itself (ring.communicator.track)."""
+    global _cache_lock
+    _cache_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -15,11 +15,19 @@ the same four things, so the API has no backend-specific branch:
 Every backend checks a call's buffers the same way before any data moves
 (:func:`check_buffer_list`, :func:`validate_buffers`): a list, one one-dimensional,
 contiguous, writeable array per node, all of one length and dtype, no two sharing memory.
+
+A child of ``fork()`` has one thread, its parent's memory, and none of its parent's other
+threads, so every communicator the parent made (:func:`track`) is mended in the child
+before it runs (``os.register_at_fork``): the cpu backend's make worker threads of their
+own on their first call that needs them; a backend that cannot cross ``fork()`` (MPI, CUDA)
+refuses every call in the child with one line (:meth:`RingCommunicator._after_fork_in_child`).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,6 +55,7 @@ __all__ = [
     "may_share",
     "normalized_op",
     "resolve_algorithm",
+    "track",
     "validate_buffers",
 ]
 
@@ -194,6 +203,9 @@ class RingCommunicator:
 
     backend: str
     _closed: bool
+    # Why a communicator of this backend made before a fork() cannot run in its child.
+    _fork_refusal = "it cannot be used across fork()"
+    _forked_from: int | None = None  # the process that made it, once refused in a child
 
     def allreduce(self, buffers: Sequence, op: str = "sum") -> None:
         """Reduce the nodes' buffers element-wise with ``op``; every node gets the result."""
@@ -235,6 +247,24 @@ class RingCommunicator:
         what a backend whose module sets ``CALLS_TAKE_OPTIONS`` implements."""
         raise NotImplementedError
 
+    def _closed_error(self) -> CommunicatorClosedError:
+        """What a call on this closed communicator raises: closed, or made before a fork
+        by the process that forked this one."""
+        if self._forked_from is not None:
+            return CommunicatorClosedError(
+                f"{self!r} was made by process {self._forked_from}, which forked this one: "
+                f"{self._fork_refusal}"
+            )
+        return CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+
+    def _after_fork_in_child(self) -> None:
+        """In the child of a ``fork()``: refuse every call (:meth:`_closed_error`), and
+        never touch what the parent holds, closing included.  A backend that can run in
+        the child mends itself instead."""
+        if not self._closed:
+            self._forked_from = os.getppid()
+            self._closed = True
+
     def _check_call_backend(self, call: Call) -> None:
         check_collective(call.name)
         if call.backend != self.backend:
@@ -248,6 +278,26 @@ class RingCommunicator:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# Every communicator made in this process and not yet collected: the child of a fork()
+# mends them (_after_fork_in_child).
+_live: weakref.WeakSet[RingCommunicator] = weakref.WeakSet()
+
+
+def track(comm: RingCommunicator) -> None:
+    """Count ``comm`` among the communicators a fork's child mends (its backend's
+    constructor calls this)."""
+    _live.add(comm)
+
+
+def _after_fork_in_child() -> None:
+    for comm in list(_live):
+        comm._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def validate_buffers(

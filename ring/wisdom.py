@@ -22,36 +22,56 @@ the cpu's and mpi's cut a large allreduce into slices, each by another candidate
 The plans are kept in a JSON wisdom file, ``$XDG_CACHE_HOME/ring/wisdom.json`` (default
 ``~/.cache/ring/wisdom.json``); ``RING_WISDOM`` names another, and ``RING_WISDOM=off``
 keeps plans in memory only.  A file is written whole and renamed into place, so an
-interrupted write leaves the old one.  It names the host (:func:`ring.machine.host_label`)
-and the library's version: a file from another host or version, or one that cannot be
-read, is ignored with one warning and replaced on the next write.
-``python -m ring.wisdom show|export FILE|import FILE|forget`` manages it; an import of a
-file it cannot use here, or an export it cannot write, fails (exit 1) in one line.
+interrupted write leaves the old one, with the mode the umask gives a new file.  A write
+merges: under a lock on ``.NAME.lock`` beside the file, it adds its plan to what the file
+holds then, so processes sharing one file keep each other's plans.  The file names the
+host (:func:`ring.machine.host_label`) and the library's version: a file from another host
+or version, or one that cannot be read or parsed (larger than ``MAX_BYTES``, nested past
+the parser's depth), is ignored with one warning and replaced on the next write.  Every
+plan is checked against the library's algorithms and executors as it is read
+(:func:`plan_problem`): one it cannot run is dropped, all of them said in one warning.
+``python -m ring.wisdom show|export FILE|import FILE|forget`` manages it; every error is one
+line: an import of a file it cannot use here, or that holds a plan it cannot run, fails
+(exit 1) and imports nothing, as does an export it cannot write.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import reprlib
+import secrets
 import sys
-import tempfile
 import threading
+import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from ._version import __version__
 from .machine import cache_bytes, host_label
+from .schedule import COLLECTIVES, EXECUTORS, algorithms_of
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): a write still replaces the file whole
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "BUDGET_ENV",
     "DROP",
+    "LOCK_SECONDS",
+    "MAX_BYTES",
     "PLANNING",
     "REPEATS",
     "TOP",
     "WISDOM_ENV",
+    "PlanningCost",
     "Trial",
     "Wisdom",
     "WisdomWarning",
@@ -59,15 +79,22 @@ __all__ = [
     "check_planning",
     "forget_process",
     "generation",
+    "plan_problem",
+    "planning_cost",
     "shape_key",
     "slices_apart",
+    "spend",
     "wisdom",
     "wisdom_path",
 ]
 
 WISDOM_ENV = "RING_WISDOM"
 BUDGET_ENV = "RING_PLAN_BUDGET"
-SCHEMA = 2
+SCHEMA = 3
+# A wisdom file larger than this is not one (a plan is a few hundred bytes).
+MAX_BYTES = 16 << 20
+# How long a write waits for another process's hold of the file's lock before giving up.
+LOCK_SECONDS = 10.0
 REPEATS = 3
 DROP = 2.0
 # "measure": plan by measuring (this module); "estimate": the decision table's pick only.
@@ -256,7 +283,7 @@ class Trial:
         the time of its run alone (kept in :attr:`firsts`)."""
         self.spent += seconds
         self._group = _STALE
-        wisdom().spend(seconds)
+        spend(seconds)
         if candidate not in self.warmed:
             self.warmed.add(candidate)
             if run is not None:
@@ -272,7 +299,7 @@ class Trial:
         self.spent += spent
         self._group = _STALE
         self._shares += 1
-        wisdom().spend(spent)
+        spend(spent)
         for candidate, taken in seconds.items():
             self.warmed.add(candidate)
             self._timed(candidate, taken)
@@ -299,14 +326,61 @@ class Trial:
         return untimed | self._least
 
 
+def plan_problem(entry: object) -> str | None:
+    """Why ``entry``, a plan of a wisdom file, is not one this library can run, or None.
+    A plan names its backend and collective, and its choice is what that backend's planner
+    chose: ``[algorithm, executor, inline, tile bytes or null]`` on the cpu, ``[algorithm]``
+    under MPI, the algorithm one of the collective's, the executor one of
+    :data:`ring.schedule.EXECUTORS`; its ``seconds`` (each candidate's time) are numbers."""
+    if not isinstance(entry, dict):
+        return "not a plan"
+    backend, collective, choice = entry.get("backend"), entry.get("collective"), entry.get("choice")
+    if not isinstance(collective, str) or collective not in COLLECTIVES:
+        return f"collective {_shown(collective)} is not one of {', '.join(COLLECTIVES)}"
+    forms = {"cpu": "[algorithm, executor, inline, tile]", "mpi": "[algorithm]"}
+    if not isinstance(backend, str) or backend not in forms:
+        return f"backend {_shown(backend)} is not one of {', '.join(forms)}"
+    if not isinstance(choice, list) or len(choice) != (4 if backend == "cpu" else 1):
+        return f"choice {_shown(choice)} is not {forms[backend]}"
+    algorithm = choice[0]
+    if not isinstance(algorithm, str) or algorithm not in algorithms_of(collective):
+        return f"algorithm {_shown(algorithm)} is not one of {collective}'s"
+    if backend == "cpu":
+        _, executor, inline, tile = choice
+        if not isinstance(executor, str) or executor not in EXECUTORS:
+            return f"executor {_shown(executor)} is not one of {', '.join(EXECUTORS)}"
+        if not isinstance(inline, bool):
+            return f"inline {_shown(inline)} is not true or false"
+        if tile is not None and (type(tile) is not int or tile <= 0):
+            return f"tile {_shown(tile)} is not a number of bytes"
+    seconds = entry.get("seconds", {})
+    if not isinstance(seconds, dict) or not all(type(t) in (int, float) for t in seconds.values()):
+        return "its seconds are not numbers"
+    return None
+
+
+def _shown(value: object) -> str:
+    """``value`` for a one-line message: short, whatever a file nested in it."""
+    return reprlib.repr(value)
+
+
+class _Unusable(Exception):
+    """A wisdom file that cannot be used at all (its message says why, in one line)."""
+
+
 class Wisdom:
-    """The plans of this process, read from and written to :func:`wisdom_path`."""
+    """The plans of one wisdom file, read when made (:func:`wisdom`: this process's).
+
+    A file that cannot be used is ignored with one warning (:attr:`problem` says why), and
+    plans of it this library cannot run are dropped with one (:attr:`dropped`).  Writes
+    merge: :meth:`put` adds its plan to what the file holds at that moment, under a lock
+    on ``.NAME.lock`` beside it, so processes sharing a file keep each other's plans."""
 
     def __init__(self, path: Path | None):
         self.path = path
         self.plans: dict[str, dict] = {}
-        self.calls = 0  # calls that ran to plan, and their seconds (the cost of planning)
-        self.seconds = 0.0
+        self.problem: str | None = None  # why the file was ignored
+        self.dropped: list[str] = []  # its plans dropped, each "KEY: why"
         self._lock = threading.Lock()
         if path is not None:
             self.plans = self._read(path)
@@ -316,69 +390,189 @@ class Wisdom:
         return {"schema": SCHEMA, "library": __version__, "host": host_label()}
 
     def _read(self, path: Path) -> dict[str, dict]:
-        if not path.exists():
-            return {}
+        """The plans of ``path`` this library can run; what it could not use, said in one
+        warning."""
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-            header = {k: document[k] for k in ("schema", "library", "host")}
-            plans = document["plans"]
-            if not isinstance(plans, dict) or not all(
-                isinstance(p, dict) and isinstance(p.get("choice"), list) for p in plans.values()
-            ):
-                raise ValueError("its plans are not plans")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            warnings.warn(f"{path}: wisdom ignored ({exc})", WisdomWarning, stacklevel=4)
+            plans, self.dropped = _load(path, self._header())
+        except _Unusable as exc:
+            self.problem = str(exc)
+            warnings.warn(self.problem, WisdomWarning, stacklevel=4)
             return {}
-        if header != self._header():
-            said = ", ".join(f"{k} {v!r}" for k, v in header.items())
-            warnings.warn(
-                f"{path}: wisdom of {said} ignored: plans are measured again on this one",
-                WisdomWarning,
-                stacklevel=4,
-            )
-            return {}
+        if self.dropped:
+            warnings.warn(_dropped_text(path, self.dropped), WisdomWarning, stacklevel=4)
         return plans
 
     def get(self, key: str) -> tuple | None:
         plan = self.plans.get(key)
         return None if plan is None else tuple(plan["choice"])
 
-    def spend(self, seconds: float) -> None:
-        """Count one call that ran to plan."""
-        with self._lock:
-            self.calls += 1
-            self.seconds += seconds
-
-    def put(self, key: str, trial: Trial) -> None:
-        """Keep the trial's winner, and write the file."""
+    def put(self, key: str, trial: Trial, backend: str, collective: str) -> None:
+        """Keep the trial's winner as the plan of ``key`` (a shape of ``backend`` and
+        ``collective``), and merge it into the file.  Never raises but for an interruption:
+        a file that cannot be written is said in one warning (a rank of an MPI job that
+        raised alone here would leave the others waiting)."""
         scores = {"/".join(map(str, c)): t for c, t in trial.scores().items()}
+        entry: dict = {"backend": backend, "collective": collective, "seconds": scores}
+        entry["choice"] = list(trial.winner())
         with self._lock:
-            self.plans[key] = {"choice": list(trial.winner()), "seconds": scores}
+            self.plans[key] = entry
             if self.path is not None:
-                self._write(self.path)
+                self.merge({key: entry})
 
-    def _write(self, path: Path) -> bool:
-        """Written whole and renamed into place: an interrupted write leaves the old file.
+    def merge(self, plans: dict[str, dict]) -> bool:
+        """Write ``plans`` into the file, over what it holds now, under its lock; this
+        object then holds the file's other plans too.  False, with one warning, where it
+        could not be written."""
+        assert self.path is not None
+        try:
+            with _locked(self.path):
+                try:
+                    found, _ = _load(self.path, self._header())
+                except _Unusable:  # replaced, as the reader was told when it read it
+                    found = {}
+                found.update(plans)
+                written = self._write(self.path, found)
+        except Exception as exc:  # noqa: BLE001 - the lock: one warning, as a failed write
+            warnings.warn(_not_written(self.path, exc), WisdomWarning, stacklevel=4)
+            return False
+        if written:
+            self.plans.update(found)
+        return written
+
+    def _write(self, path: Path, plans: dict[str, dict]) -> bool:
+        """``plans`` written whole and renamed into place: an interrupted write leaves the
+        old file.  The file's mode is what the umask leaves of 0666, as any new file's.
         False, with one warning, where it could not be written."""
-        document = {**self._header(), "plans": self.plans}
-        out = None
+        document = {**self._header(), "plans": plans}
+        temporary = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(
-                "w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8"
-            ) as out:
+            temporary, out = _new_file(path)
+            with out:
                 json.dump(document, out, indent=1, sort_keys=True)
-            os.replace(out.name, path)
+            os.replace(temporary, path)
             return True
-        except OSError as exc:
-            if out is not None:
-                Path(out.name).unlink(missing_ok=True)
-            warnings.warn(f"{path}: wisdom not written ({exc})", WisdomWarning, stacklevel=4)
+        except (OSError, ValueError) as exc:
+            if temporary is not None:
+                temporary.unlink(missing_ok=True)
+            warnings.warn(_not_written(path, exc), WisdomWarning, stacklevel=4)
             return False
         except BaseException:
-            if out is not None:
-                Path(out.name).unlink(missing_ok=True)
+            if temporary is not None:
+                temporary.unlink(missing_ok=True)
             raise
+
+
+def _load(path: Path, header: dict) -> tuple[dict[str, dict], list[str]]:
+    """(plans this library can run, "KEY: why" of each other plan) of the wisdom file
+    ``path`` (none: no plans); raises :class:`_Unusable` where it cannot be used at all:
+    unreadable, larger than :data:`MAX_BYTES`, not JSON (nested past the parser's depth
+    too), not wisdom, or of another schema, version or host than ``header``."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):  # no file there (yet)
+        return {}, []
+    except OSError as exc:
+        raise _Unusable(f"{path}: wisdom ignored ({exc.strerror or exc})") from None
+    if len(text) > MAX_BYTES:
+        raise _Unusable(
+            f"{path}: wisdom ignored (larger than {MAX_BYTES >> 20} MiB: not a wisdom file)"
+        )
+    try:
+        document = json.loads(text.decode("utf-8"))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc) or "too large"
+        raise _Unusable(f"{path}: wisdom ignored (not JSON: {why})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("plans"), dict):
+        raise _Unusable(f"{path}: wisdom ignored (not a wisdom file: it has no plans)")
+    found = {k: document.get(k) for k in header}
+    if found != header:
+        said = ", ".join(f"{k} {_shown(v)}" for k, v in found.items())
+        raise _Unusable(f"{path}: wisdom of {said} ignored: plans are measured again on this one")
+    plans, dropped = {}, []
+    for key, entry in document["plans"].items():
+        problem = plan_problem(entry)
+        if problem is None:
+            plans[key] = entry
+        else:
+            dropped.append(f"{key}: {problem}")
+    return plans, dropped
+
+
+def _dropped_text(path: Path, dropped: list[str]) -> str:
+    more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
+    return f"{path}: {len(dropped)} plan(s) dropped, not this library's: {dropped[0]}{more}"
+
+
+def _not_written(path: Path, exc: BaseException) -> str:
+    return f"{path}: wisdom not written ({getattr(exc, 'strerror', None) or exc})"
+
+
+def _new_file(path: Path):
+    """(path, text file open for writing) of a new file beside ``path``, made with mode
+    0666 less the umask (``tempfile``'s are 0600 whatever the umask says)."""
+    for _ in range(100):
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        return temporary, os.fdopen(descriptor, "w", encoding="utf-8")
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
+
+
+@contextmanager
+def _locked(path: Path):
+    """Hold the lock of the wisdom file ``path`` (``flock`` on ``.NAME.lock`` beside it,
+    kept: removing it would let two writers hold two locks).  A lock still held by
+    another process after :data:`LOCK_SECONDS` raises TimeoutError, so a stopped process
+    cannot stall its peers' writes."""
+    if fcntl is None:  # no flock here: writes still replace the file whole
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + LOCK_SECONDS
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"its lock was held by another process for {LOCK_SECONDS:g} s"
+                    ) from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(descriptor)  # and with it the lock
+
+
+class PlanningCost(NamedTuple):
+    """What planning by measuring cost this process: calls that ran to plan, and their
+    seconds."""
+
+    calls: int
+    seconds: float
+
+
+_cost = PlanningCost(0, 0.0)
+_cost_lock = threading.Lock()
+
+
+def spend(seconds: float) -> None:
+    """Count one call that ran to plan (kept apart from the wisdom file, which a rank that
+    does not write plans never reads)."""
+    global _cost
+    with _cost_lock:
+        _cost = PlanningCost(_cost.calls + 1, _cost.seconds + seconds)
+
+
+def planning_cost() -> PlanningCost:
+    """What planning cost this process since it started (or since :func:`forget_process`)."""
+    return _cost
 
 
 _wisdom: Wisdom | None = None
@@ -406,54 +600,104 @@ def generation() -> int:
 
 
 def forget_process() -> None:
-    """Drop the plans this process holds (the next call reads the file again)."""
-    global _wisdom, _generation
+    """Drop the plans this process holds (the next call reads the file again), and its
+    planning cost so far."""
+    global _wisdom, _generation, _cost
     with _wisdom_lock:
         _wisdom = None
         _generation += 1
+        with _cost_lock:
+            _cost = PlanningCost(0, 0.0)
+
+
+def _after_fork_in_child() -> None:
+    """A child of ``fork()`` has one thread: a lock another thread of its parent held at
+    the fork would stay held.  Its plans are its parent's."""
+    global _wisdom_lock, _cost_lock
+    _wisdom_lock, _cost_lock = threading.Lock(), threading.Lock()
+    if _wisdom is not None:
+        _wisdom._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+USAGE = "usage: python -m ring.wisdom show | export FILE | import FILE | forget"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ring.wisdom show | export FILE | import FILE | forget``."""
+    """``python -m ring.wisdom show | export FILE | import FILE | forget``: each error is
+    one line on stderr (exit 1; 2 for a command line it does not take)."""
     args = sys.argv[1:] if argv is None else argv
+    if args in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     path = wisdom_path()
-    if not args or args[0] not in ("show", "export", "import", "forget") or path is None:
-        print(__doc__ if path else f"{WISDOM_ENV}=off: no wisdom file", file=sys.stderr)
+    if path is None:
+        print(f"ring.wisdom: {WISDOM_ENV}=off: no wisdom file", file=sys.stderr)
+        return 2
+    if not args or args[0] not in ("show", "export", "import", "forget"):
+        print(USAGE, file=sys.stderr)
         return 2
     command, rest = args[0], args[1:]
-    if command in ("export", "import") and len(rest) != 1:
-        print(f"ring.wisdom: {command} needs one FILE", file=sys.stderr)
+    wanted = 1 if command in ("export", "import") else 0
+    if len(rest) != wanted:
+        print(
+            f"ring.wisdom: {command} takes {'one FILE' if wanted else 'no FILE'}", file=sys.stderr
+        )
         return 2
-    if command == "show":
-        for key, plan in sorted(Wisdom(path).plans.items()):
-            print(f"{key}: {'/'.join(map(str, plan['choice']))}")
-    elif command == "export":
-        return 0 if Wisdom(path)._write(Path(rest[0])) else 1
-    elif command == "import":
+    with warnings.catch_warnings(record=True) as said:  # each said in one line below
+        warnings.simplefilter("always", WisdomWarning)
+        code = _command(command, path, rest)
+    for warning in said:
+        if issubclass(warning.category, WisdomWarning):
+            print(f"ring.wisdom: {warning.message}", file=sys.stderr)
+    return code
+
+
+def _command(command: str, path: Path, rest: list[str]) -> int:
+    if command == "forget":
+        try:
+            with _locked(path):
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            print(f"ring.wisdom: forget: {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        return 0
+    if command == "import":
         theirs = _imported(Path(rest[0]))
         if theirs is None:
             return 1
-        mine = Wisdom(path)
-        mine.plans.update(theirs)
-        return 0 if mine._write(path) else 1
-    else:
-        path.unlink(missing_ok=True)
-    return 0
+        return 0 if Wisdom(path).merge(theirs) else 1
+    mine = Wisdom(path)
+    if mine.problem is not None:  # said as a warning: nothing to show or export
+        return 1
+    if command == "show":
+        for key, plan in sorted(mine.plans.items()):
+            print(f"{key}: {'/'.join(map(str, plan['choice']))}")
+        return 0
+    return 0 if mine._write(Path(rest[0]), mine.plans) else 1
 
 
 def _imported(source: Path) -> dict | None:
     """The plans of ``source`` for ``import``; None, said in one line, where there is no
-    such file or it cannot be used here (unreadable, not wisdom, or of another host or
-    version): importing nothing is not a success."""
+    such file or it cannot be used here (unreadable, not wisdom, of another host or
+    version, or holding a plan this library cannot run): importing less than the file
+    holds is not a success."""
     if not source.is_file():
-        print(f"ring.wisdom: {source}: no such file", file=sys.stderr)
+        print(
+            f"ring.wisdom: {source}: {'not a file' if source.exists() else 'no such file'}",
+            file=sys.stderr,
+        )
         return None
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always", WisdomWarning)
-        plans = Wisdom(source).plans
-    refused = [w for w in said if issubclass(w.category, WisdomWarning)]
-    if refused:
-        print(f"ring.wisdom: not imported: {refused[0].message}", file=sys.stderr)
+    try:
+        plans, dropped = _load(source, Wisdom._header())
+    except _Unusable as exc:
+        print(f"ring.wisdom: not imported: {exc}", file=sys.stderr)
+        return None
+    if dropped:
+        print(f"ring.wisdom: not imported: {_dropped_text(source, dropped)}", file=sys.stderr)
         return None
     return plans
 

@@ -13,10 +13,15 @@ completes (its communicator's own rules hold: a failed call closes it).
 The GPU backend queues an ``async_op`` call on its devices' streams instead of a thread and
 returns a :class:`Work` of its own (``ring.gpu.caller.GpuWork``) that waits on the call's
 CUDA events.
+
+A child of ``fork()`` has none of its parent's threads: its calls get queues of their own
+(``os.register_at_fork``), and a :class:`Work` its parent made refuses :meth:`Work.wait` in
+one line: the call runs in the parent, so the child would wait forever.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,18 +39,28 @@ class Work:
 
     def __init__(self, future: Future):
         self._future = future
+        self._process = os.getpid()  # the process whose thread runs the call
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the call is done (True), or ``timeout`` seconds pass (TimeoutError);
         raises what the call raised."""
+        self._check_process()
         self._future.result(timeout)
         return True
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._process and not self._future.done():
+            raise RuntimeError(
+                f"this call was started in process {self._process}, which forked this one: "
+                "it runs there, not here, so it cannot be waited for"
+            )
 
     def is_completed(self) -> bool:
         return self._future.done()
 
     def exception(self) -> BaseException | None:
         """What the call raised, once done (None if it succeeded); waits until then."""
+        self._check_process()
         return self._future.exception()
 
     def __repr__(self) -> str:
@@ -67,3 +82,15 @@ def submit(backend: str, run: Callable[[], None]) -> Work:
 def _done(backend: str) -> None:
     with _lock:
         PENDING[backend] -= 1
+
+
+def _after_fork_in_child() -> None:
+    """The parent's queue threads are not the child's: its calls start queues of their own."""
+    global _lock
+    _lock = threading.Lock()
+    _queues.clear()
+    PENDING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

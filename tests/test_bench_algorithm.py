@@ -114,6 +114,31 @@ def test_merge_refuses_a_file_of_schema_1_naming_the_migration(tmp_path, capsys)
     assert "tidy CSV schema 2" in err and not merged.exists()
 
 
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ("2", "old.json: ring.bench schema '2' (a str, not a whole number), this reader takes 2"),
+        (None, "old.json: no ring.bench schema, this reader takes 2"),
+        (1.0, "old.json: ring.bench schema 1.0 (a float, not a whole number), this reader takes 2"),
+    ],
+)
+def test_a_schema_that_is_not_the_number_is_shown_as_written(tmp_path, capsys, schema, said):
+    """ "2" is not schema 2: said as "schema 2, this reader takes 2" it read as a bug."""
+    assert bench(tmp_path, "--backend", "cpu", name="new.csv")[0] == 0
+    assert bench(tmp_path, "--backend", "cpu", name="old.csv")[0] == 0
+    old = tmp_path / "old.json"
+    document = json.loads(old.read_text())
+    old.write_text(json.dumps({**document, "schema": schema}))
+    capsys.readouterr()
+    merged = tmp_path / "merged.csv"
+    assert (
+        main(["merge", "--out", str(merged), str(tmp_path / "new.csv"), str(tmp_path / "old.csv")])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+
+
 def test_the_report_reads_several_algorithms_and_labels_them(tmp_path, capsys):
     from ring.report.derive.series import name
     from ring.report.load import load_run

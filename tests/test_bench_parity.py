@@ -169,6 +169,23 @@ def test_osu_meanings_only_under_osu(tmp_path):
     assert osu.sizes == (1024, 2048, 4096) and (osu.iters, osu.warmup) == (7, 3)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "said"),
+    [
+        ("4:1", "-m/--message-size '4:1': MIN (4) is larger than MAX (1)"),
+        ("2M:", "-m/--message-size '2M:': MIN (2M) is larger than MAX (1M)"),
+        ("4:x", "-m/--message-size '4:x': cannot parse size 'x'"),
+    ],
+)
+def test_osu_message_sizes_are_refused_naming_m_not_b_and_e(tmp_path, capsys, sizes, said):
+    """OSU's -m becomes the sweep's -b/-e: an error found there named flags never given."""
+    out = str(tmp_path / "r.csv")
+    assert main(["--osu", "-m", sizes, "--backend", "cpu", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+    assert "-b/" not in err and "-e/" not in err
+
+
 MPIRUN = shutil.which("mpirun")
 
 

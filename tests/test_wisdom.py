@@ -1,13 +1,18 @@
 """Planning by measuring (ring/wisdom.py): a trial keeps the fastest of candidates with known
 costs within its budget, and the wisdom file survives a restart, is ignored with one
 warning when corrupt, unreadable or from another version or host, and is never left half
-written."""
+written; writers merge under a lock, plans the library cannot run are dropped, and every
+error of the command line is one line."""
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import stat
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -183,28 +188,40 @@ def test_a_slice_streams_from_memory_as_the_whole_call_does():
     assert wisdom.slices_apart(4, 64 << 20, (1 << 20, 32 << 20)) == 4
 
 
+# A shape's key as ring.mpi.planning makes it, and one of the cpu's.
+KEY = "mpi|allreduce|2|float64|sum|10|(1048576, None, 0)"
+CPU_KEY = "cpu|allreduce|2|<f8|sum|10|(None, None, 'pairwise')"
+
+
+def _put(mine: Wisdom, key: str, costs: dict, backend: str = "mpi") -> None:
+    mine.put(key, _run_trial(costs), backend, "allreduce")
+
+
 def test_wisdom_survives_a_restart(tmp_path):
     path = tmp_path / "wisdom.json"
     first = Wisdom(path)
-    first.put("cpu|allreduce|2|float64|sum|10|()", _run_trial({("ring",): 3.0, ("direct",): 1.0}))
+    _put(first, KEY, {("ring",): 3.0, ("direct",): 1.0})
     # The process's planning cost: each candidate's untimed first call, then direct three
     # times and ring once (dropped).
-    assert wisdom.wisdom().calls == 2 + 1 + wisdom.REPEATS
+    assert wisdom.planning_cost().calls == 2 + 1 + wisdom.REPEATS
     again = Wisdom(path)
-    assert again.get("cpu|allreduce|2|float64|sum|10|()") == ("direct",)
-    assert again.get("cpu|allreduce|4|float64|sum|10|()") is None
+    assert again.get(KEY) == ("direct",)
+    assert again.get(KEY.replace("|2|", "|4|")) is None
+    assert again.plans[KEY]["backend"] == "mpi" and again.plans[KEY]["collective"] == "allreduce"
 
 
 @pytest.mark.parametrize(
     "spoil",
-    ["not json", "no plans", "other version", "other host", "plan without choice"],
+    ["not json", "no plans", "other version", "other host", "schema a string", "nested deep"],
 )
 def test_unusable_wisdom_is_ignored_with_one_warning(tmp_path, spoil):
     path = tmp_path / "wisdom.json"
-    Wisdom(path).put("k", _run_trial({("ring",): 1.0}))
+    _put(Wisdom(path), KEY, {("ring",): 1.0})
     document = json.loads(path.read_text())
     if spoil == "not json":
         path.write_text("{")
+    elif spoil == "nested deep":  # past the parser's depth: a RecursionError, caught
+        path.write_text('{"plans": ' + "[" * 100_000)
     else:
         if spoil == "no plans":
             del document["plans"]
@@ -213,22 +230,160 @@ def test_unusable_wisdom_is_ignored_with_one_warning(tmp_path, spoil):
         elif spoil == "other host":
             document["host"] = "another machine, 96 cores"
         else:
-            document["plans"]["k"] = {"seconds": {}}
+            document["schema"] = str(document["schema"])
         path.write_text(json.dumps(document))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ignored = Wisdom(path)
     assert [w.category for w in caught] == [WisdomWarning]
-    assert str(path) in str(caught[0].message)
-    assert ignored.plans == {}
-    ignored.put("k", _run_trial({("direct",): 1.0}))  # replaced on the next write
-    assert Wisdom(path).get("k") == ("direct",)
+    (said,) = caught
+    assert str(path) in str(said.message) and "\n" not in str(said.message)
+    if spoil == "schema a string":  # the string shown as one: not "schema 3 ... takes 3"
+        assert f"schema '{wisdom.SCHEMA}'" in str(said.message)
+    assert ignored.plans == {} and ignored.problem == str(said.message)
+    _put(ignored, KEY, {("direct",): 1.0})  # replaced on the next write
+    assert Wisdom(path).get(KEY) == ("direct",)
+
+
+def test_a_file_larger_than_any_wisdom_is_ignored_unread(tmp_path, monkeypatch):
+    path = tmp_path / "wisdom.json"
+    _put(Wisdom(path), KEY, {("ring",): 1.0})
+    monkeypatch.setattr(wisdom, "MAX_BYTES", path.stat().st_size - 1)
+    with pytest.warns(WisdomWarning, match="larger than"):
+        assert Wisdom(path).plans == {}
+
+
+# A plan's fields as the library writes them, and one field spoiled each.
+BAD_PLANS = {
+    "an unknown algorithm": ("mpi", "allreduce", ["bogus"]),
+    "no choice": ("mpi", "allreduce", []),
+    "five elements": ("mpi", "allreduce", ["ring"] * 5),
+    "not a list": ("mpi", "allreduce", "ring"),
+    "an algorithm of no reduce_scatter": ("mpi", "reduce_scatter", ["recursive-doubling"]),
+    "an unknown backend": ("gpu", "allreduce", ["ring"]),
+    "an unknown collective": ("mpi", "broadcast", ["ring"]),
+    "an unknown executor": ("cpu", "allreduce", ["ring", "fibres", False, None]),
+    "inline not a bool": ("cpu", "allreduce", ["ring", "nodes", "yes", None]),
+    "a negative tile": ("cpu", "allreduce", ["ring", "slices", False, -4096]),
+    "a cpu choice of mpi's form": ("cpu", "allreduce", ["ring"]),
+    "nested seconds": ("mpi", "allreduce", ["ring"], {"ring": [[[1.0]]]}),
+}
+
+
+def _with_plan(path: Path, key: str, fields: tuple) -> None:
+    """Add a plan of ``fields`` (backend, collective, choice[, seconds]) to ``path``."""
+    document = json.loads(path.read_text())
+    backend, collective, choice, *seconds = fields
+    plan = {"backend": backend, "collective": collective, "choice": choice}
+    document["plans"][key] = plan | {"seconds": seconds[0] if seconds else {}}
+    path.write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_PLANS))
+def test_a_plan_the_library_cannot_run_is_dropped_with_one_warning(tmp_path, bad):
+    path = tmp_path / "wisdom.json"
+    _put(Wisdom(path), KEY, {("direct",): 1.0})
+    _put(Wisdom(path), CPU_KEY, {("ring", "slices", False, 1 << 16): 1.0}, backend="cpu")
+    _with_plan(path, "theirs", BAD_PLANS[bad])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mine = Wisdom(path)
+    (said,) = [str(w.message) for w in caught]
+    assert "1 plan(s) dropped" in said and "theirs: " in said and "\n" not in said
+    assert mine.get("theirs") is None and mine.dropped == [said.split("library's: ")[1]]
+    assert mine.get(KEY) == ("direct",)
+    assert mine.get(CPU_KEY) == ("ring", "slices", False, 1 << 16)
+
+
+def test_every_plan_the_library_writes_passes_its_own_check():
+    """The reference: each backend's choices as its planner makes them."""
+    for algorithm in ("ring", "direct", "reduce-broadcast"):
+        assert wisdom.plan_problem({**_plan("mpi"), "choice": [algorithm]}) is None
+        for executor in ("nodes", "slices"):
+            for tile in (None, 4096):
+                choice = [algorithm, executor, True, tile]
+                assert wisdom.plan_problem({**_plan("cpu"), "choice": choice}) is None
+
+
+def _plan(backend: str) -> dict:
+    return {"backend": backend, "collective": "allreduce", "seconds": {"ring": 1e-6}}
+
+
+def test_two_processes_sharing_a_file_keep_each_others_plans(tmp_path):
+    """Each writer merges its plan into the file as it is then: a writer that read the file
+    before the other wrote does not drop the other's plan."""
+    path = tmp_path / "wisdom.json"
+    first, second = Wisdom(path), Wisdom(path)  # both read the file while it is empty
+    _put(first, KEY, {("direct",): 1.0})
+    _put(second, KEY.replace("|2|", "|4|"), {("ring",): 1.0})
+    again = Wisdom(path)
+    assert again.get(KEY) == ("direct",)
+    assert again.get(KEY.replace("|2|", "|4|")) == ("ring",)
+    assert second.get(KEY) == ("direct",)  # the writer holds what it merged
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".wisdom.json.lock", "wisdom.json"]
+
+
+_WRITER = """
+import sys
+from ring import wisdom
+from ring.wisdom import Trial, Wisdom
+
+mine = Wisdom(wisdom.wisdom_path())
+for k in range(40):
+    trial = Trial([("ring",)], 1.0)
+    trial.record(("ring",), 1.0, run=1.0)
+    mine.put(f"mpi|allreduce|{sys.argv[1]}|float64|sum|{k}|()", trial, "mpi", "allreduce")
+"""
+
+
+def test_concurrent_writers_lose_no_plan(tmp_path):
+    path = tmp_path / "wisdom.json"
+    env = {**os.environ, wisdom.WISDOM_ENV: str(path)}
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(n)], env=env, stderr=subprocess.PIPE)
+        for n in (2, 3)
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+    assert len(Wisdom(path).plans) == 80
+
+
+def test_a_write_waits_for_the_lock_and_gives_up_in_one_warning(tmp_path, monkeypatch):
+    """A lock another process holds past LOCK_SECONDS (one stopped mid-write): the write is
+    given up, said in one warning, and planning goes on; the file is untouched."""
+    path = tmp_path / "wisdom.json"
+    _put(Wisdom(path), KEY, {("ring",): 1.0})
+    before = path.read_text()
+    monkeypatch.setattr(wisdom, "LOCK_SECONDS", 0.05)
+    held = os.open(tmp_path / ".wisdom.json.lock", os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another open file: as another process's
+        mine = Wisdom(path)
+        with pytest.warns(WisdomWarning, match="wisdom not written .*lock was held"):
+            _put(mine, KEY, {("direct",): 1.0})
+        assert mine.get(KEY) == ("direct",)  # this process plans by it all the same
+    finally:
+        os.close(held)
+    assert path.read_text() == before
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_the_file_mode_follows_the_umask(tmp_path, umask):
+    path = tmp_path / "wisdom.json"
+    before = os.umask(umask)
+    try:
+        _put(Wisdom(path), KEY, {("ring",): 1.0})
+        _put(Wisdom(path), KEY, {("direct",): 1.0})  # a rewrite too
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_unreadable_wisdom_is_ignored_with_one_warning(tmp_path):
     path = tmp_path / "wisdom.json"
-    Wisdom(path).put("k", _run_trial({("ring",): 1.0}))
+    _put(Wisdom(path), KEY, {("ring",): 1.0})
     path.chmod(0)
     with pytest.warns(WisdomWarning, match="wisdom ignored"):
         assert Wisdom(path).plans == {}
@@ -239,13 +394,18 @@ def test_an_unwritable_wisdom_file_warns_and_planning_goes_on(tmp_path):
     blocked.write_text("")
     mine = Wisdom(blocked / "wisdom.json")  # its folder is a file: nothing can be written
     with pytest.warns(WisdomWarning, match="wisdom not written"):
-        mine.put("k", _run_trial({("ring",): 1.0}))
-    assert mine.get("k") == ("ring",)
+        _put(mine, KEY, {("ring",): 1.0})
+    assert mine.get(KEY) == ("ring",)
+
+
+def _leftovers(folder: Path) -> list[str]:
+    """The files of ``folder`` but the wisdom file and its lock: a partial write's."""
+    return [p.name for p in folder.iterdir() if p.name not in ("wisdom.json", ".wisdom.json.lock")]
 
 
 def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "wisdom.json"
-    Wisdom(path).put("old", _run_trial({("ring",): 1.0}))
+    _put(Wisdom(path), "old", {("ring",): 1.0})
     before = path.read_text()
 
     def interrupted(*args, **kwargs):
@@ -253,14 +413,14 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(wisdom.json, "dump", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        Wisdom(path).put("new", _run_trial({("direct",): 1.0}))
+        _put(Wisdom(path), "new", {("direct",): 1.0})
     assert path.read_text() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["wisdom.json"]
+    assert _leftovers(tmp_path) == []
 
 
 def test_a_full_disk_mid_write_warns_and_leaves_the_old_file_alone(tmp_path, monkeypatch):
     path = tmp_path / "wisdom.json"
-    Wisdom(path).put("old", _run_trial({("ring",): 1.0}))
+    _put(Wisdom(path), "old", {("ring",): 1.0})
     before = path.read_text()
 
     def full(*args, **kwargs):
@@ -268,9 +428,9 @@ def test_a_full_disk_mid_write_warns_and_leaves_the_old_file_alone(tmp_path, mon
 
     monkeypatch.setattr(wisdom.json, "dump", full)
     with pytest.warns(WisdomWarning, match="No space left"):
-        Wisdom(path).put("new", _run_trial({("direct",): 1.0}))
+        _put(Wisdom(path), "new", {("direct",): 1.0})
     assert path.read_text() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["wisdom.json"]  # no partial file left
+    assert _leftovers(tmp_path) == []  # no partial file left
 
 
 def test_the_wisdom_path_and_budget_come_from_the_environment(tmp_path, monkeypatch):
@@ -291,25 +451,41 @@ def test_the_wisdom_path_and_budget_come_from_the_environment(tmp_path, monkeypa
 def test_the_command_line_shows_exports_imports_and_forgets(tmp_path, monkeypatch, capsys):
     path = tmp_path / "wisdom.json"
     monkeypatch.setenv("RING_WISDOM", str(path))
-    Wisdom(path).put("cpu|allreduce|2|float64|sum|10|()", _run_trial({("direct", "nodes"): 1.0}))
+    _put(Wisdom(path), CPU_KEY, {("direct", "nodes", False, None): 1.0}, backend="cpu")
     assert wisdom.main(["show"]) == 0
-    assert capsys.readouterr().out == "cpu|allreduce|2|float64|sum|10|(): direct/nodes\n"
+    assert capsys.readouterr().out == f"{CPU_KEY}: direct/nodes/False/None\n"
     exported = tmp_path / "exported.json"
     assert wisdom.main(["export", str(exported)]) == 0
     assert wisdom.main(["forget"]) == 0
     assert not path.exists()
     assert wisdom.main(["import", str(exported)]) == 0
-    assert Wisdom(path).get("cpu|allreduce|2|float64|sum|10|()") == ("direct", "nodes")
-    assert wisdom.main(["export"]) == 2
+    assert Wisdom(path).get(CPU_KEY) == ("direct", "nodes", False, None)
+
+
+def test_an_import_merges_into_the_plans_kept(tmp_path, monkeypatch):
+    path = tmp_path / "wisdom.json"
+    monkeypatch.setenv("RING_WISDOM", str(path))
+    theirs = tmp_path / "theirs.json"
+    _put(Wisdom(theirs), KEY, {("direct",): 1.0})
+    _put(Wisdom(path), CPU_KEY, {("ring", "nodes", True, None): 1.0}, backend="cpu")
+    assert wisdom.main(["import", str(theirs)]) == 0
+    assert set(Wisdom(path).plans) == {KEY, CPU_KEY}
 
 
 def _spoiled(path: Path, spoil: str) -> Path:
     """A wisdom file at ``path`` that cannot be imported here (``spoil``), or none."""
     if spoil == "missing":
         return path
-    Wisdom(path).put("theirs", _run_trial({("ring",): 1.0}))
+    if spoil == "a folder":
+        path.mkdir()
+        return path
+    _put(Wisdom(path), "theirs", {("ring",): 1.0})
     if spoil == "not json":
         path.write_text("{")
+    elif spoil == "nested deep":
+        path.write_text("[" * 100_000)
+    elif spoil in BAD_PLANS:
+        _with_plan(path, "bad", BAD_PLANS[spoil])
     else:
         document = json.loads(path.read_text())
         document["host"] = "another machine, 96 cores"
@@ -317,13 +493,17 @@ def _spoiled(path: Path, spoil: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("spoil", ["missing", "not json", "other host"])
+@pytest.mark.parametrize(
+    "spoil",
+    ["missing", "a folder", "not json", "nested deep", "other host", *sorted(BAD_PLANS)[:4]],
+)
 def test_importing_what_cannot_be_used_fails_in_one_line_and_keeps_the_file(
     tmp_path, monkeypatch, capsys, spoil
 ):
+    """A file holding one plan the library cannot run is not imported at all."""
     path = tmp_path / "wisdom.json"
     monkeypatch.setenv("RING_WISDOM", str(path))
-    Wisdom(path).put("mine", _run_trial({("direct",): 1.0}))
+    _put(Wisdom(path), "mine", {("direct",): 1.0})
     before = path.read_text()
     source = _spoiled(tmp_path / "theirs.json", spoil)
     assert wisdom.main(["import", str(source)]) == 1
@@ -332,11 +512,40 @@ def test_importing_what_cannot_be_used_fails_in_one_line_and_keeps_the_file(
     assert path.read_text() == before
 
 
-def test_an_export_that_cannot_be_written_fails(tmp_path, monkeypatch):
+def test_an_export_that_cannot_be_written_fails_in_one_line(tmp_path, monkeypatch, capsys):
     path = tmp_path / "wisdom.json"
     monkeypatch.setenv("RING_WISDOM", str(path))
-    Wisdom(path).put("mine", _run_trial({("direct",): 1.0}))
+    _put(Wisdom(path), "mine", {("direct",): 1.0})
     blocked = tmp_path / "file"
     blocked.write_text("")
-    with pytest.warns(WisdomWarning, match="wisdom not written"):
-        assert wisdom.main(["export", str(blocked / "out.json")]) == 1
+    assert wisdom.main(["export", str(blocked / "out.json")]) == 1
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "wisdom not written" in said
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "text"),
+    [
+        (["forget"], 1, "Is a directory"),  # RING_WISDOM names a folder
+        (["show"], 1, "wisdom ignored"),
+        (["export", "out.json"], 1, "wisdom ignored"),
+        ([], 2, "usage: python -m ring.wisdom"),
+        (["remember"], 2, "usage: python -m ring.wisdom"),
+        (["export"], 2, "export takes one FILE"),
+        (["show", "x"], 2, "show takes no FILE"),
+    ],
+)
+def test_every_command_line_error_is_one_line(tmp_path, monkeypatch, capsys, argv, code, text):
+    """``forget`` of a folder, and ``show`` or ``export`` of a file nested past the
+    parser's depth, fail in one line each, as a command line it does not take does."""
+    path = tmp_path / "wisdom.json"
+    if argv == ["forget"]:
+        path.mkdir()
+    else:
+        path.write_text("[" * 100_000)
+    monkeypatch.setenv("RING_WISDOM", str(path))
+    monkeypatch.chdir(tmp_path)
+    assert wisdom.main(argv) == code
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and text in captured.err, captured.err
+    assert captured.out == ""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass
 
-from .flags import BenchInputError, BenchParser
+from .flags import BenchInputError, BenchParser, parse_size
 
 __all__ = ["OSU_DEFAULTS", "OsuFlags", "osu_argv", "osu_header", "osu_line"]
 
@@ -89,11 +89,21 @@ def osu_argv(argv: list[str]) -> tuple[list[str], OsuFlags | None]:
 
 
 def _message_sizes(text: str | None) -> tuple[str, str]:
-    """OSU's ``-m [MIN:]MAX`` (either side may be empty: its default)."""
+    """OSU's ``-m [MIN:]MAX`` (either side may be empty: its default), checked here: an
+    error found in the sweep's ``-b``/``-e`` they become would name flags never given."""
     if text is None:
         return OSU_DEFAULTS["min"], OSU_DEFAULTS["max"]
     low, _, high = text.rpartition(":") if ":" in text else ("", "", text)
-    return low or OSU_DEFAULTS["min"], high or OSU_DEFAULTS["max"]
+    low, high = low or OSU_DEFAULTS["min"], high or OSU_DEFAULTS["max"]
+    try:
+        smallest, largest = parse_size(low), parse_size(high)
+    except BenchInputError as exc:
+        raise BenchInputError(f"-m/--message-size {text!r}: {exc}") from None
+    if smallest > largest:
+        raise BenchInputError(
+            f"-m/--message-size {text!r}: MIN ({low}) is larger than MAX ({high})"
+        )
+    return low, high
 
 
 def osu_header(config, place: str, local: list[str]) -> list[str]:

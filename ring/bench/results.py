@@ -290,7 +290,13 @@ def schema_problem(
     if document is not None:
         found = document.get("schema") if isinstance(document, dict) else None
         if found != SCHEMA:
-            return f"{path}: ring.bench schema {found}, this reader takes {SCHEMA}; {MIGRATION}"
+            if found is None:
+                said = "no ring.bench schema"
+            elif type(found) is int:
+                said = f"ring.bench schema {found}"
+            else:  # "2" is not 2: shown as it is written, or it reads as the schema taken
+                said = f"ring.bench schema {found!r} (a {type(found).__name__}, not a whole number)"
+            return f"{path}: {said}, this reader takes {SCHEMA}; {MIGRATION}"
     missing = [c for c in SCHEMA_COLUMNS if columns is not None and c not in columns]
     if missing:
         return f"{path}: no column {', '.join(missing)} (ring.bench schema 1); {MIGRATION}"

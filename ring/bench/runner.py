@@ -183,9 +183,13 @@ def plan_run(config: BenchConfig) -> Plan:
 def _planning_document() -> dict:
     """What ``algorithm="auto"`` spent planning by measuring in this process (ring.wisdom):
     the calls that ran to time a candidate and their seconds, and where its plans are kept."""
-    mine = wisdom.wisdom()
-    path = None if mine.path is None else str(mine.path)
-    return {"calls": mine.calls, "seconds": mine.seconds, "wisdom": path}
+    path = wisdom.wisdom_path()
+    cost = wisdom.planning_cost()
+    return {
+        "calls": cost.calls,
+        "seconds": cost.seconds,
+        "wisdom": None if path is None else str(path),
+    }
 
 
 def _check_auto_table(config: BenchConfig) -> None:

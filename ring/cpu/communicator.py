@@ -54,6 +54,7 @@ from ..communicator import (
     normalized_op,
     refuse_gpu_options,
     resolve_algorithm,
+    track,
     validate_buffers,
 )
 from ..host import positions
@@ -63,6 +64,7 @@ from ..ops import AVERAGING, resolve_op
 from ..schedule import (
     AUTO,
     COLLECTIVES,
+    EXECUTORS,
     Plan,
     check_algorithm,
     check_algorithm_options,
@@ -92,7 +94,6 @@ SYNC_MODES = ("pairwise", "barrier")
 # ring.api passes a call's options to CpuCommunicator._collective, which checks them once
 # per collective and options and binds repeated calls (the module function's fast path).
 CALLS_TAKE_OPTIONS = True
-EXECUTORS = ("nodes", "slices")
 _OPTIONS = frozenset(
     {"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes", "executor", "planning"}
 )
@@ -251,6 +252,21 @@ class CpuCommunicator(RingCommunicator):
         self._crew = Crew(self.nodes, self.sync)
         # Stops the threads of a communicator that is dropped without close().
         self._finalizer = weakref.finalize(self, self._crew.stop, False)
+        track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In the child of a ``fork()``, which has none of its parent's threads: a new
+        crew, whose worker threads start with its first call on them (a child may never
+        make one), new locks (another thread may have held one at the fork), and none of
+        the calls bound to the parent's crew.  Plans, and the parent's buffers, stay."""
+        self._call_lock = threading.Lock()
+        self._planner.after_fork()
+        self._bound, self._trial_bound, self._trying = {}, {}, {}
+        self._wake = None  # measured again, on the child's threads
+        if not self._closed:
+            self._finalizer.detach()
+            self._crew = Crew(self.nodes, self.sync, started=False)
+            self._finalizer = weakref.finalize(self, self._crew.stop, False)
 
     @property
     def _pushers(self) -> list[Pushers]:
@@ -262,7 +278,10 @@ class CpuCommunicator(RingCommunicator):
 
     @property
     def threads(self) -> tuple[threading.Thread, ...]:
-        """The worker threads, one per node, for a harness that pins them to cores."""
+        """The worker threads, one per node, for a harness that pins them to cores (in a
+        fork's child, started here if no call has started them yet)."""
+        if not self._crew.started and not self._closed:
+            self._crew.start_threads()
         return tuple(self._crew.threads)
 
     def close(self) -> None:

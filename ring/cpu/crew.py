@@ -178,7 +178,7 @@ def _again(run, job):
 class Crew:
     """The worker threads and all they share.  It holds no reference to its communicator."""
 
-    def __init__(self, nodes: int, sync: str):
+    def __init__(self, nodes: int, sync: str, started: bool = True):
         n = self.nodes = nodes
         self.pairwise = sync == "pairwise"
         self.pushers = node_pushers(n) if n > 1 else []
@@ -199,7 +199,16 @@ class Crew:
         self.failed = False
         self.jobs = 0  # calls handed to the workers (a call run inline wakes none)
         self.threads: list[threading.Thread] = []
-        for node in range(n if n > 1 else 0):
+        self.started = False
+        if started:
+            self.start_threads()
+
+    def start_threads(self) -> None:
+        """Start the worker threads, one per node (none for one node): when the crew is
+        made, or, for a crew made without them (a fork's child's, which may never need
+        them), before its first call on the workers."""
+        self.started = True
+        for node in range(self.nodes if self.nodes > 1 else 0):
             thread = threading.Thread(
                 target=self.worker, args=(node,), name=f"ring-cpu-node{node}", daemon=True
             )
@@ -329,6 +338,8 @@ class Crew:
         stop; the caller then stops and joins them (:meth:`stop`) before the interruption
         propagates, so no node touches a buffer afterwards.
         """
+        if not self.started:
+            self.start_threads()
         self.jobs += 1
         try:
             for start in self.start:
@@ -355,6 +366,8 @@ class Crew:
         exception on the calling thread (Ctrl-C too) stops the workers at their next tile
         and propagates; the caller then stops and joins them (:meth:`stop`)."""
         if job.workers:
+            if not self.started:
+                self.start_threads()
             self.jobs += 1
             for start in self.start[: job.workers]:
                 start.put(job)

@@ -69,6 +69,10 @@ class Planner:
         self._generation = (auto.generation(), wisdom.generation())
         self._lock = threading.Lock()
 
+    def after_fork(self) -> None:
+        """In the child of a ``fork()``: a new lock (another thread may have held this one)."""
+        self._lock = threading.Lock()
+
     def current(self) -> bool:
         """Whether the plans and trials kept are of today's tables and wisdom."""
         return self._generation == (auto.generation(), wisdom.generation())
@@ -190,7 +194,7 @@ class Planner:
             if candidate is not None:
                 return candidate, trial
             del self._trials[key]
-            wisdom.wisdom().put(key, trial)
+            wisdom.wisdom().put(key, trial, "cpu", name)
             choice = self._plans[key] = trial.winner()
             return choice, None
 

@@ -53,13 +53,13 @@ import numpy as np
 from .. import nvtx
 from ..communicator import (
     Call,
-    CommunicatorClosedError,
     RingCommunicator,
     check_buffer_list,
     check_nodes,
     flattened,
     normalized_op,
     resolve_algorithm,
+    track,
     validate_buffers,
 )
 from ..schedule import Plan, check_collective, plan_for
@@ -166,6 +166,10 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
     """
 
     backend = "gpu"
+    _fork_refusal = (
+        "CUDA cannot be used in a process made by fork() once its parent used it (start "
+        "such processes with multiprocessing's 'spawn')"
+    )
 
     def __init__(
         self,
@@ -208,6 +212,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         self._waited = True  # whether the host waited for the last timed call
         self.peer_access, self.pairs_without_peer_access = self._enable_peer_access()
         self._make_streams_and_events()
+        track(self)
         self._scratch: list[dict] = [{} for _ in range(self.nodes)]
         self._reducers: dict = {}
         self._l2_bytes: int | None = None  # the smallest L2 of the devices, once asked
@@ -291,7 +296,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         handle when the call asked for one (``async_op``), else None."""
         self._check_call_backend(call)
         if self._closed:
-            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            raise self._closed_error()
         name, op = call.name, call.op
         count, dtype = self._check(call.buffers)
         order = call.checked if isinstance(call.checked, Ordering) else BLOCKING
@@ -303,7 +308,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
                 reduce = self._reducers[(op, dtype)] = reducer(self._cp, op, dtype)
         with self._call_lock:
             if self._closed:
-                raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+                raise self._closed_error()
             self._timed = False
             sides = self._sides(given)
             if order.send is not None:

@@ -3,9 +3,13 @@ when they do not.
 
 Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allgather``):
 status, collective, length, dtype, op, buffer kind, segment size, algorithm, group
-size and shared allocation (:mod:`ring.mpi.shared`).  Every rank sees the same table, so
-every rank raises the same error, naming each rank's value, instead of some ranks waiting
-forever for a message that never comes.
+size, shared allocation (:mod:`ring.mpi.shared`), and how the algorithm was chosen: given,
+or ``auto`` by the decision table or by measuring, with the planning budget
+(``RING_PLAN_BUDGET``) where it measures.  Every rank sees the same table, so every rank
+raises the same error, naming each rank's value, instead of some ranks waiting forever for
+a message that never comes: a rank that plans by measuring exchanges messages a rank that
+runs a given algorithm (or the table's pick) never sends, and ranks of other budgets would
+end their trials on other calls.
 
 Each rank's slot of the exchange also carries its buffer when that is at most
 :data:`GATHERED_BYTES` (the slot's size is fixed, so the exchange matches whatever the
@@ -30,12 +34,16 @@ import numpy as np
 from ..communicator import resolve_algorithm, validate_buffers
 from ..ops import AVERAGING, OPS, resolve_op
 from ..schedule import ALGORITHMS, AUTO, COLLECTIVES, check_algorithm, check_algorithm_options
+from ..wisdom import BUDGET_ENV, budget_seconds
 from .cuda import device_backend, is_device_array
 
 __all__ = [
     "ALGORITHM_CODE",
     "COLLECTIVE_CODE",
+    "ESTIMATE",
+    "FIXED",
     "GATHERED_BYTES",
+    "MEASURE",
     "OP_CODE",
     "PREFLIGHT_ALGORITHMS",
     "ROW",
@@ -43,8 +51,10 @@ __all__ = [
     "SLOT",
     "SLOT_DATA",
     "STATUS",
+    "UNMEASURED",
     "CallForm",
     "agree_on_segment",
+    "agreed_exception",
     "check_segment_bytes",
     "check_table",
     "dtype_code",
@@ -63,14 +73,25 @@ _COLLECTIVES = COLLECTIVES
 _OP_NAMES = tuple(OPS)
 # One row per rank in the pre-flight exchange.
 STATUS, _COLLECTIVE, _COUNT, _DTYPE, _OP, _DEVICE, _SEGMENT, _ALGORITHM, _GROUP, _SHARED = range(10)
-ROW = 10
+_PLANNING, _BUDGET = 10, 11
+ROW = 12
 ROW_FORMAT = struct.Struct(f"<{ROW}q")
 pack_row = ROW_FORMAT.pack_into
+# How a call's algorithm was chosen (its row's planning column): given; auto by the
+# decision table (planning="estimate"); auto by measuring (planning="measure", the ring's
+# default); auto on a ring that measures, by the table, for a call measuring does not take
+# (not a list of one NumPy array with options of plain types: it has no form key).
+FIXED, ESTIMATE, MEASURE, UNMEASURED = range(4)
+_PLANNING_SHOWN = {
+    ESTIMATE: "planning='estimate'",
+    MEASURE: "planning='measure'",
+    UNMEASURED: "planning='measure' on a call it does not measure (not [one NumPy array])",
+}
 # A rank's slot in the pre-flight exchange: its row, padded so the data after it is aligned
 # for every dtype, then up to GATHERED_BYTES of its buffer.  1 KiB: the smallest size the
 # study compares with MPI_Allreduce, where a second exchange would double the call.
 GATHERED_BYTES = 1024
-SLOT_DATA = 80
+SLOT_DATA = -(-ROW_FORMAT.size // 16) * 16
 SLOT = SLOT_DATA + GATHERED_BYTES
 # The algorithms whose plans a rank can run on every rank's input alone, fewest local
 # operations first: a reduce-broadcast allreduce is N - 1 on the whole buffer, direct
@@ -85,6 +106,14 @@ _KINDS = ("NumPy", "CuPy")
 @lru_cache(maxsize=64)
 def dtype_code(dtype: np.dtype) -> int:
     return int.from_bytes(dtype.str.encode("ascii").ljust(8, b"\0")[:8], "little", signed=True)
+
+
+# The budget's float travels in the row's int64 column, bit for bit.
+_BUDGET_FLOAT, _BUDGET_BITS = struct.Struct("<d"), struct.Struct("<q")
+
+
+def _budget(bits: int) -> float:
+    return _BUDGET_FLOAT.unpack(_BUDGET_BITS.pack(int(bits)))[0]
 
 
 def _dtype_name(code: int) -> str:
@@ -109,7 +138,15 @@ def raise_local_errors(comm, table: np.ndarray, error: BaseException | None) -> 
         where = f"ranks {', '.join(map(str, failed))} (rank {first} says)"
     else:
         where = f"rank {first}"
-    text = f"ring.mpi {name}: bad input on {where}: {message}"
+    raise agreed_exception(
+        f"ring.mpi {name}: bad input on {where}: {message}", module, qualname
+    ) from error
+
+
+def agreed_exception(text: str, module: str, qualname: str) -> Exception:
+    """The exception every rank raises, of the class ``module.qualname`` one rank's error
+    was (where it can be found and made from ``text``), else a RuntimeError naming it:
+    ranks exchange an error's text and class name, never the exception object."""
     cls = _exception_class(module, qualname)
     try:
         exc = None if cls is RuntimeError else cls(text)
@@ -119,7 +156,7 @@ def raise_local_errors(comm, table: np.ndarray, error: BaseException | None) -> 
         if f"{module}.{qualname}" != "builtins.RuntimeError":
             text = f"{text} ({module}.{qualname})"
         exc = RuntimeError(text)
-    raise exc from error
+    return exc
 
 
 def _exception_class(module: str, qualname: str) -> type[Exception]:
@@ -186,6 +223,19 @@ def mismatch(table: np.ndarray) -> Exception:
     if differs(_OP):
         shown = per_rank(_OP, lambda v: repr(_OP_NAMES[v]) if v >= 0 else "None")
         return ValueError(header + f"ops differ between ranks ({shown})")
+    if differs(_PLANNING):
+        planning = table[:, _PLANNING]
+        if (planning == FIXED).any():  # auto on some ranks, a given algorithm on others
+            shown = ", ".join(
+                f"rank {r}: {repr(ALGORITHMS[a]) if p == FIXED else repr(AUTO)}"
+                for r, (a, p) in enumerate(zip(table[:, _ALGORITHM], planning, strict=True))
+            )
+            return ValueError(header + f"algorithms differ between ranks ({shown})")
+        shown = per_rank(_PLANNING, lambda v: _PLANNING_SHOWN[v])
+        return ValueError(header + f"auto plans differently on the ranks ({shown})")
+    if differs(_BUDGET):
+        shown = per_rank(_BUDGET, lambda v: f"{_budget(v):g} s")
+        return ValueError(header + f"{BUDGET_ENV} differs between ranks ({shown})")
     if differs(_ALGORITHM):
         shown = per_rank(_ALGORITHM, lambda v: repr(ALGORITHMS[v]))
         return ValueError(header + f"algorithms differ between ranks ({shown})")
@@ -254,6 +304,7 @@ class CallForm(NamedTuple):
     average: bool
     gathered: bool  # the buffer travels in the pre-flight exchange (direct, small, host)
     shared: int  # the buffer's shared allocation (ring.mpi.shared), 0 for none
+    budget: float  # the planning budget of a call that measures (0 for others)
     row: bytes  # this rank's pre-flight row
     table: bytes  # the pre-flight table when every rank's row is this one
 
@@ -289,18 +340,8 @@ def form_key(name: str, buffers, op, settings: tuple, shared: int = 0) -> tuple 
     return name, op, buf.dtype, buf.shape[0], settings, shared
 
 
-def local_form(
-    name: str, buffers, op, settings: tuple, nodes: int, host_group_size: int, shared: int = 0
-):
-    """``(buffer, form)`` of a call that passes this rank's checks; raises otherwise.
-    ``shared``: the number of the shared allocation ``buffers[0]`` is (0: none)."""
-    segment_bytes, algorithm, group_size = settings
-    algorithm, segment, group = resolve_call(
-        name,
-        {"segment_bytes": segment_bytes, "algorithm": algorithm, "group_size": group_size},
-        nodes,
-        host_group_size,
-    )
+def _own_buffer(buffers) -> tuple[Any, bool]:
+    """(this rank's buffer, whether it is a device array) of ``[buf]``; raises otherwise."""
     if is_device_array(buffers) or isinstance(buffers, np.ndarray):
         raise TypeError("pass this rank's buffer in a list: [buf]")
     device = False
@@ -314,7 +355,33 @@ def local_form(
         validate_buffers(buffers, array_type=device_backend()[1], kind="CuPy")
     else:
         validate_buffers(buffers)
-    buf: Any = buffers[0]
+    return buffers[0], device
+
+
+def local_form(
+    name: str,
+    buffers,
+    op,
+    settings: tuple,
+    nodes: int,
+    host_group_size: int,
+    shared: int = 0,
+    planning: int = FIXED,
+):
+    """``(buffer, form)`` of a call that passes this rank's checks; raises otherwise.
+    ``shared``: the number of the shared allocation ``buffers[0]`` is (0: none);
+    ``planning``: how the call's algorithm was chosen (:data:`FIXED`, ...): a call that
+    measures (:data:`MEASURE`, its trial's calls and its plan's too) reads the planning
+    budget here, so a bad one is this rank's bad input, raised on every rank."""
+    segment_bytes, algorithm, group_size = settings
+    algorithm, segment, group = resolve_call(
+        name,
+        {"segment_bytes": segment_bytes, "algorithm": algorithm, "group_size": group_size},
+        nodes,
+        host_group_size,
+    )
+    budget = budget_seconds() if planning == MEASURE else 0.0
+    buf, device = _own_buffer(buffers)
     if algorithm == AUTO:  # the size is known now; every rank's row then names the pick
         algorithm, segment, group = resolve_call(
             name,
@@ -344,6 +411,8 @@ def local_form(
         ALGORITHM_CODE[algorithm],
         group,
         shared,
+        planning,
+        _BUDGET_BITS.unpack(_BUDGET_FLOAT.pack(budget))[0],
     )
     average = op in AVERAGING
     row_bytes = bytes(row)
@@ -358,6 +427,7 @@ def local_form(
         average,
         gathered,
         shared,
+        budget,
         row_bytes,
         row_bytes * nodes,
     )
@@ -367,7 +437,7 @@ def local_form(
 def error_row(name: str) -> bytes:
     """The pre-flight row of a rank whose checks failed."""
     row = bytearray(ROW_FORMAT.size)
-    pack_row(row, 0, 1, COLLECTIVE_CODE[name], 0, 0, 0, 0, 0, 0, 0, 0)
+    pack_row(row, 0, 1, COLLECTIVE_CODE[name], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     return bytes(row)
 
 

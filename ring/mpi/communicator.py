@@ -19,9 +19,10 @@ communicator's.  ``algorithm="auto"`` plans by measuring, every rank alike
 it cuts each received chunk into segments of that size so the scratch stays in cache.
 
 Every call first exchanges one small row per rank (``Allgather``): the collective, length,
-dtype, op, buffer kind, algorithm, its options and whether the local buffer passed
-validation (:mod:`ring.mpi.agree`).  All ranks see the same table, so a mismatch raises
-the same error on every rank before any data moves.  What a call needs is made on its
+dtype, op, buffer kind, algorithm, its options, how ``auto`` chose it (and its planning
+budget) and whether the local buffer passed validation (:mod:`ring.mpi.agree`).  All
+ranks see the same table, so a mismatch raises the same error on every rank before any
+data moves.  What a call needs is made on its
 first occurrence and kept: its checked form and row (per collective, op, dtype, length
 and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi.steps`), so a
 repeated call costs little more than its messages; a call that repeats on the same buffer
@@ -47,6 +48,7 @@ CuPy buffers need a CUDA-aware MPI library (:func:`cuda_aware`): MPI gets device
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import traceback
@@ -57,22 +59,26 @@ from typing import Any
 
 import numpy as np
 
-from .. import nvtx, wisdom
+from .. import nvtx
 from .._optional import require
 from ..communicator import (
     Call,
-    CommunicatorClosedError,
     RingCommunicator,
     flattened,
     normalized_op,
     refuse_gpu_options,
+    track,
 )
 from ..ops import OPS, divide_by_nodes
 from ..schedule import AUTO, COLLECTIVES, check_collective, chunk_range
 from ..wisdom import check_planning
 from .agree import (
+    ESTIMATE,
+    FIXED,
+    MEASURE,
     SLOT,
     SLOT_DATA,
+    UNMEASURED,
     CallForm,
     agree_on_segment,
     check_table,
@@ -110,6 +116,29 @@ _OPTIONS = frozenset({"comm", *PER_CALL_OPTIONS})
 _KEPT = 64
 
 
+_FORK_REFUSAL = "MPI cannot be used in a process made by fork()"
+# The MPI process that forked this one (None: this process is none's fork): a new ring here
+# would enter collectives with its parent's peers.  Whether MPI ran is asked before the fork.
+_forked_from: int | None = None
+_mpi_at_fork = False
+
+
+def _before_fork() -> None:
+    global _mpi_at_fork
+    MPI = sys.modules.get("mpi4py.MPI")
+    _mpi_at_fork = MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized()
+
+
+def _after_fork_in_child() -> None:
+    global _forked_from
+    if _mpi_at_fork:
+        _forked_from = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+
+
 class MpiRing(RingCommunicator):
     """Ring collectives over the ranks of an MPI intracommunicator, one buffer per rank.
 
@@ -130,6 +159,7 @@ class MpiRing(RingCommunicator):
     """
 
     backend = "mpi"
+    _fork_refusal = _FORK_REFUSAL
 
     def __init__(
         self,
@@ -141,6 +171,11 @@ class MpiRing(RingCommunicator):
         planning: str = "measure",
     ):
         planning = check_planning(planning)
+        if _forked_from is not None:
+            raise RuntimeError(
+                f"ring.mpi: this process was made by fork() of MPI process {_forked_from}: "
+                f"{_FORK_REFUSAL}"
+            )
         MPI = import_mpi()
         if comm is None:
             comm = MPI.COMM_WORLD
@@ -180,6 +215,7 @@ class MpiRing(RingCommunicator):
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
         self._shared = SharedArrays(self.rank, self.nodes)
         self._outer = {name: nvtx.pusher(name) for name in COLLECTIVES}
+        track(self)
 
     @property
     def comm(self):
@@ -235,7 +271,7 @@ class MpiRing(RingCommunicator):
         ``group_size``) override the ring's for this call (they are checked, and compared
         across ranks, with the rest of the call)."""
         if self._closed:
-            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            raise self._closed_error()
         bound = None if options else self._bound.get(name)
         if bound is not None and bound.call(buffers, op):
             return  # the same call again (ring.mpi.bound)
@@ -266,14 +302,24 @@ class MpiRing(RingCommunicator):
         block = self._shared.block(buffers)
         shared = 0 if block is None else block.ident
         key = form_key(name, buffers, op, settings, shared)
-        runs_by = settings
+        runs_by, planning = settings, self._planning(settings, key)
         if key is not None and self._measures(settings, key):
             planned = self._planner.planned(key)
             if planned is None:
                 self._plan(name, buffers, op, settings, key, block, bindable)
                 return
             runs_by = planned
-        self._keep(name, self._run(name, buffers, op, settings, runs_by, key, block, bindable))
+        bound = self._run(name, buffers, op, settings, runs_by, key, block, bindable, planning)
+        self._keep(name, bound)
+
+    def _planning(self, settings: tuple, key: tuple | None) -> int:
+        """How a call of ``settings`` chooses its algorithm (the pre-flight row's
+        :data:`ring.mpi.agree.MEASURE`, ...): every rank must choose alike."""
+        if type(settings[1]) is not str or settings[1] != AUTO:  # any value: checked later
+            return FIXED
+        if self.planning == "estimate":
+            return ESTIMATE
+        return MEASURE if key is not None else UNMEASURED
 
     def _keep(self, name: str, bound: Bound | None) -> None:
         if bound is not None:
@@ -311,17 +357,18 @@ class MpiRing(RingCommunicator):
         estimate when the shape is new, then run by the trial's next candidate, timed."""
         planner = self._planner
         if planner.trial(key) is None:
-            buf, form = self._preflight(name, key, buffers, op, settings, key[5])
+            buf, form = self._preflight(
+                name, (*key, MEASURE), buffers, op, settings, key[5], MEASURE
+            )
             # An allreduce is element-wise: its slices can run apart.  The ranks of a host
             # share its cache (host_group_size is 0 where hosts hold uneven groups: no cut).
-            apart = 1
+            sharing = 0
             if name == "allreduce" and not form.device and block is None:
-                apart = wisdom.slices_apart(self.host_group_size, buf.nbytes)
-            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort, apart)
+                sharing = self.host_group_size
+            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort, sharing)
             if planned is not None:
-                self._keep(
-                    name, self._run(name, buffers, op, settings, planned, key, block, bindable)
-                )
+                bound = self._run(name, buffers, op, settings, planned, key, block, bindable)
+                self._keep(name, bound)
                 return
         runs_by, candidate = planner.next(key, settings)
         if candidate is None:  # planned: the candidates' bound calls are done with
@@ -359,14 +406,24 @@ class MpiRing(RingCommunicator):
                 self._trial_bound[kept] = bound
 
     def _run(
-        self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable
+        self,
+        name,
+        buffers,
+        op,
+        settings: tuple,
+        runs_by: tuple,
+        key,
+        block,
+        bindable,
+        planning: int = MEASURE,
     ) -> Bound | None:
         """The call by ``runs_by`` (``settings`` with auto resolved, or ``settings``); the
-        call bound to its buffer where it may be (``bindable``: the ring's own options)."""
+        call bound to its buffer where it may be (``bindable``: the ring's own options).
+        ``planning``: how its algorithm was chosen (by measuring, unless ``_call`` says)."""
         shared = 0 if block is None else block.ident
-        if runs_by is not settings and key is not None:
-            key = (*key[:4], runs_by, key[5])
-        buf, form = self._preflight(name, key, buffers, op, runs_by, shared)
+        if key is not None:  # a form of each planning: a plan's call is no given one's
+            key = (*key[:4], runs_by, key[5], planning)
+        buf, form = self._preflight(name, key, buffers, op, runs_by, shared, planning)
         if form.device:
             if self.nodes > 1 and buf.shape[0] > 0:
                 self._guarded(name, self._run_device, form, buf)
@@ -414,10 +471,12 @@ class MpiRing(RingCommunicator):
             self._slot_view[: len(row)] = row
             self._slot_row = row
 
-    def _preflight(self, name: str, key, buffers, op: str | None, settings: tuple, shared: int):
+    def _preflight(
+        self, name: str, key, buffers, op: str | None, settings: tuple, shared: int, planning: int
+    ):
         """This rank's buffer and the call's form, once every rank agrees; raises the same
         error on every rank otherwise, before any data moves.  ``key``: the call's
-        :func:`ring.mpi.agree.form_key`."""
+        :func:`ring.mpi.agree.form_key` and ``planning`` (how its algorithm was chosen)."""
         form: CallForm | None = self._forms.get(key) if key is not None else None
         buf: Any = None
         error = None
@@ -426,7 +485,14 @@ class MpiRing(RingCommunicator):
         else:
             try:
                 buf, form = local_form(
-                    name, buffers, op, settings, self.nodes, self.host_group_size, shared
+                    name,
+                    buffers,
+                    op,
+                    settings,
+                    self.nodes,
+                    self.host_group_size,
+                    shared,
+                    planning,
                 )
             except Exception as exc:  # noqa: BLE001 - reported to every rank below
                 error = exc
@@ -474,7 +540,7 @@ class MpiRing(RingCommunicator):
         """This rank's array of ``count`` ``dtype``, in memory every rank of the ring maps
         (collective; one host): calls on it run by position (:mod:`ring.mpi.shared`)."""
         if self._closed:
-            raise CommunicatorClosedError(f"{self!r} is closed: create a new communicator")
+            raise self._closed_error()
         with self._call_lock:
             return self._shared.allocate(self._comm, count, dtype, self._abort)
 

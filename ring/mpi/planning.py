@@ -15,18 +15,24 @@ agreed on and run as a call of its own, each slice's time agreed on the same way
 
 No collective is entered before the call's pre-flight exchange (:mod:`ring.mpi.agree`)
 has passed on every rank: a first call of a shape is agreed on as ``auto``'s estimate
-before the broadcast, and each trial call is agreed on as its candidate.  So a rank whose
-call differs, or whose buffer is bad, makes every rank raise the same error, as in any
-other call, instead of leaving the others waiting in a planning message.
+before the broadcast, and each trial call is agreed on as its candidate, every row saying
+that the call measures and with what budget.  So a rank whose call differs (another
+algorithm, ``planning=``, budget), or whose buffer is bad, makes every rank raise the same
+error, as in any other call, instead of leaving the others waiting in a planning message.
+What rank 0 alone does (read its wisdom and table, cut the call) travels in the
+broadcast, a failure included, which every rank then raises alike; its writing of the plan
+never raises.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
 from ..schedule import algorithms_of
+from .agree import agreed_exception
 
 __all__ = ["MpiPlanner"]
 
@@ -54,35 +60,43 @@ class MpiPlanner:
         return planned
 
     def start(
-        self, key: tuple, name: str, form, nbytes: int, settings: tuple, abort, apart: int = 1
+        self, key: tuple, name: str, form, nbytes: int, settings: tuple, abort, sharing: int = 0
     ):
-        """After a first call of ``key`` was agreed on (its estimate ``form``): the plan
-        rank 0 knows, settled, or None with a trial begun on every rank.  ``abort(name,
-        when)``: the ring's, for a rank that fails inside the broadcast (the ring is not
-        kept here: a dropped ring must be freed without the cyclic collector).  ``apart``:
-        the slices this rank would cut a trial call into (:func:`ring.wisdom.slices_apart`;
-        rank 0's is every rank's)."""
+        """After a first call of ``key`` was agreed on (its estimate ``form``, which holds
+        the budget every rank agreed on): the plan rank 0 knows, settled, or None with a
+        trial begun on every rank.  ``abort(name, when)``: the ring's, for a rank that
+        fails inside the broadcast (the ring is not kept here: a dropped ring must be freed
+        without the cyclic collector).  ``sharing``: the ranks that share a host's cache,
+        where a trial call may be cut into slices (0: it may not; rank 0's cut,
+        :func:`ring.wisdom.slices_apart`, is every rank's)."""
         known: tuple | None = None
         found: list[tuple] = []
-        problem: str | None = None
+        problem: tuple | None = None
+        apart = 1
         shape = wisdom.shape_key(
             "mpi", name, self.nodes, key[2], form.op, nbytes, (settings[0], settings[2], key[5])
         )
         if self.rank == 0:
             try:
-                known = wisdom.wisdom().get(shape)
+                known = wisdom.wisdom().get(shape)  # a plan of this library's (checked read)
                 if known is None:
                     ranked = auto.ranked("mpi", name, self.nodes, nbytes)[: wisdom.TOP]
                     ranked += auto.unpriced("mpi", name, algorithms_of(name))
                     found = [(check_auto_pick("mpi", a),) for a in ranked]
-            except auto.AutoTableError as exc:  # raised on every rank, after the broadcast
-                problem = str(exc)
+                    apart = wisdom.slices_apart(sharing, nbytes) if sharing else 1
+            except Exception as exc:  # noqa: BLE001 - raised on every rank, after the broadcast
+                problem = (str(exc), type(exc).__module__, type(exc).__qualname__)
         try:
             known, found, problem, apart = self._comm.bcast((known, found, problem, apart), root=0)
         except BaseException:  # noqa: BLE001 - the peers wait in the broadcast
             abort(name, "while planning")
         if problem is not None:
-            raise auto.AutoTableError(f"{problem} (rank 0's table)")
+            text, module, qualname = problem
+            if qualname == auto.AutoTableError.__qualname__:
+                raise auto.AutoTableError(f"{text} (rank 0's table)")
+            raise agreed_exception(
+                f"ring.mpi {name}: planning failed on rank 0: {text}", module, qualname
+            )
         if known is not None:
             return self._settle(key, settings, known[0])
         if len(found) == 1:  # nothing to choose between
@@ -90,7 +104,7 @@ class MpiPlanner:
         if len(self._trials) >= _KEPT:
             self._trials.clear()
         pieces = min(len(found), apart)
-        self._trials[key] = (wisdom.Trial(found, wisdom.budget_seconds(), pieces=pieces), shape)
+        self._trials[key] = (wisdom.Trial(found, form.budget, pieces=pieces), shape)
         return None
 
     def trial(self, key: tuple) -> wisdom.Trial | None:
@@ -105,8 +119,11 @@ class MpiPlanner:
         if candidate is not None:
             return (settings[0], candidate[0], settings[2]), candidate
         del self._trials[key]
-        if self.rank == 0:
-            wisdom.wisdom().put(shape, trial)
+        if self.rank == 0:  # the others go on to the plan's call: this rank must too
+            try:
+                wisdom.wisdom().put(shape, trial, "mpi", key[0])
+            except Exception as exc:  # noqa: BLE001 - said, and the plan kept in memory
+                warnings.warn(f"wisdom not kept: {exc}", wisdom.WisdomWarning, stacklevel=2)
         return self._settle(key, settings, trial.winner()[0]), None
 
     def share(self, key: tuple) -> list[tuple]:

@@ -39,6 +39,7 @@ __all__ = [
     "ALGORITHM_OPTIONS",
     "AUTO",
     "CACHED_NODES",
+    "EXECUTORS",
     "RING_FAMILY",
     "Plan",
     "algorithms_of",
@@ -66,6 +67,10 @@ def algorithms_of(collective: str) -> tuple[str, ...]:
     return tuple(a for a in ALGORITHMS if collective in ALGORITHM_COLLECTIVES[a])
 
 
+# How a plan runs on arrays in one memory (ring.host): node after node, each step's moves
+# ("nodes"), or by position, in slices of tiles ("slices").  A cpu call's executor=, and
+# part of a cpu plan in the wisdom file (ring.wisdom checks it there).
+EXECUTORS = ("nodes", "slices")
 # algorithm="auto": each call runs the algorithm a decision table names for its backend, N
 # and size (ring.auto; ring.communicator.resolve_algorithm).
 AUTO = "auto"

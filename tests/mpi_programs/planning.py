@@ -110,19 +110,19 @@ def main() -> int:
     comm = MpiRing(world, algorithm="auto")
     calls(comm)
     report["plans"] = plans(comm)
-    report["calls"] = world.gather(wisdom.wisdom().calls, root=0)
+    report["calls"] = world.gather(wisdom.planning_cost().calls, root=0)
     comm.close()
 
     # Rank 1's wisdom says ring for every shape rank 0 planned: rank 0's plan is the one run.
     keys = world.bcast(list(wisdom.wisdom().plans) if rank == 0 else None, root=0)
     if rank == 1:
         wisdom.wisdom().plans.update({k: {"choice": ["ring"], "seconds": {}} for k in keys})
-    before = wisdom.wisdom().calls
+    before = wisdom.planning_cost().calls
     tuned = MpiRing(world, algorithm="auto")
     calls(tuned, times=5)
     report["tuned"] = {
         "plans": plans(tuned),
-        "calls": world.gather(wisdom.wisdom().calls - before, root=0),
+        "calls": world.gather(wisdom.planning_cost().calls - before, root=0),
     }
     # Mid-planning of a new shape, rank 1 passes another length: the same error everywhere.
     calls(tuned, count=3 * COUNT, times=1)
@@ -133,12 +133,12 @@ def main() -> int:
 
     report["programs"] = world.gather(one_buffer(), root=0)
 
-    before = wisdom.wisdom().calls
+    before = wisdom.planning_cost().calls
     estimate = MpiRing(world, algorithm="auto", planning="estimate")
     calls(estimate, count=5 * COUNT, times=5)
     report["estimate"] = {
         "plans": plans(estimate),
-        "calls": world.gather(wisdom.wisdom().calls - before, root=0),
+        "calls": world.gather(wisdom.planning_cost().calls - before, root=0),
     }
     estimate.close()
 
