@@ -19,9 +19,9 @@ from ..words.caveats import caveats
 from ..words.cost_model import cost_model_of
 from ..words.findings import findings, unconfirmed
 from ..words.method import method
-from ..words.references import other_machines
 from ..words.profile import messages
 from ..words.profile_notes import overhead_sentences, phase_sentences
+from ..words.references import other_machines
 from ..words.sources import commit_text, environment_table, inputs_table, profile_tables
 
 __all__ = ["MAX_LINES", "context", "render"]
