@@ -92,6 +92,9 @@ def test_every_ratio_of_the_confirmation_table_is_the_launches_own(results, mark
             number(shown["range over launches"].split("–")[1]),
         )
         assert close(shown["peer / ours"], ratios[1])  # the median of 3
+        # The times shown are the median launch's: they divide to the ratio shown.
+        quotient = number(shown["peer (µs)"]) / number(shown["ours (µs, median launch)"])
+        assert quotient == pytest.approx(number(shown["peer / ours"]), rel=0.012)
         assert low <= number(shown["peer / ours"]) <= high
         assert close(f"{low}", ratios[0]) and close(f"{high}", ratios[-1])
 

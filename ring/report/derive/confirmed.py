@@ -89,8 +89,9 @@ class Point:
     ratio: Interval | None  # None where the size is set aside whole
     launch_ratios: dict[int, float]  # every launch's, set aside or not
     outliers: dict[int, str]  # launch -> why it is set aside at this size
-    pick_us: float  # medians over the launches kept
+    pick_us: float  # the median launch's (:attr:`middle`)
     peer_us: float
+    middle: int  # the launch whose ratio is the median of those kept (the lower middle one)
     aside: str = ""  # why the whole size is set aside ("" where it is not)
     shares: dict[str, float] | None = None  # the fitted model's split of the pick's time
 
@@ -231,6 +232,9 @@ def _point(launches, environment, pick_key, contenders, nbytes, fits) -> Point |
     if oversubscribed(pick, environment) or oversubscribed(peer, environment):
         aside = "oversubscribed: more workers than cores, so the cores time-slice the nodes"
     values = list(good.values())
+    # The launch whose ratio is the median (the lower of the two middle ones where their
+    # number is even): the times shown with the ratio are that launch's, so they divide to it.
+    middle = sorted(good, key=good.get)[(len(good) - 1) // 2]
     interval = None
     if not aside:
         interval = Interval(float(np.median(values)), min(values), max(values), len(values))
@@ -242,8 +246,9 @@ def _point(launches, environment, pick_key, contenders, nbytes, fits) -> Point |
         ratio=interval,
         launch_ratios=ratios,
         outliers=outliers,
-        pick_us=float(np.median([kept[k][pick_key]["time_us"] for k in good])),
-        peer_us=float(np.median([kept[k][peer_key]["time_us"] for k in good])),
+        pick_us=float(kept[middle][pick_key]["time_us"]),
+        peer_us=float(kept[middle][peer_key]["time_us"]),
+        middle=middle,
         aside=aside,
         shares=shares_of(pick, fits),
     )

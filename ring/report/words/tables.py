@@ -71,7 +71,7 @@ def confirmation_table(c: Confirmation, step: int = 1) -> Table:
             "ours (the screen's pick)",
             "as fast in some launch",
             "fastest peer",
-            "ours (µs)",
+            "ours (µs, median launch)",
             "peer (µs)",
             "peer / ours",
             "range over launches",
@@ -79,7 +79,8 @@ def confirmation_table(c: Confirmation, step: int = 1) -> Table:
             "α / β / γ / buffers (%)",
         ],
         rows,
-        "Times: medians over the launches of each launch's median. Above 1× ours is faster. "
+        "Times: the median launch's (the launch whose ratio is the median; the lower of the "
+        "two middle ones where the launches kept are even in number). Above 1× ours is faster. "
         "α / β / γ / buffers: the fitted model's shares of the pick's time in steps, moving "
         f"bytes, reducing them and (inline) each node's buffer{every}.",
     )
