@@ -43,7 +43,7 @@ def _panel_title(kind: str, nodes: int, rows: pd.DataFrame) -> str:
     over = rows["per_core"].max() if "per_core" in rows and not rows.empty else 0
     title = f"{kind}, N = {nodes}"
     if over > 1:
-        title += f" (oversubscribed: {over:g} workers per core)"
+        title += f" (up to {over:g} workers per core)"
     if "shared_devices" in rows and rows["shared_devices"].any():
         title += " (all nodes on one GPU)"
     return title
@@ -56,7 +56,11 @@ def _lines(ax, rows: pd.DataFrame, y: str, colours: dict, band: tuple[str, str] 
         main = part.groupby("run")["bytes"].nunique().idxmax()
         line = part[part["run"] == main].sort_values("bytes")
         colour = colours[series]
-        ax.plot(line["bytes"], line[y], marker="o", markersize=3, color=colour, label=series)
+        # A series with more workers than cores is drawn hollow: the findings set it aside.
+        crowded = "per_core" in line and bool((line["per_core"] > 1).any())
+        hollow = {"markerfacecolor": "white", "markersize": 4} if crowded else {"markersize": 3}
+        label = f"{series} (oversubscribed)" if crowded else series
+        ax.plot(line["bytes"], line[y], marker="o", color=colour, label=label, **hollow)
         if band is not None:
             ax.fill_between(
                 line["bytes"], line[band[0]], line[band[1]], color=colour, alpha=0.2, linewidth=0

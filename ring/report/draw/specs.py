@@ -53,7 +53,8 @@ FIGURES = (
         "Median time per allreduce (in place) against the size of one node's buffer, one "
         "panel per kind and N, our plain ring beside the peers; the band spans the 25th to "
         "75th percentile of the timed calls. The points at 1 GiB come from the runs at the "
-        "original study's own size. A panel whose N exceeds the cores says so.",
+        "original study's own size. A hollow series ran more workers than cores "
+        "(oversubscribed): the findings leave it out.",
     ),
     FigureSpec(
         "busbw",
