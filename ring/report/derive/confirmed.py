@@ -46,6 +46,7 @@ __all__ = [
     "Regime",
     "confirmations",
     "fit_for",
+    "predicted_terms",
     "regimes",
     "shares_of",
 ]
@@ -94,6 +95,13 @@ class Point:
     middle: int  # the launch whose ratio is the median of those kept (the lower middle one)
     aside: str = ""  # why the whole size is set aside ("" where it is not)
     shares: dict[str, float] | None = None  # the fitted model's split of the pick's time
+    predicted_us: float | None = None  # the model's time of the pick (None: no fit)
+
+    @property
+    def model_error(self) -> float | None:
+        """The model's time over the measured (the median launch's): how far its split
+        can be trusted here."""
+        return None if self.predicted_us is None else self.predicted_us / self.pick_us
 
     @property
     def verdict(self) -> str:
@@ -142,6 +150,14 @@ class Regime:
     @property
     def peers(self) -> list[str]:
         return list(dict.fromkeys(label(p.peer) for p in self.points))
+
+    @property
+    def model_errors(self) -> tuple[float, float] | None:
+        """The least and the most the model's time of the picks is of the measured."""
+        errors = [p.model_error for p in self.points]
+        if any(e is None for e in errors):
+            return None
+        return min(errors), max(errors)
 
     @property
     def shares(self) -> dict[str, float] | None:
@@ -194,16 +210,24 @@ def fit_for(row: Mapping, fits: Sequence[Fit]) -> Fit | None:
     return None
 
 
-def shares_of(row: Mapping, fits: Sequence[Fit]) -> dict[str, float] | None:
-    """The fitted model's split of a series' predicted time at its size: the share of its
-    steps (α), of the bytes it moves (β) and reduces (γ), and inline of its buffers."""
+def predicted_terms(row: Mapping, fits: Sequence[Fit]) -> dict[str, float] | None:
+    """The fitted model's seconds of a series at its size, by term: its steps (α), the
+    bytes it moves (β) and reduces (γ), and inline its buffers (None: no fit for it)."""
     fit = fit_for(row, fits)
     algorithm = str(row["algorithm"])
     if fit is None or algorithm not in fit.algorithms:
         return None
     terms = fit.predict_terms(algorithm, int(row["nodes"]), int(row["bytes"]))
+    return terms if sum(terms.values()) > 0 else None
+
+
+def shares_of(row: Mapping, fits: Sequence[Fit]) -> dict[str, float] | None:
+    """The model's split of a series' predicted time at its size, as shares."""
+    terms = predicted_terms(row, fits)
+    if terms is None:
+        return None
     total = sum(terms.values())
-    return None if total <= 0 else {k: v / total for k, v in terms.items()}
+    return {k: v / total for k, v in terms.items()}
 
 
 def _point(launches, environment, pick_key, contenders, nbytes, fits) -> Point | None:
@@ -228,6 +252,7 @@ def _point(launches, environment, pick_key, contenders, nbytes, fits) -> Point |
         mine = [t[pick_key]["time_us"] / t[key]["time_us"] for k, t in kept.items() if key in t]
         if mine and max(mine) >= 1.0:  # some launch found it as fast as the pick, or faster
             family.append(first.get(key) or next(t[key] for t in kept.values() if key in t))
+    terms = predicted_terms(pick, fits)
     aside = ""
     if oversubscribed(pick, environment) or oversubscribed(peer, environment):
         aside = "oversubscribed: more workers than cores, so the cores time-slice the nodes"
@@ -251,6 +276,7 @@ def _point(launches, environment, pick_key, contenders, nbytes, fits) -> Point |
         middle=middle,
         aside=aside,
         shares=shares_of(pick, fits),
+        predicted_us=None if terms is None else 1e6 * sum(terms.values()),
     )
 
 
@@ -311,9 +337,11 @@ def confirmation(
 def confirmations(
     sets: Sequence[LaunchSet], fits: Sequence[Fit], screened: Mapping[str, int]
 ) -> list[Confirmation]:
-    """Every set that confirmed a screen; ``screened``: series of ours per screen path."""
+    """Every set that confirmed a screen; ``screened``: series of ours per screen, by the
+    screen CSV's SHA-256 (which the finalists record)."""
     found = [
-        confirmation(s, fits, screened.get(str((s.finalists or {}).get("screen")), 0)) for s in sets
+        confirmation(s, fits, screened.get(str((s.finalists or {}).get("screen_sha256")), 0))
+        for s in sets
     ]
     return sorted((c for c in found if c is not None), key=lambda c: (c.kind, c.nodes))
 

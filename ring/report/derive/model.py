@@ -64,11 +64,11 @@ class ReportModel:
 
     @cached_property
     def confirmations(self) -> list[confirmed.Confirmation]:
-        screened = {}
+        screened = {}  # series of ours per screen, by the screen's CSV digest
         for run in self.inputs.runs:
             ours = run.rows[~run.rows.apply(is_peer, axis=1)]
             keys = ["backend", "sync", "algorithm", "executor", "buffers"]
-            screened[str(run.csv_path)] = len(ours[keys].drop_duplicates())
+            screened[str(run.meta.get("csv_sha256"))] = len(ours[keys].drop_duplicates())
         fits = [fit for fit, _ in self.inputs.fits]
         return confirmed.confirmations(self.inputs.confirmations, fits, screened)
 

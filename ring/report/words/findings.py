@@ -36,11 +36,23 @@ def interval_text(interval: Interval, invert: bool = False) -> str:
     )
 
 
-def shares_text(shares: dict[str, float] | None) -> str:
-    if not shares:
+# The model's time of a pick within this factor of the measured: its split stands as the why.
+TRUSTED = 2.0
+
+
+def shares_text(shares: dict[str, float] | None, errors: tuple[float, float] | None) -> str:
+    if not shares or errors is None:
         return "the model has no fit for this series (its screen's fit left it out)"
     parts = [f"{TERMS[k]} {format_number(100 * v, 2)} %" for k, v in shares.items() if v >= 0.005]
-    return "the fitted α–β–γ model puts its time in " + ", ".join(parts)
+    text = "the fitted α–β–γ model puts its time in " + ", ".join(parts)
+    low, high = errors
+    if low < 1 / TRUSTED or high > TRUSTED:
+        span = format_ratio(low) if low == high else f"{format_ratio(low)}–{format_ratio(high)}"
+        text += (
+            f", but it predicts {span} the measured time here, so that split is a rough "
+            "guide, not a cause"
+        )
+    return text
 
 
 def _ratios(points: list[Point], invert: bool) -> str:
@@ -77,7 +89,8 @@ def finding(regime: Regime) -> str | None:
             f"**{_where(c, points)}: use our `{family_label(regime.family)}`.** It is "
             f"{_ratios(points, False)} faster than {peers} (median over launches; weakest at "
             f"{format_bytes(weakest.bytes)}: {interval_text(weakest.ratio)}); "
-            f"{_how(c)}. Why: {shares_text(regime.shares)} over this range."
+            f"{_how(c)}. Why: over this range, "
+            f"{shares_text(regime.shares, regime.model_errors)}."
         )
     if regime.verdict == "peer":
         closest = max(points, key=lambda p: p.ratio.point)
@@ -86,7 +99,7 @@ def finding(regime: Regime) -> str | None:
             f"**{_where(c, points)}: use {peers}, not our ring.** Our fastest there (`{ours}`) "
             f"takes {_ratios(points, True)} as long (closest at {format_bytes(closest.bytes)}: "
             f"{interval_text(closest.ratio, invert=True)}); {_how(c)}. Why ours is slower: "
-            f"{shares_text(regime.shares)}."
+            f"{shares_text(regime.shares, regime.model_errors)}."
         )
     ratios = ", ".join(
         f"{format_bytes(p.bytes)} {format_ratio(p.ratio.low)}–{format_ratio(p.ratio.high)}"

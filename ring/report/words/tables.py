@@ -60,6 +60,7 @@ def confirmation_table(c: Confirmation, step: int = 1) -> Table:
                 low_high,
                 launches,
                 _shares(point.shares),
+                "–" if point.model_error is None else format_ratio(point.model_error),
             ]
         )
     every = "" if step == 1 else f"; one size in {step} (every size: the appendix)"
@@ -77,6 +78,7 @@ def confirmation_table(c: Confirmation, step: int = 1) -> Table:
             "range over launches",
             "launches",
             "α / β / γ / buffers (%)",
+            "model / measured",
         ],
         rows,
         "Times: the median launch's (the launch whose ratio is the median; the lower of the "
