@@ -98,3 +98,14 @@ def test_regimes_join_consecutive_sizes_of_one_verdict_and_family():
         ("peer", [16384, 65536]),
         ("ours", [262144]),
     ]
+
+
+def test_the_why_says_when_the_model_misses_the_measured_time():
+    from ring.report.words.findings import shares_text
+
+    shares = {"alpha": 0.7, "beta": 0.2, "gamma": 0.1, "per_node": 0.0}
+    close = shares_text(shares, (0.9, 1.2))
+    assert "steps (α) 70 %" in close and "rough guide" not in close
+    far = shares_text(shares, (0.05, 0.9))
+    assert "predicts 0.0500×–0.900× the measured time here" in far and "rough guide" in far
+    assert "no fit" in shares_text(None, None)
