@@ -154,7 +154,9 @@ def choose_finalists(rows: Sequence[Mapping], within: float, most: int) -> dict:
             points.setdefault(tuple(str(row[k]) for k in POINT_KEYS), []).append(row)
     if not points:
         raise BenchInputError("the screen has no row of our ring backends to pick from")
-    picks, contended, named = [], {}, {}
+    picks: list[dict] = []
+    contended: dict[tuple, int] = {}
+    named: dict[tuple, dict[str, str]] = {}
     for point, ours in sorted(points.items(), key=lambda item: (item[0][:3], int(item[0][3]))):
         ours = sorted(ours, key=lambda r: float(r["time_us"]))
         best = float(ours[0]["time_us"])

@@ -100,7 +100,11 @@ def not_measured_records():
 
 def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
-    flags = {"--reference": input.references, "--sweep": input.sweeps, "--fit": input.fits}
+    flags = {
+        "--reference": input.references,
+        "--sweep": input.sweeps,
+        "--fit": input.fits,
+    }
     flags.update({"--confirm": input.confirmations, "--kernel-bw": input.kernel_bw})
     flags["--alternated"] = input.alternated
     args = [f"{flag} {path}" for flag, paths in flags.items() for path in paths]

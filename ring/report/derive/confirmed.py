@@ -154,18 +154,18 @@ class Regime:
     @property
     def model_errors(self) -> tuple[float, float] | None:
         """The least and the most the model's time of the picks is of the measured."""
-        errors = [p.model_error for p in self.points]
-        if any(e is None for e in errors):
+        errors = [e for p in self.points if (e := p.model_error) is not None]
+        if len(errors) < len(self.points):
             return None
         return min(errors), max(errors)
 
     @property
     def shares(self) -> dict[str, float] | None:
         """The model's split averaged over the regime's sizes (None where a size has none)."""
-        if any(p.shares is None for p in self.points):
+        shares = [s for p in self.points if (s := p.shares) is not None]
+        if len(shares) < len(self.points):
             return None
-        names = self.points[0].shares.keys()
-        return {k: float(np.mean([p.shares[k] for p in self.points])) for k in names}
+        return {k: float(np.mean([one[k] for one in shares])) for k in shares[0]}
 
 
 def _launch_times(run_rows: pd.DataFrame, nbytes: int) -> dict[tuple, dict]:
@@ -259,7 +259,7 @@ def _point(launches, environment, pick_key, contenders, nbytes, fits) -> Point |
     values = list(good.values())
     # The launch whose ratio is the median (the lower of the two middle ones where their
     # number is even): the times shown with the ratio are that launch's, so they divide to it.
-    middle = sorted(good, key=good.get)[(len(good) - 1) // 2]
+    middle = sorted(good, key=lambda k: good[k])[(len(good) - 1) // 2]
     interval = None
     if not aside:
         interval = Interval(float(np.median(values)), min(values), max(values), len(values))

@@ -139,7 +139,7 @@ def workers_per_core(row: Mapping, environment: Mapping) -> float:
     the harness wrote one, else N over the machine's cores for workers one per node."""
     recorded = row.get("threads_per_core")
     try:
-        value = float(recorded)
+        value = float(recorded) if recorded is not None else math.nan
     except (TypeError, ValueError):
         value = math.nan
     if not math.isnan(value):

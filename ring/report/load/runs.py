@@ -190,7 +190,7 @@ def load_launch_set(csv_path: str | Path) -> LaunchSet:
         number = entry.get("launch") if isinstance(entry, dict) else None
         document = entry.get("json") if isinstance(entry, dict) else None
         mine = rows[rows[LAUNCH] == number].drop(columns=LAUNCH)
-        if not isinstance(document, dict) or mine.empty:
+        if not isinstance(number, int) or not isinstance(document, dict) or mine.empty:
             raise ReportInputError(f"{csv_path}: launch {number} has no rows or no document")
         own = None if calls is None else calls[calls[LAUNCH] == number].drop(columns=LAUNCH)
         name = f"{csv_path.stem}#{number}"

@@ -55,8 +55,15 @@ def shares_text(shares: dict[str, float] | None, errors: tuple[float, float] | N
     return text
 
 
+def _ratio(point: Point) -> Interval:
+    """A point's interval (a finding's sizes are never set aside whole)."""
+    if point.ratio is None:
+        raise ValueError(f"size {point.bytes} was set aside: {point.aside}")
+    return point.ratio
+
+
 def _ratios(points: list[Point], invert: bool) -> str:
-    values = [1 / p.ratio.point if invert else p.ratio.point for p in points]
+    values = [1 / _ratio(p).point if invert else _ratio(p).point for p in points]
     low, high = min(values), max(values)
     return format_ratio(low) if low == high else f"{format_ratio(low)}–{format_ratio(high)}"
 
@@ -84,25 +91,25 @@ def finding(regime: Regime) -> str | None:
     if regime.verdict == "aside":
         return None
     if regime.verdict == "ours":
-        weakest = min(points, key=lambda p: p.ratio.point)
+        weakest = min(points, key=lambda p: _ratio(p).point)
         return (
             f"**{_where(c, points)}: use our `{family_label(regime.family)}`.** It is "
             f"{_ratios(points, False)} faster than {peers} (median over launches; weakest at "
-            f"{format_bytes(weakest.bytes)}: {interval_text(weakest.ratio)}); "
+            f"{format_bytes(weakest.bytes)}: {interval_text(_ratio(weakest))}); "
             f"{_how(c)}. Why: over this range, "
             f"{shares_text(regime.shares, regime.model_errors)}."
         )
     if regime.verdict == "peer":
-        closest = max(points, key=lambda p: p.ratio.point)
+        closest = max(points, key=lambda p: _ratio(p).point)
         ours = " / ".join(dict.fromkeys(label(p.pick) for p in points))
         return (
             f"**{_where(c, points)}: use {peers}, not our ring.** Our fastest there (`{ours}`) "
             f"takes {_ratios(points, True)} as long (closest at {format_bytes(closest.bytes)}: "
-            f"{interval_text(closest.ratio, invert=True)}); {_how(c)}. Why ours is slower: "
+            f"{interval_text(_ratio(closest), invert=True)}); {_how(c)}. Why ours is slower: "
             f"{shares_text(regime.shares, regime.model_errors)}."
         )
     ratios = ", ".join(
-        f"{format_bytes(p.bytes)} {format_ratio(p.ratio.low)}–{format_ratio(p.ratio.high)}"
+        f"{format_bytes(p.bytes)} {format_ratio(_ratio(p).low)}–{format_ratio(_ratio(p).high)}"
         for p in points
     )
     return (

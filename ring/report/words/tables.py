@@ -245,8 +245,8 @@ def drift_table(model) -> Table:
             [
                 f"`{run.name}`",
                 run.meta.get("start_time") or "–",
-                format_number(start.get("add_GBps")),
-                format_number(end.get("add_GBps")),
+                format_number(start.get("add_GBps", math.nan)),
+                format_number(end.get("add_GBps", math.nan)),
                 "n/a"
                 if run.name not in model.drifts
                 else f"{format_number(100 * model.drifts[run.name], 2)} %",
