@@ -128,9 +128,9 @@ def test_installed_wheel_builds_the_reference_report(venv, tmp_path):
     )
     assert "wrote" in result.stdout
     html = (tmp_path / "report" / "index.html").read_text()
-    markdown = (tmp_path / "report" / "report.md").read_text()
+    appendix = (tmp_path / "report" / "appendix.md").read_text()
     assert "<html" in html.lower()
-    assert "mpi-allreduce" in markdown
+    assert "# MPI_Allreduce (host buffers), N = 2" in appendix
     assert list((tmp_path / "figures").iterdir())
 
 

@@ -98,7 +98,7 @@ def test_all_without_gpu_plans_cpu_mpi_profile_and_report(workdir, stubs, tmp_pa
     )
     assert "--executor nodes,slices" in confirm.shell and "-e 16K -f 4" in confirm.shell
     (confirm,) = [j for j in jobs if j.rule == "mpi_confirm"]
-    assert "--launcher 'mpirun" in confirm.shell and "-n 2'" in confirm.shell
+    assert "--launcher '" in confirm.shell and "mpirun --oversubscribe -n 2'" in confirm.shell
     (original,) = _runs(jobs, "cpu_run", "original")
     assert "-b 64K -e 64K" in original.shell and "--executor nodes,slices" in original.shell
     assert report.shell.count("--alternated ") == COMPARE_JOBS

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from workflow_helpers import (
     CPU_JOBS,
+    ORIGINAL_JOBS,
     ROOT,
     copy_workflow,
     counts,
@@ -65,8 +66,10 @@ def test_all_without_nsys_or_mpi_still_plans_the_rest(workdir, stubs, tmp_path):
     pinned = pinned_config(tmp_path, stubs, mpi=False, nsys=False)
     jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=0"])
     assert counts(jobs) == {
-        "cpu_bench": CPU_JOBS,
-        "cpu_algorithms": CPU_JOBS,
+        "cpu_run": 2 * CPU_JOBS + ORIGINAL_JOBS,
+        "finalists": 1,
+        "cpu_confirm": 1,
+        "model_fit": 1,
         "not_measured": 1,
         "build_report": 1,
         "all": 1,
@@ -80,8 +83,9 @@ def test_without_a_compiler_all_leaves_out_seed_cpp_and_says_why(tmp_path, stubs
     pinned = pinned_config(tmp_path, stubs, mpi=False, nsys=False)
     env = dict(job_env(), CXX="/nonexistent/g++")
     jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=0"], env=env)
-    cpu = [job for job in jobs if job.rule == "cpu_bench"]  # one job per N, every backend
-    assert len(cpu) == 2, [job.shell for job in cpu]
+    # A sweep and a screen per N, the original's size and the confirmation: every backend.
+    cpu = [job for job in jobs if job.rule in ("cpu_run", "cpu_confirm")]
+    assert len(cpu) == 2 * CPU_JOBS + ORIGINAL_JOBS + 1, [job.shell for job in cpu]
     assert all("--backend cpu,numpy-direct " in job.shell for job in cpu), [j.shell for j in cpu]
     args = ["--cores", "1", "results/report/not_measured.json", "--configfile", "config/ci.yaml"]
     done = snakemake(workdir, *args, pinned, "--config", "gpus=0", env=env)

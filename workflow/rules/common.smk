@@ -94,10 +94,6 @@ def nsys_target(name):
 # -- the report -------------------------------------------------------------------------------
 
 
-def not_measured_records():
-    return [entry.record() for entry in left_out(STUDY)]
-
-
 def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
     flags = {

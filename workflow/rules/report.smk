@@ -11,7 +11,7 @@ rule not_measured:
     conda:
         "../../envs/analysis.yaml"
     params:
-        entries=not_measured_records(),
+        entries=[entry.record() for entry in left_out(STUDY)],
     script:
         "../scripts/write_not_measured.py"
 
