@@ -49,6 +49,8 @@ def nodes_of(wildcards):
 
 
 def all_inputs(wildcards):
+    if STUDY.hosts_in_all():  # stops here where hosts cannot run (rules/hosts.smk)
+        hosts_target(wildcards)
     return STUDY.all_files()
 
 
@@ -96,13 +98,10 @@ def nsys_target(name):
 
 def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
-    flags = {
-        "--reference": input.references,
-        "--sweep": input.sweeps,
-        "--fit": input.fits,
-    }
-    flags.update({"--confirm": input.confirmations, "--kernel-bw": input.kernel_bw})
-    flags["--alternated"] = input.alternated
+    flags = {"--reference": input.references, "--sweep": input.sweeps}
+    flags.update({"--fit": input.fits, "--confirm": input.confirmations})
+    flags.update({"--kernel-bw": input.kernel_bw, "--alternated": input.alternated})
+    flags["--hosts"] = input.hosts  # the model across emulated hosts, where it exists
     args = [f"{flag} {path}" for flag, paths in flags.items() for path in paths]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
     args.append(f"--not-measured {input.not_measured}")
