@@ -7,18 +7,15 @@ inter-host phase crosses real TCP. One run per link rate and ranks per host; eac
 the MPI backends at those ranks, every configured algorithm. Making hosts needs root, so
 `all` asks for none of this unless the config's ``hosts.in_all`` does.
 
-``python -m ring.study.hosts conditions FILE.json ...`` adds the run's conditions (link rate,
-hosts, ranks per host, whether it was oversubscribed) to the harness's result document.
+``python -m ring.study.conditions FILE.json ...`` adds the run's conditions (link rate, hosts,
+ranks per host, whether it was oversubscribed) to the harness's result document.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -120,35 +117,3 @@ def conditions(meta: Mapping, set_name: str, rate: str, hosts: int, per_host: in
         "cores_shared_by_all_hosts": cores,
         "oversubscribed": ranks > cores,
     }
-
-
-def _record(args: argparse.Namespace) -> int:
-    path = Path(args.json)
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    meta["conditions"] = conditions(meta, args.set, args.rate, args.hosts, args.per_host)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)
-    print(f"{path}: conditions {json.dumps(meta['conditions'])}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ring.study.hosts", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    record = commands.add_parser("conditions", help="add a run's conditions to its JSON")
-    record.add_argument("json", help="the harness's FILE.json of a run across hosts")
-    record.add_argument("--set", required=True, help="the hosts' set (hosts.sh --name)")
-    record.add_argument("--rate", required=True, help="the links' tc rate, e.g. 1gbit")
-    record.add_argument("--hosts", type=int, required=True)
-    record.add_argument("--per-host", type=int, required=True)
-    args = parser.parse_args(argv)
-    try:
-        return _record(args)
-    except (OSError, ValueError) as exc:
-        print(f"ring.study.hosts: {args.json}: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -53,7 +53,7 @@ rule hosts_run:
         " --map-by ppr:{wildcards.per_host}:node -n {params.ranks}"
         ' "$(command -v python)" -m mpi4py -m ring.bench {params.flags}'
         " --nodes {params.ranks} -d {wildcards.dtype} --out {output.csv} >> {log} 2>&1"
-        " && python -m ring.study.hosts conditions {output.json} --set {params.set}"
+        " && python -m ring.study.conditions {output.json} --set {params.set}"
         " --rate {wildcards.rate} --hosts {params.hosts} --per-host {wildcards.per_host}"
         " >> {log} 2>&1; status=$?;"
         " bash scripts/hosts.sh --name {params.set} down >> {log} 2>&1; exit $status"
