@@ -76,6 +76,7 @@ class HostsRow:
     rate_Gbps: float
     hosts: int
     per_host: int
+    cores: int  # the machine's, which every host shares
     oversubscribed: bool
     backend: str
     algorithm: str
@@ -151,6 +152,7 @@ def load_hosts_runs(paths: Sequence[str | Path]) -> list[HostsRow]:
                     float(conditions["link_rate_Gbps"]),
                     int(conditions["emulated_hosts"]),
                     int(conditions["ranks_per_host"]),
+                    int(conditions["cores_shared_by_all_hosts"]),
                     bool(conditions["oversubscribed"]),
                     record["backend"],
                     algorithm,

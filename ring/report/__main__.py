@@ -73,6 +73,15 @@ def _parser() -> argparse.ArgumentParser:
         help="a `python -m ring.bench alternate` result (separate launches); repeatable",
     )
     add(
+        "--hosts",
+        dest="hosts",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="the model across emulated hosts beside its runs (python -m ring.model hosts): "
+        "an appendix section; repeatable",
+    )
+    add(
         "--not-measured",
         metavar="JSON",
         help="the workflow's record of what this machine left out and why "
@@ -90,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     add(
         "--results",
         metavar="DIR",
-        help="also take every result under DIR/{cpu,mpi,gpu}/, DIR/compare/ and DIR/profiles/",
+        help="also take every result under DIR/{cpu,mpi,gpu}/, DIR/compare/, DIR/profiles/ "
+        "and DIR/hosts/model_hosts.json",
     )
     add("--figures", required=True, metavar="DIR", help="where figures go")
     add("--out", required=True, metavar="DIR", help="where the report goes")
