@@ -19,7 +19,7 @@ A call on H hosts with R ranks each (N = H·R, ranks numbered host by host) cost
 * γ, the cost of a byte reduced, is not fitted: it is the runs' own add ceiling (3 bytes of
   memory traffic per byte reduced, ring.model.data.ADD_TRAFFIC), far below the links here.
 
-Fitted in two stages, each by non-negative least squares on relative error: the network
+Fitted in two stages, each for the least squared log of predicted over measured: the network
 from the rows at one rank per host (no shared-memory term, not oversubscribed), then the
 shared-memory level from the residual of the rows that have such a term (hierarchical at
 R > 1). Every other row is a prediction the fit did not see. MPI_Allreduce's rows have no
@@ -78,6 +78,7 @@ class HostsRow:
     per_host: int
     cores: int  # the machine's, which every host shares
     oversubscribed: bool
+    yield_when_idle: bool  # the ranks gave up their core while they waited
     backend: str
     algorithm: str
     resolved: str  # the algorithm that ran (auto's pick, else the algorithm itself)
@@ -154,6 +155,7 @@ def load_hosts_runs(paths: Sequence[str | Path]) -> list[HostsRow]:
                     int(conditions["ranks_per_host"]),
                     int(conditions["cores_shared_by_all_hosts"]),
                     bool(conditions["oversubscribed"]),
+                    bool(conditions.get("ranks_yield_when_idle", False)),
                     record["backend"],
                     algorithm,
                     record.get("resolved") or algorithm,
@@ -167,38 +169,47 @@ def load_hosts_runs(paths: Sequence[str | Path]) -> list[HostsRow]:
     return rows
 
 
-def _nnls(design: list[list[float]], target: list[float]) -> list[float]:
-    """Non-negative least squares on relative error (each row divided by its target)."""
-    from scipy.optimize import nnls
+def _fit_level(design: list[list[float]], known: list[float], measured: list[float]) -> list[float]:
+    """Two non-negative costs x minimising Σ log²((known + design·x) / measured): a ratio
+    off either way weighs alike, so one call that a scheduler's tick made slow (or one that
+    missed the tick) cannot pull the costs of every size after it. Started from
+    non-negative least squares on relative error."""
+    from scipy.optimize import least_squares, nnls
 
-    a = np.asarray(design, dtype=float)
-    y = np.asarray(target, dtype=float)
-    scale = 1.0 / np.maximum(np.abs(y), 1e-12)
-    solution, _ = nnls(a * scale[:, None], y * scale)
-    return [float(v) for v in solution]
+    a, base, y = (np.asarray(v, dtype=float) for v in (design, known, measured))
+    start, _ = nnls(a / y[:, None], (y - base) / y)
+    # Each cost in units whose term is a typical call's time: the solver sees numbers near 1.
+    unit = np.median(y) / np.maximum(np.median(a, axis=0), 1e-30)
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(base + a @ (x * unit), 1e-30)) - np.log(y)
+
+    fit = least_squares(residual, np.maximum(start / unit, 1e-9), bounds=(0.0, np.inf))
+    return [float(v) for v in fit.x * unit]
 
 
 def _fit_rate(rows: list[HostsRow]) -> dict:
     """One rate's levels: the network from one rank per host, then shared memory."""
-    ours = [r for r in rows if r.backend != PEER]
+    ours = [r for r in rows if r.backend != PEER and r.measured_s > 0]
     single = [r for r in ours if r.per_host == 1]
     if not single:
         raise ModelInputError(f"rate {rows[0].rate}: no run with one rank per host to fit the link")
     net = [terms(r.resolved, r.hosts, 1, r.nbytes) for r in single]
-    alpha_net, beta_net = _nnls(
+    alpha_net, beta_net = _fit_level(
         [[t.net_steps, t.net_bytes] for t in net],
-        [r.measured_s - t.reduced * r.gamma for r, t in zip(single, net, strict=True)],
+        [t.reduced * r.gamma for r, t in zip(single, net, strict=True)],
+        [r.measured_s for r in single],
     )
     level = {"alpha_net_s": alpha_net, "beta_net_s_per_B": beta_net}
     level.update({"alpha_shm_s": 0.0, "beta_shm_s_per_B": 0.0})
     grouped = [r for r in ours if terms(r.resolved, r.hosts, r.per_host, r.nbytes).shm_steps]
     if grouped:
         both = [terms(r.resolved, r.hosts, r.per_host, r.nbytes) for r in grouped]
-        rest = [
-            r.measured_s - level_seconds(t, level, r.gamma)
-            for r, t in zip(grouped, both, strict=True)
-        ]
-        alpha_shm, beta_shm = _nnls([[t.shm_steps, t.shm_bytes] for t in both], rest)
+        alpha_shm, beta_shm = _fit_level(
+            [[t.shm_steps, t.shm_bytes] for t in both],
+            [level_seconds(t, level, r.gamma) for r, t in zip(grouped, both, strict=True)],
+            [r.measured_s for r in grouped],
+        )
         level.update({"alpha_shm_s": alpha_shm, "beta_shm_s_per_B": beta_shm})
     return {
         "rate": rows[0].rate,
@@ -226,10 +237,14 @@ def _prediction(row: HostsRow, level: dict) -> dict:
     return {**out, "predicted_us": predicted, "ratio": ratio, "fitted": fitted, "why_none": ""}
 
 
+def _gbps(rows: list[HostsRow], rate: str) -> float:
+    return next(r.rate_Gbps for r in rows if r.rate == rate)
+
+
 def fit_hosts(rows: list[HostsRow]) -> tuple[list[dict], list[dict]]:
     """Per rate, the fitted levels; and every row with its prediction."""
     levels, predictions = [], []
-    for rate in dict.fromkeys(r.rate for r in rows):
+    for rate in sorted({r.rate for r in rows}, key=lambda rate: _gbps(rows, rate)):
         at_rate = [r for r in rows if r.rate == rate]
         level = _fit_rate(at_rate)
         levels.append(level)

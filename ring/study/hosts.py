@@ -104,6 +104,7 @@ def conditions(meta: Mapping, set_name: str, rate: str, hosts: int, per_host: in
     """The conditions of one run across hosts: what the result alone does not say."""
     cores = int(meta.get("environment", {}).get("cores") or 1)
     ranks = hosts * per_host
+    launch = " ".join(str(word) for word in meta.get("launch_command") or [])
     return {
         "emulated_hosts": hosts,
         "hostnames": _hostnames(set_name),
@@ -116,4 +117,6 @@ def conditions(meta: Mapping, set_name: str, rate: str, hosts: int, per_host: in
         "added_latency": ADDED_LATENCY,
         "cores_shared_by_all_hosts": cores,
         "oversubscribed": ranks > cores,
+        # Whether the ranks gave up their core while waiting (workflow/rules/hosts.smk).
+        "ranks_yield_when_idle": "mpi_yield_when_idle 1" in launch,
     }

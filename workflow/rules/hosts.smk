@@ -3,6 +3,11 @@
 # hosts.sh's mpirun (an rsh agent that enters each host's namespaces) and taking the hosts
 # down again, whether the run succeeded or not. The run's JSON gets its conditions (rate,
 # hosts, ranks per host, oversubscribed); the model's two levels are fitted to all of them.
+#
+# The ranks yield their core while they wait (mpi_yield_when_idle): every host shares this
+# machine's cores, and ranks that spin leave the kernel's network work (ksoftirqd, which
+# carries each message across the veth pairs) to the next scheduler tick, about 4 ms a
+# message (docs/notes/emulated-links.md); a real host's NIC does not wait on its ranks.
 
 from ring.study.hosts import hosts_model_stem, hosts_stem, why_no_hosts
 
@@ -49,7 +54,7 @@ rule hosts_run:
     shell:
         "bash scripts/hosts.sh --name {params.set} --rate {wildcards.rate}"
         " --slots {wildcards.per_host} up {params.hosts} > {log} 2>&1"
-        " && bash scripts/hosts.sh --name {params.set} mpirun"
+        " && bash scripts/hosts.sh --name {params.set} mpirun --mca mpi_yield_when_idle 1"
         " --map-by ppr:{wildcards.per_host}:node -n {params.ranks}"
         ' "$(command -v python)" -m mpi4py -m ring.bench {params.flags}'
         " --nodes {params.ranks} -d {wildcards.dtype} --out {output.csv} >> {log} 2>&1"

@@ -102,6 +102,12 @@ def _what(model: HostsModel) -> list[str]:
         "latency is added (netem's delay is unavailable here): a step's latency is the "
         "kernel's and Open MPI's own.",
     ]
+    if all(r.get("yield_when_idle") for r in model.rows):
+        sentences.append(
+            "The ranks yield their core while they wait (Open MPI's `mpi_yield_when_idle`): "
+            "on cores every host shares, a spinning rank holds up the kernel's work that "
+            "carries each message between hosts."
+        )
     if crowded:
         sentences.append(
             f"Runs at {crowded[0]['per_host']} ranks per host put more ranks than cores on the "
