@@ -89,6 +89,17 @@ def test_a_bad_hosts_key_is_refused_in_one_line(key, value, said):
     assert said in str(error.value) and "\n" not in str(error.value)
 
 
+def test_the_target_says_in_one_phrase_why_it_cannot_run(monkeypatch):
+    from ring.study.hosts import hosts_shortfall
+
+    config = _config()
+    no_mpi = Probe(False, "MPI launcher 'mpirun' not found on PATH")
+    assert hosts_shortfall(config, no_mpi).startswith("MPI launcher 'mpirun' not found")
+    assert "no `hosts` section" in hosts_shortfall({}, OK)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert hosts_shortfall(config, OK).startswith("emulated hosts need root")
+
+
 def test_a_run_records_its_conditions():
     meta = {"environment": {"cores": 2}, "launch_command": ["mpirun", "-n", "4"]}
     recorded = conditions(meta, "ringx", "10gbit", 2, 2)

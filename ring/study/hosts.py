@@ -28,6 +28,7 @@ __all__ = [
     "hosts_fit_file",
     "hosts_in_all",
     "hosts_model_stem",
+    "hosts_shortfall",
     "hosts_stem",
     "rate_Gbps",
     "why_no_hosts",
@@ -81,6 +82,17 @@ def why_no_hosts() -> str | None:
         if shutil.which(tool) is None:
             return f"{tool} not found (apt-get install iproute2 util-linux)"
     return None
+
+
+def hosts_shortfall(config: Mapping, mpi) -> str | None:
+    """Why the `hosts` target cannot run here (``mpi``: the machine's MPI probe), or None."""
+    if "hosts" not in config:
+        return "the config has no `hosts` section (config/config.yaml has one)"
+    if not mpi.ok:
+        from .targets import MPI_HINT
+
+        return f"{mpi.why}; {MPI_HINT}"
+    return why_no_hosts()
 
 
 def rate_Gbps(rate: str) -> float:

@@ -5,19 +5,10 @@
 import os
 import sys
 
-from ring.study import (
-    Study,
-    algorithms_stem,
-    compare_stem,
-    confirm_stem,
-    finalists_stem,
-    gpu_stem,
-    job_environment,
-    kernel_bw_stem,
-    left_out,
-    probe_machine,
-    run_stem,
-)
+from ring.study import Study, algorithms_stem, compare_stem, confirm_stem
+from ring.study import finalists_stem, gpu_stem, job_environment, kernel_bw_stem
+from ring.study import left_out, probe_machine, run_stem
+from ring.study.hosts import hosts_shortfall
 from ring.study.targets import MPI_HINT, PROFILE_GPUS
 
 # Jobs run in the project's environment: Snakemake's own, else .venv, else --sdm conda's
@@ -49,7 +40,7 @@ def nodes_of(wildcards):
 
 
 def all_inputs(wildcards):
-    if STUDY.hosts_in_all():  # stops here where hosts cannot run (rules/hosts.smk)
+    if STUDY.hosts_in_all():  # stops here where hosts cannot run, as the target does
         hosts_target(wildcards)
     return STUDY.all_files()
 
@@ -66,6 +57,13 @@ def mpi_target(wildcards):
     if not MACHINE.mpi.ok:
         stop(f"target mpi: {MACHINE.mpi.why}; {MPI_HINT}")
     return STUDY.kind_files("mpi")
+
+
+def hosts_target(wildcards):
+    shortfall = hosts_shortfall(config, MACHINE.mpi)
+    if shortfall:
+        stop(f"target hosts: {shortfall}")
+    return STUDY.hosts_files()
 
 
 def gpu_target(wildcards):

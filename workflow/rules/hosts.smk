@@ -9,23 +9,9 @@
 # carries each message across the veth pairs) to the next scheduler tick, about 4 ms a
 # message (docs/notes/emulated-links.md); a real host's NIC does not wait on its ranks.
 
-from ring.study.hosts import hosts_model_stem, hosts_stem, why_no_hosts
+from ring.study.hosts import hosts_model_stem, hosts_stem
 
 HOSTS_RUN = hosts_stem()
-
-
-def hosts_target(wildcards):
-    """The `hosts` target's files; stops the run where hosts cannot be made here."""
-    if "hosts" not in config:
-        stop(
-            "target hosts: the config has no `hosts` section (config/config.yaml has one)"
-        )
-    why = why_no_hosts() or (
-        None if MACHINE.mpi.ok else f"{MACHINE.mpi.why}; {MPI_HINT}"
-    )
-    if why:
-        stop(f"target hosts: {why}")
-    return STUDY.hosts_files()
 
 
 rule hosts_run:
