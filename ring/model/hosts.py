@@ -185,7 +185,8 @@ def _fit_level(design: list[list[float]], known: list[float], measured: list[flo
         return np.log(np.maximum(base + a @ (x * unit), 1e-30)) - np.log(y)
 
     fit = least_squares(residual, np.maximum(start / unit, 1e-9), bounds=(0.0, np.inf))
-    return [float(v) for v in fit.x * unit]
+    # A cost whose term is a millionth of a typical call's time is the bound, not a cost.
+    return [float(v * u) if v > 1e-6 else 0.0 for v, u in zip(fit.x, unit, strict=True)]
 
 
 def _fit_rate(rows: list[HostsRow]) -> dict:
