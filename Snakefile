@@ -31,6 +31,7 @@ include: "workflow/rules/bench.smk"
 include: "workflow/rules/algorithms.smk"
 include: "workflow/rules/confirm.smk"
 include: "workflow/rules/profile.smk"
+include: "workflow/rules/hosts.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -63,6 +64,12 @@ rule mpi:
 rule gpu:
     input:
         gpu_target,
+
+
+# MPI across emulated hosts (needs root): config `hosts`, docs/cluster.md.
+rule hosts:
+    input:
+        hosts_target,
 
 
 rule kernel_bw:

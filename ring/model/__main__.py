@@ -1,5 +1,5 @@
-"""``python -m ring.model {fit,predict,table,paper,check-auto,check-picks}``: the α–β–γ
-model from the command line."""
+"""``python -m ring.model {fit,predict,table,paper,check-auto,check-picks,decisions,hosts}``:
+the α–β–γ model from the command line."""
 
 from __future__ import annotations
 
@@ -248,6 +248,29 @@ def _decisions(args: argparse.Namespace) -> None:
         print(f"wrote {path} (RING_AUTO_TABLE={path} makes algorithm='auto' read it)")
 
 
+def _hosts(args: argparse.Namespace) -> None:
+    from .hosts import write_hosts
+
+    problem = file_problem(args.out, "--out")
+    if problem:
+        raise ModelInputError(problem)
+    levels, rows = write_hosts(args.out, args.csv)
+    for level in levels:
+        link = level["link_GBps"]
+        print(
+            f"{level['rate']}: link alpha {level['alpha_net_s'] * 1e6:.4g} us, beta "
+            f"{level['beta_net_s_per_B'] * 1e12:.4g} ps/B ("
+            + (f"{link:.3g} GB/s" if link else "no byte cost")
+            + f" against the rate's {level['rate_GBps']:.3g} GB/s); shared memory alpha "
+            f"{level['alpha_shm_s'] * 1e6:.4g} us, beta {level['beta_shm_s_per_B'] * 1e12:.4g} ps/B"
+        )
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    if ratios:
+        spread = f"{min(ratios):.2f} to {max(ratios):.2f}"
+        print(f"predicted / measured over {len(ratios)} rows: {spread}")
+    print(f"wrote {args.out} and {Path(args.out).with_suffix('.csv')}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ring.model", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -314,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write ring/decisions/<machine>.json from every committed default fit",
     )
+    hosts = commands.add_parser(
+        "hosts", help="the inter-host link and shared memory fitted across emulated hosts"
+    )
+    hosts.add_argument("csv", nargs="+", help="ring.bench CSVs of `snakemake hosts` runs")
+    hosts.add_argument("--out", required=True, help="the model's JSON (its rows: .csv beside)")
     return parser
 
 
@@ -325,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         commands["check-auto"] = _check_auto
         commands["check-picks"] = _check_picks
         commands["decisions"] = _decisions
+        commands["hosts"] = _hosts
         commands[args.command](args)
     except ModelInputError as exc:
         print(f"ring.model: {exc}", file=sys.stderr)

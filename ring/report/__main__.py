@@ -15,74 +15,86 @@ from .build import INPUT_KINDS, build_report, collect_inputs
 from .load import ReportInputError
 
 
+def _repeatable(add, *flags: str, dest: str, metavar: str, help: str) -> None:
+    """A flag that may be given several times, each time one file or folder."""
+    add(*flags, dest=dest, action="append", default=[], metavar=metavar, help=help)
+
+
+def _inputs(add) -> None:
+    """The result files of this build, each kind a flag that may be repeated."""
+    _repeatable(
+        add,
+        "--sweep",
+        "--run",
+        dest="runs",
+        metavar="CSV",
+        help="a ring.bench result CSV (its JSON beside it): a sweep, a screen, a run at the "
+        "original's size; repeat for several",
+    )
+    _repeatable(
+        add,
+        "--confirm",
+        dest="confirmations",
+        metavar="CSV",
+        help="a launch set confirming a screen's picks (python -m ring.bench launches "
+        "--finalists): the findings come from these; repeatable",
+    )
+    _repeatable(
+        add,
+        "--fit",
+        dest="fits",
+        metavar="JSON",
+        help="the α–β–γ model fitted to this build's screens (python -m ring.model fit "
+        "--variants); repeatable",
+    )
+    _repeatable(
+        add,
+        "--kernel-bw",
+        dest="kernel_bandwidth",
+        metavar="CSV",
+        help="the GPU reduction-kernel bandwidth CSV; repeatable",
+    )
+    _repeatable(
+        add,
+        "--profile",
+        dest="profiles",
+        metavar="DIR",
+        help="a profile folder holding tables/*.csv from ring.nsys; repeatable",
+    )
+    _repeatable(
+        add,
+        "--alternated",
+        dest="alternated",
+        metavar="CSV",
+        help="a `python -m ring.bench alternate` result (separate launches); repeatable",
+    )
+    _repeatable(
+        add,
+        "--hosts",
+        dest="hosts",
+        metavar="JSON",
+        help="the model across emulated hosts beside its runs (python -m ring.model hosts): "
+        "an appendix section; repeatable",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ring.report",
         description="Build the study's figures and report (index.html, report.md).",
     )
+    _inputs(parser.add_argument)
     add = parser.add_argument
-    add(
-        "--sweep",
-        "--run",
-        dest="runs",
-        action="append",
-        default=[],
-        metavar="CSV",
-        help="a ring.bench result CSV (its JSON beside it): a sweep, a screen, a run at the "
-        "original's size; repeat for several",
-    )
-    add(
-        "--confirm",
-        dest="confirmations",
-        action="append",
-        default=[],
-        metavar="CSV",
-        help="a launch set confirming a screen's picks (python -m ring.bench launches "
-        "--finalists): the findings come from these; repeatable",
-    )
-    add(
-        "--fit",
-        dest="fits",
-        action="append",
-        default=[],
-        metavar="JSON",
-        help="the α–β–γ model fitted to this build's screens (python -m ring.model fit "
-        "--variants); repeatable",
-    )
-    add(
-        "--kernel-bw",
-        dest="kernel_bandwidth",
-        action="append",
-        default=[],
-        metavar="CSV",
-        help="the GPU reduction-kernel bandwidth CSV; repeatable",
-    )
-    add(
-        "--profile",
-        dest="profiles",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a profile folder holding tables/*.csv from ring.nsys; repeatable",
-    )
-    add(
-        "--alternated",
-        action="append",
-        default=[],
-        metavar="CSV",
-        help="a `python -m ring.bench alternate` result (separate launches); repeatable",
-    )
     add(
         "--not-measured",
         metavar="JSON",
         help="the workflow's record of what this machine left out and why "
         "(results/report/not_measured.json)",
     )
-    add(
+    _repeatable(
+        add,
         "--reference",
         dest="references",
-        action="append",
-        default=[],
         metavar="DIR",
         help="a folder of results measured on another machine (results/reference/<machine>), "
         "shown in the appendix's Other machines section and nowhere else; repeatable",
@@ -90,7 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     add(
         "--results",
         metavar="DIR",
-        help="also take every result under DIR/{cpu,mpi,gpu}/, DIR/compare/ and DIR/profiles/",
+        help="also take every result under DIR/{cpu,mpi,gpu}/, DIR/compare/, DIR/profiles/ "
+        "and DIR/hosts/model_hosts.json",
     )
     add("--figures", required=True, metavar="DIR", help="where figures go")
     add("--out", required=True, metavar="DIR", help="where the report goes")

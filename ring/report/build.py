@@ -55,6 +55,7 @@ INPUT_KINDS = (
     "profiles",
     "alternated",
     "not_measured",
+    "hosts",
 )
 
 
@@ -74,7 +75,8 @@ def discover(results: str | Path) -> dict[str, list[Path]]:
     ``results/{cpu,mpi,gpu}/*.csv`` are runs, or launch sets where their JSON says so,
     except CSVs whose name says ``kernel`` (the kernel-bandwidth sweep); ``model_fit.json``
     there are fits; ``results/profiles/*/`` with a ``tables/`` folder are profiles;
-    ``results/compare/*.csv`` alternated launches; ``results/report/not_measured.json`` the
+    ``results/compare/*.csv`` alternated launches; ``results/hosts/model_hosts.json`` the
+    model across emulated hosts; ``results/report/not_measured.json`` the
     workflow's record of what it left out.  Committed reference runs
     (``results/reference/``) are not picked up: they come from other machines, and join a
     report only when named, in a section of their own.
@@ -98,6 +100,7 @@ def discover(results: str | Path) -> dict[str, list[Path]]:
         p for p in (results / "profiles").glob("*") if (p / "tables").is_dir()
     )
     found["alternated"] = sorted((results / "compare").glob("*.csv"))
+    found["hosts"] = sorted((results / "hosts").glob("model_hosts.json"))
     record = results / "report" / "not_measured.json"
     found["not_measured"] = [record] if record.is_file() else []
     return found
@@ -153,6 +156,7 @@ def build_report(
     alternated=(),
     not_measured: str | Path | None = None,
     references=(),
+    hosts=(),
 ) -> BuildResult:
     """Load the inputs, derive every table, draw the figures, write ``out_dir/index.html``
     and ``report.md`` (the findings first, at most 250 lines of Markdown) and their
@@ -160,7 +164,8 @@ def build_report(
 
     ``runs`` are ``ring.bench`` CSVs (each with its JSON beside it); ``confirmations``
     launch sets of a screen's picks (their findings); ``fits`` the model fitted to this
-    build's screens; ``references`` committed folders of other machines
+    build's screens; ``hosts`` the model across emulated hosts (an appendix section);
+    ``references`` committed folders of other machines
     (``results/reference/<machine>``), shown in a section of their own and nowhere else.
     Every named input is required: a missing or malformed one raises
     :class:`ReportInputError` naming the file before anything is written.
@@ -175,6 +180,7 @@ def build_report(
         alternated=list(alternated),
         not_measured=not_measured,
         references=list(references),
+        hosts=list(hosts),
     )
     model = ReportModel(inputs)
     # Derive every table before drawing, so bad data fails before any file changes.

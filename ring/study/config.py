@@ -48,7 +48,8 @@ MAX_BUFFER_BYTES = 64 << 30
 PROFILE_GPUS = {"2gpu": 2, "4gpu": 4}
 # The folders of results/ itself: a configuration's name (its results/<name>/) cannot be one.
 RESULT_FOLDERS = frozenset(
-    {"cpu", "mpi", "gpu", "compare", "profiles", "report", "figures", "logs", "reference"}
+    {"cpu", "mpi", "gpu", "compare", "hosts", "profiles", "report", "figures", "logs"}
+    | {"reference"}
 )
 
 
@@ -226,8 +227,10 @@ def check_config(config: dict, schema_path: str | Path) -> None:
     schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
     _apply_schema(config, schema)
     _check_name(config)
-    # `compare` (alternated launches of the threaded ring and MPI_Allreduce) is optional.
-    for kind in (*KINDS, *(("compare",) if "compare" in config else ())):
+    # `compare` (alternated launches of the threaded ring and MPI_Allreduce) and `hosts`
+    # (the MPI runs across emulated hosts) are optional.
+    optional = [kind for kind in ("compare", "hosts") if kind in config]
+    for kind in (*KINDS, *optional):
         _check_sweep(config, kind)
     if "algorithms" in config:  # optional, like `compare`
         for kind in config["algorithms"]["kinds"]:

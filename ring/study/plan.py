@@ -14,6 +14,7 @@ from .config import (
     results_dir,
     sweep_settings,
 )
+from .hosts import hosts_files, hosts_fit_file, hosts_in_all
 from .machine import Machine
 from .targets import COMPILED_BACKENDS, DEVICE_PER_NODE, NSYS_HINT, PROFILE_GPUS
 
@@ -177,6 +178,13 @@ class Study:
         if kind == "mpi" and "buffers" in section:  # of the MPI backends alone
             args.append(f"--buffers {','.join(section['buffers'])}")
         return " ".join(args)
+
+    def hosts_args(self) -> str:
+        """The harness flags of every run across emulated hosts but N, dtype and --out:
+        the MPI backends (our ring and MPI_Allreduce), every configured algorithm, in place."""
+        args = self._sweep_flags("hosts", sweep_settings(self.config, "hosts"))
+        args.append(f"--algorithm {','.join(self.config['hosts']['algorithms'])}")
+        return f"--backend {','.join(self.config['mpi']['backends'])} {' '.join(args)}"
 
     def _sweep_flags(self, kind: str, s: Mapping, out_of_place: bool = False) -> list[str]:
         args = [
@@ -365,6 +373,21 @@ class Study:
             )
         return present
 
+    def hosts_in_all(self) -> bool:
+        return hosts_in_all(self.config)
+
+    def hosts_files(self) -> list[str]:
+        """The runs across emulated hosts and the model fitted to them (the `hosts` target)."""
+        runs = hosts_files(self.config, self.results)
+        return [*runs, hosts_fit_file(self.results)] if runs else []
+
+    def hosts_here(self) -> list[str]:
+        """The model across hosts for the report: when `all` makes it, or a `hosts` run
+        already has (making hosts needs root, so `all` does not unless asked)."""
+        fit = hosts_fit_file(self.results)
+        wanted = hosts_in_all(self.config) or os.path.isfile(fit)
+        return [fit] if wanted and self.hosts_files() else []
+
     def report_files(self) -> list[str]:
         return [self.path(f"report/{name}") for name in ("index.html", "report.md")]
 
@@ -374,4 +397,5 @@ class Study:
         files += self.kernel_bw_here() + self.compare_here()
         for name in self.profiles_here():
             files += self.profile_files(name)
+        files += self.hosts_files() if self.hosts_in_all() else []
         return [*files, self.path("report/not_measured.json"), *self.report_files()]

@@ -5,19 +5,10 @@
 import os
 import sys
 
-from ring.study import (
-    Study,
-    algorithms_stem,
-    compare_stem,
-    confirm_stem,
-    finalists_stem,
-    gpu_stem,
-    job_environment,
-    kernel_bw_stem,
-    left_out,
-    probe_machine,
-    run_stem,
-)
+from ring.study import Study, algorithms_stem, compare_stem, confirm_stem
+from ring.study import finalists_stem, gpu_stem, job_environment, kernel_bw_stem
+from ring.study import left_out, probe_machine, run_stem
+from ring.study.hosts import hosts_shortfall
 from ring.study.targets import MPI_HINT, PROFILE_GPUS
 
 # Jobs run in the project's environment: Snakemake's own, else .venv, else --sdm conda's
@@ -49,6 +40,8 @@ def nodes_of(wildcards):
 
 
 def all_inputs(wildcards):
+    if STUDY.hosts_in_all():  # stops here where hosts cannot run, as the target does
+        hosts_target(wildcards)
     return STUDY.all_files()
 
 
@@ -64,6 +57,13 @@ def mpi_target(wildcards):
     if not MACHINE.mpi.ok:
         stop(f"target mpi: {MACHINE.mpi.why}; {MPI_HINT}")
     return STUDY.kind_files("mpi")
+
+
+def hosts_target(wildcards):
+    shortfall = hosts_shortfall(config, MACHINE.mpi)
+    if shortfall:
+        stop(f"target hosts: {shortfall}")
+    return STUDY.hosts_files()
 
 
 def gpu_target(wildcards):
@@ -96,13 +96,10 @@ def nsys_target(name):
 
 def report_args(wildcards, input):
     """The result files of this run, as `python -m ring.report` takes them."""
-    flags = {
-        "--reference": input.references,
-        "--sweep": input.sweeps,
-        "--fit": input.fits,
-    }
-    flags.update({"--confirm": input.confirmations, "--kernel-bw": input.kernel_bw})
-    flags["--alternated"] = input.alternated
+    flags = {"--reference": input.references, "--sweep": input.sweeps}
+    flags.update({"--fit": input.fits, "--confirm": input.confirmations})
+    flags.update({"--kernel-bw": input.kernel_bw, "--alternated": input.alternated})
+    flags["--hosts"] = input.hosts  # the model across emulated hosts, where it exists
     args = [f"{flag} {path}" for flag, paths in flags.items() for path in paths]
     args += [f"--profile {os.path.dirname(path)}" for path in input.tables]
     args.append(f"--not-measured {input.not_measured}")

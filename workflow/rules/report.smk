@@ -54,6 +54,7 @@ rule build_report:
         ],
         not_measured=f"{RESULTS}/report/not_measured.json",
         references=STUDY.references_here(),
+        hosts=STUDY.hosts_here(),
     output:
         figures=report(
             directory(f"{RESULTS}/figures"),

@@ -13,6 +13,8 @@ says so; they are never filled in.
 * kernel bandwidth: the single-GPU reduction-kernel sweep;
 * profile: ``results/profiles/<name>/`` holding ``tables/*.csv`` from ``python -m ring.nsys``;
 * alternated: ``python -m ring.bench alternate`` (two backends that cannot share a launch);
+* hosts: the model across emulated hosts (``python -m ring.model hosts``), its prediction
+  beside the times measured there;
 * reference: a folder of results measured on another machine and committed, kept apart
   (:mod:`.references`).
 """
@@ -32,6 +34,7 @@ from ...model.table import load_fits
 from ...study import RECORD_KEYS, LeftOut
 from .alternated import Alternated, load_alternated
 from .files import ReportInputError
+from .hosts import HostsModel, load_hosts_model
 from .profiles import Profile, load_profile
 from .references import Reference, load_reference
 from .runs import KernelBandwidth, LaunchSet, Run, load_kernel_bandwidth, load_launch_set, load_run
@@ -51,6 +54,7 @@ class Inputs:
     alternated: list[Alternated] = field(default_factory=list)
     left_out: list[LeftOut] | None = None  # None: the workflow's record was not given
     references: list[Reference] = field(default_factory=list)
+    hosts: list[HostsModel] = field(default_factory=list)  # the model across emulated hosts
 
     def rows(self) -> pd.DataFrame:
         """Every row of this build's runs (not the confirmations'), tagged with its run."""
@@ -115,6 +119,7 @@ def load_inputs(
     alternated: Sequence[str | Path] = (),
     not_measured: str | Path | None = None,
     references: Sequence[str | Path] = (),
+    hosts: Sequence[str | Path] = (),
 ) -> Inputs:
     """Load every named input; the first bad one raises :class:`ReportInputError`."""
     names = [Path(p).name for p in references]
@@ -137,4 +142,5 @@ def load_inputs(
         alternated=[load_alternated(p) for p in alternated],
         left_out=None if not_measured is None else load_not_measured(not_measured),
         references=[load_reference(folder) for folder in references],
+        hosts=[load_hosts_model(path) for path in hosts],
     )

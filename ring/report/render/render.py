@@ -18,6 +18,7 @@ from ..words import tables
 from ..words.caveats import caveats
 from ..words.cost_model import cost_model_of
 from ..words.findings import findings, unconfirmed
+from ..words.hosts import hosts_section
 from ..words.method import method
 from ..words.profile import messages
 from ..words.profile_notes import overhead_sentences, phase_sentences
@@ -111,6 +112,7 @@ def context(model: ReportModel, figures: list[Figure], out_dir: Path) -> dict:
         "inputs": inputs_table(model),
         "cost_model": cost_model_of(model),
         "others": other_machines(model.inputs.references),
+        "hosts": hosts_section(model.inputs.hosts),
     }
 
 
