@@ -9,13 +9,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
-TOOLS = ("bench", "model", "nsys", "report", "study")
+# The study tools, and the console scripts that start them (ring._scripts).
+TOOLS = ("bench", "model", "nsys", "report", "study", "_scripts")
 
 
 def _library_files() -> list[Path]:
     ring = ROOT / "ring"
     return [
-        path for path in sorted(ring.rglob("*.py")) if path.relative_to(ring).parts[0] not in TOOLS
+        path
+        for path in sorted(ring.rglob("*.py"))
+        if path.relative_to(ring).with_suffix("").parts[0] not in TOOLS
     ]
 
 
@@ -46,6 +49,13 @@ def test_the_library_imports_no_study_tool():
         if module in tools or module.startswith(tuple(f"{tool}." for tool in tools))
     )
     assert crossing == []
+
+
+def test_the_console_scripts_import_their_tools_in_sight():
+    # Plain imports, so the test above would see a library module that did the same.
+    assert {"ring.bench.__main__", "ring.nsys.__main__", "ring.report.__main__"} <= _imports(
+        ROOT / "ring" / "_scripts.py"
+    )
 
 
 def test_import_ring_needs_numpy_only():
