@@ -273,11 +273,11 @@ def test_plan_refuses_bad_arguments(args, error, message):
 
 _CORE = {"schedule", "ops", "buffers", "communicator", "nvtx", "_optional", "machine", "auto"}
 _ALLOWED = {
-    "cpu": _CORE | {"cpu", "host", "wisdom"},
+    "cpu": _CORE | {"cpu", "host", "planning"},
     # The GPU queues the API's async and out-of-place forms on its streams itself: its
     # handle is a ring.work.Work (ring.gpu.caller).
     "gpu": _CORE | {"gpu", "work"},
-    "mpi": _CORE | {"mpi", "host", "wisdom"},
+    "mpi": _CORE | {"mpi", "host", "planning"},
     "host": {"schedule", "ops", "machine", "host"},
     # The API's own forms: out of place (ring.place) and async (ring.work), over the core.
     "api": {"communicator", "place", "work"},

@@ -13,7 +13,7 @@ same plan on the calling thread instead, node after node within each step
 (:meth:`~ring.cpu.crew.Crew.run_inline`): below it, waking N threads costs more than the
 work they share.  ``inline_bytes=0`` always uses the threads.
 
-``algorithm="auto"`` plans by measuring (:mod:`ring.cpu.planning`, :mod:`ring.wisdom`): the
+``algorithm="auto"`` plans by measuring (:mod:`ring.cpu.planning`, :mod:`ring.planning`): the
 first calls of a call shape try the algorithms the decision table leaves in, by either
 executor, inline and on the workers, and the fastest stays; ``planning="estimate"`` runs the
 table's pick with the default executor and threshold, measuring nothing.
@@ -61,6 +61,7 @@ from ..host import positions
 from ..host.moves import Bound
 from ..nvtx import Pushers
 from ..ops import AVERAGING, resolve_op
+from ..planning.race import Trial, check_planning
 from ..schedule import (
     AUTO,
     COLLECTIVES,
@@ -72,7 +73,6 @@ from ..schedule import (
     plan_for,
 )
 from ..schedule.steps import check_int, chunk_range
-from ..wisdom import Trial, check_planning
 from .crew import Crew
 from .planning import Planner
 
@@ -466,7 +466,7 @@ class CpuCommunicator(RingCommunicator):
 
     def _try_share(self, call: Call, key: object, trial: Trial, share: list[tuple]) -> None:
         """A trial's call that runs several candidates, each on an equal slice of the
-        buffers (:meth:`ring.wisdom.Trial.share`), in one turn of the outer range; each
+        buffers (:meth:`ring.planning.race.Trial.share`), in one turn of the outer range; each
         slice's plan is made before its run is timed, and its time is scaled to the whole
         call's."""
         ufunc, count, average = call.checked

@@ -33,8 +33,8 @@ import numpy as np
 
 from ..communicator import resolve_algorithm, validate_buffers
 from ..ops import AVERAGING, OPS, resolve_op
+from ..planning.race import BUDGET_ENV, budget_seconds
 from ..schedule import ALGORITHMS, AUTO, COLLECTIVES, check_algorithm, check_algorithm_options
-from ..wisdom import BUDGET_ENV, budget_seconds
 from .cuda import device_backend, is_device_array
 
 __all__ = [
