@@ -1,16 +1,12 @@
 """What every backend's communicator offers, whatever executes the schedule.
 
-A backend module (:mod:`ring.cpu`, :mod:`ring.gpu`, :mod:`ring.mpi`) gives :mod:`ring.api`
-the same four things, so the API has no backend-specific branch:
-
-* ``check_call(name, buffers, op, **options) -> Call``: every check that needs no
-  communicator, so bad input is refused before one is made (or a thread started);
-* ``cache_key(nodes, **options)`` and ``make_communicator(nodes, **options)``;
-* :meth:`RingCommunicator.execute`, which runs a :class:`Call` and raises
-  :class:`CommunicatorClosedError` only before any of its work started, so a caller can
-  retry on a fresh communicator; it turns ``algorithm="auto"`` into the algorithm to run
-  with :func:`resolve_algorithm` (a decision table, :mod:`ring.auto`) once the size of the
-  call is known.
+A backend (:class:`ring.backend.Backend`, one class per backend) checks a call before a
+communicator exists and makes its communicators; every communicator offers
+:meth:`RingCommunicator.execute`, which runs a :class:`Call` and raises
+:class:`CommunicatorClosedError` only before any of its work started, so a caller can retry
+on a fresh communicator; it turns ``algorithm="auto"`` into the algorithm to run with
+:func:`resolve_algorithm` (a decision table, :mod:`ring.auto`) once the size of the call is
+known.
 
 Every backend checks a call's buffers the same way before any data moves
 (:func:`check_buffer_list`, :func:`validate_buffers`): a list, one one-dimensional,
@@ -240,11 +236,6 @@ class RingCommunicator:
         raise NotImplementedError
 
     def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
-        raise NotImplementedError
-
-    def _keyed(self, key: object, name: str, buffers: list, op: str | None, options: dict):
-        """A call with the options ``ring.api`` passes on, under the key it made of them:
-        what a backend whose module sets ``CALLS_TAKE_OPTIONS`` implements."""
         raise NotImplementedError
 
     def _closed_error(self) -> CommunicatorClosedError:

@@ -329,8 +329,7 @@ def test_public_api_dispatches_to_the_gpu_backend():
             comm = ring.get_communicator(3, backend="gpu", shared_devices=True)
             assert isinstance(comm, GpuCommunicator)
         finally:
-            for key in [k for k in ring.api._cache if k[0] == "gpu"]:
-                ring.api._cache.pop(key).close()
+            ring.backend.backend("gpu").close()
     for buf in buffers:
         check(sim.to_host(buf), inputs, "max")
 
@@ -352,4 +351,4 @@ def test_op_spellings_and_async_calls_on_the_gpu_backend():
         assert work.wait(timeout=60)
         for buf in buffers:
             check(sim.to_host(buf), inputs, "max")
-        ring.api._close_cached()
+        ring.backend.close_all()
