@@ -17,6 +17,7 @@ from reference import check, ops_for, random_inputs
 import ring
 import ring.api
 import ring.backend
+from ring import owned_chunk
 from ring.gpu import GpuCommunicator
 from ring.schedule import ALGORITHMS, check_algorithm, chunk_range
 

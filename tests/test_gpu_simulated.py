@@ -17,6 +17,7 @@ from reference import check, ops_for, random_inputs
 
 import ring
 import ring.api
+import ring.backend
 from ring import nvtx, owned_chunk
 from ring._optional import MissingDependencyError
 from ring.gpu import (
