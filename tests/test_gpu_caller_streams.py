@@ -281,7 +281,7 @@ def test_close_waits_for_the_work_still_queued():
     sim = FakeCuda(2, seed=2)
     with fake_cupy(sim) as cp:
         comm = GpuCommunicator(2)
-        internal = [s for row in comm._node_streams for s in row]
+        internal = [s for row in comm.stream_rows for s in row]
         streams = _streams(cp, comm.devices)
         buffers = [sim.to_device(np.full(40, 3.0), d) for d in comm.devices]
         comm.allreduce(buffers, "sum", stream=streams)
@@ -324,7 +324,7 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
         comm = ring.get_communicator(3, backend="gpu", graphs=False)
         streams = _streams(cp, comm.devices)
         copies = {"left": 4}
-        original = GpuCommunicator._peer_copy
+        original = GpuCommunicator.peer_copy
 
         def failing(self, *args):
             copies["left"] -= 1
@@ -332,7 +332,7 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
                 raise RuntimeError("cudaErrorLaunchFailure (injected)")
             return original(self, *args)
 
-        monkeypatch.setattr(GpuCommunicator, "_peer_copy", failing)
+        monkeypatch.setattr(GpuCommunicator, "peer_copy", failing)
 
         def call(buffers):
             work = ring.allreduce(
@@ -345,10 +345,10 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
         buffers = [sim.to_device(x, d) for d, x in enumerate(inputs)]
         with pytest.raises(RuntimeError, match="injected"):
             call(buffers)
-        assert not any(s.queue for row in comm._node_streams for s in row), "drained"
+        assert not any(s.queue for row in comm.stream_rows for s in row), "drained"
         assert not any(e is comm._done for s, e in sim.waits if s in streams)
         assert comm.last_elapsed_ms() == 0.0
-        monkeypatch.setattr(GpuCommunicator, "_peer_copy", original)
+        monkeypatch.setattr(GpuCommunicator, "peer_copy", original)
         buffers = [sim.to_device(x, d) for d, x in enumerate(inputs)]
         work = call(buffers)
         if async_op:

@@ -143,9 +143,9 @@ def test_each_step_waits_only_on_the_left_neighbours_previous_step():
         waits = sim.waits[waits_before:]
         assert sim.host_waits - host_waits_before == 1, "the host must wait exactly once"
 
-    node_of_stream = {id(s): i for i, s in enumerate(comm._streams)}
+    node_of_stream = {id(s): i for i, s in enumerate(comm.first_streams)}
     step_of_event = {
-        id(e): (i, t) for i, events in enumerate(comm._events) for t, e in enumerate(events)
+        id(e): (i, t) for i, events in enumerate(comm.step_events) for t, e in enumerate(events)
     }
     step_waits = [
         (node_of_stream[id(s)], step_of_event[id(e)]) for s, e in waits if id(e) in step_of_event

@@ -277,7 +277,7 @@ _ALLOWED = {
     "cpu": _CORE | {"cpu", "host", "planning"},
     # The GPU queues the API's async and out-of-place forms on its streams itself: its
     # handle is a ring.work.Work (ring.gpu.caller).
-    "gpu": _CORE | {"gpu", "work"},
+    "gpu": _CORE | {"gpu", "work", "planning"},
     "mpi": _CORE | {"mpi", "host", "planning"},
     "host": {"schedule", "ops", "machine", "host"},
     # The API's own forms: out of place (ring.place) and async (ring.work), over the core.
