@@ -4,6 +4,7 @@ imports its tool on call, so that a tool whose extra is not installed says which
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 
@@ -19,14 +20,25 @@ SCRIPT_EXTRAS = {
 }
 
 
-def _run(script: str, load: Callable[[], Callable[[], int]]) -> Callable[[], None]:
-    """The console script ``script``: the ``main()`` that ``load`` imports, whose return
+# The console script -> the module whose main() it runs: imported as the script starts, by
+# name, so a tool whose extra is missing can be said in one line.  The study tools stand
+# above this module, as they stand above the library (tests/test_library_boundary.py
+# reads this table).
+TOOLS = {
+    "ring-bench": "ring.bench.__main__",
+    "ring-nsys": "ring.nsys.__main__",
+    "ring-report": "ring.report.__main__",
+}
+
+
+def _run(script: str) -> Callable[[], None]:
+    """The console script ``script``: its tool's ``main()`` (:data:`TOOLS`), whose return
     value is the process's exit status (``ring-bench`` exits 1 on wrong results, 2 on bad
     input), as ``python -m`` gives it."""
 
     def main() -> None:
         try:
-            tool = load()
+            tool = importlib.import_module(TOOLS[script])
         except ModuleNotFoundError as exc:
             top = (exc.name or "").split(".")[0]
             extra = SCRIPT_EXTRAS.get(top)
@@ -36,32 +48,11 @@ def _run(script: str, load: Callable[[], Callable[[], int]]) -> Callable[[], Non
                 f"{script} needs the {extra} extra ({top} is not installed): "
                 f"pip install 'ring-allreduce-study[{extra}]'"
             )
-        sys.exit(tool())
+        sys.exit(tool.main())
 
     return main
 
 
-# Each tool imported where its script starts, by a plain import a reader (and the library
-# boundary's test) can see: this module stands above the study tools, as they do above
-# the library.
-def _bench() -> Callable[[], int]:
-    from .bench.__main__ import main
-
-    return main
-
-
-def _nsys() -> Callable[[], int]:
-    from .nsys.__main__ import main
-
-    return main
-
-
-def _report() -> Callable[[], int]:
-    from .report.__main__ import main
-
-    return main
-
-
-bench = _run("ring-bench", _bench)
-nsys = _run("ring-nsys", _nsys)
-report = _run("ring-report", _report)
+bench = _run("ring-bench")
+nsys = _run("ring-nsys")
+report = _run("ring-report")

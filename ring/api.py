@@ -9,8 +9,9 @@ in place.  ``backend`` picks the executor of the one ring schedule:
   ``stream`` argument, instead of blocking the host (:mod:`ring.gpu.caller`).
 * ``"mpi"``: one buffer per MPI rank (:mod:`ring.mpi`); option ``comm``.
 
-Every call is dispatched to its backend's :class:`ring.backend.Backend`, found by name:
-an in-place call to :meth:`~ring.backend.Backend.run`, the others checked here first.
+Every call is dispatched to its backend's :class:`ring.communicator.Backend`, found by name
+(:func:`ring.communicator.registered`): an in-place call to its
+:meth:`~ring.communicator.Backend.run`, the others checked here first.
 """
 
 from __future__ import annotations
@@ -18,22 +19,28 @@ from __future__ import annotations
 import atexit
 from collections.abc import Sequence
 
-from .backend import REGISTERED, Backend, backend, close_all
 from .communicator import (
+    BACKENDS,
+    Backend,
     Call,
     RingCommunicator,
     check_buffer_list,
+    close_all,
     copy_in,
     flattened,
     normalized_op,
+    registered,
 )
 from .place import Refused, check_send
 from .work import PENDING, Work, submit
 
-__all__ = ["BACKENDS", "all_gather", "allreduce", "get_communicator", "reduce_scatter"]
-
-# The backends a call may name (ring.backend.register adds one).
-BACKENDS = REGISTERED
+__all__ = [
+    "BACKENDS",
+    "all_gather",
+    "allreduce",
+    "get_communicator",
+    "reduce_scatter",
+]
 
 
 def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingCommunicator:
@@ -42,7 +49,7 @@ def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingComm
     A backend whose per-call options go with each call instead of its communicator
     (mpi: every rank must reach the same cached ring) refuses them here: the ring returned
     would not run by them."""
-    found = _backend(backend)
+    found = registered(backend)
     per_call = [name for name in found.per_call_options if name in options]
     if per_call:
         yourself = (
@@ -57,18 +64,6 @@ def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingComm
             f"backend={backend!r}, {per_call[0]}=...)){yourself}"
         )
     return found.communicator(nodes, options)
-
-
-_found: dict[str, Backend] = {}
-
-
-def _backend(name: str) -> Backend:
-    """The backend of ``name``, looked up once per name."""
-    found = _found.get(name) if isinstance(name, str) else None
-    if found is None:
-        found = backend(name)
-        _found[name] = found
-    return found
 
 
 def allreduce(
@@ -122,10 +117,9 @@ def all_gather(
 
 def _collective(name: str, buffers, op, backend: str, recv, async_op, options: dict) -> Work | None:
     """Collective ``name``: in place and synchronous, straight to its backend's
-    :meth:`~ring.backend.Backend.run`; else :func:`_call`."""
+    :meth:`~ring.communicator.Backend.run`; else :func:`_call`."""
     if recv is None and not async_op and not PENDING.get(backend):
-        found = _found.get(backend) if isinstance(backend, str) else None
-        (found or _backend(backend)).run(name, buffers, op, options)
+        registered(backend).run(name, buffers, op, options)
         return None
     return _call(name, buffers, op, backend, options, recv, async_op)
 
@@ -133,7 +127,7 @@ def _collective(name: str, buffers, op, backend: str, recv, async_op, options: d
 def _call(name: str, buffers, op, backend: str, options: dict, recv, async_op) -> Work | None:
     """A call out of place, asynchronous, or behind asynchronous ones: checked here, in
     the caller, before anything is copied or queued."""
-    found = _backend(backend)
+    found = registered(backend)
     if not isinstance(async_op, bool):
         raise TypeError(f"async_op must be True or False, got {async_op!r}")
     if found.queues_on_devices:

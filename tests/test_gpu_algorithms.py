@@ -16,7 +16,7 @@ from reference import check, ops_for, random_inputs
 
 import ring
 import ring.api
-import ring.backend
+import ring.communicator
 from ring import owned_chunk
 from ring.gpu import GpuCommunicator
 from ring.schedule import ALGORITHMS, check_algorithm, chunk_range
@@ -158,4 +158,4 @@ def test_public_api_and_bad_algorithm():
                 np.testing.assert_array_equal(sim.to_host(buf), old)
         finally:
             # The API's cache must not hand this simulator's communicator to other tests.
-            ring.backend.backend("gpu").close()
+            ring.communicator.registered("gpu").close()

@@ -18,7 +18,7 @@ from reference import check, random_inputs
 
 import ring
 import ring.api
-import ring.backend
+import ring.communicator
 import ring.mpi
 from ring import owned_chunk
 from ring.gpu import GpuCommunicator, GpuWork, cache_key
@@ -164,7 +164,7 @@ def test_bad_streams_are_refused_before_anything_is_queued():
             assert (_queued(sim), len(sim.waits)) == (queued, records)
         with pytest.raises(TypeError, match=r"option.* of each call on backend 'gpu'"):
             ring.get_communicator(2, backend="gpu", stream=s0)
-        ring.backend.close_all()
+        ring.communicator.close_all()
 
 
 @pytest.mark.parametrize("backend", ["cpu", "mpi"])
@@ -197,8 +197,8 @@ def test_stream_is_per_call_not_cached_nor_remembered():
         assert sim.host_waits == waits + 1
         for buf in buffers:
             check(sim.to_host(buf), inputs, "sum")
-        assert len(ring.backend.backend("gpu").communicators()) == 1
-        ring.backend.close_all()
+        assert len(ring.communicator.registered("gpu").communicators()) == 1
+        ring.communicator.close_all()
 
 
 @pytest.mark.parametrize("given", [False, True])
@@ -231,7 +231,7 @@ def test_async_op_returns_a_handle_on_the_calls_done_event(nodes, given):
         assert work.wait(timeout=60)
         for buf in buffers:
             check(sim.to_host(buf), inputs, "avg")
-        ring.backend.close_all()
+        ring.communicator.close_all()
 
 
 @pytest.mark.parametrize("name", ["allreduce", "reduce_scatter", "all_gather"])
@@ -259,7 +259,7 @@ def test_async_op_out_of_place_queues_the_copies_on_the_calls_streams(name):
         assert getattr(ring, name)(send, *args, backend="gpu", recv=recv) is None
         for i, r in enumerate(recv):
             _check(name, sim.to_host(r), inputs, "max", i)
-        ring.backend.close_all()
+        ring.communicator.close_all()
 
 
 def test_last_elapsed_ms_after_a_stream_call_waits_for_it():
@@ -359,4 +359,4 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
         for buf in buffers:
             check(sim.to_host(buf), inputs, "sum")
         # The API's cache must not hand this simulator's communicator to other tests.
-        ring.backend.backend("gpu").close()
+        ring.communicator.registered("gpu").close()

@@ -17,7 +17,7 @@ from reference import check, ops_for, random_inputs
 
 import ring
 import ring.api
-import ring.backend
+import ring.communicator
 from ring import nvtx, owned_chunk
 from ring._optional import MissingDependencyError
 from ring.gpu import (
@@ -330,7 +330,7 @@ def test_public_api_dispatches_to_the_gpu_backend():
             comm = ring.get_communicator(3, backend="gpu", shared_devices=True)
             assert isinstance(comm, GpuCommunicator)
         finally:
-            ring.backend.backend("gpu").close()
+            ring.communicator.registered("gpu").close()
     for buf in buffers:
         check(sim.to_host(buf), inputs, "max")
 
@@ -352,4 +352,4 @@ def test_op_spellings_and_async_calls_on_the_gpu_backend():
         assert work.wait(timeout=60)
         for buf in buffers:
             check(sim.to_host(buf), inputs, "max")
-        ring.backend.close_all()
+        ring.communicator.close_all()

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import auto
-from ..communicator import check_auto_pick
 from ..planning import race, store
+from ..planning.candidates import check_auto_pick
 from ..schedule import AUTO
 from .backends import Backend, get_backend
 from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings

@@ -1,4 +1,4 @@
-"""The cpu backend's side of the contract (:class:`ring.backend.Backend`): the threaded NumPy
+"""The cpu backend's side of the contract (:class:`ring.communicator.Backend`): the threaded NumPy
 communicator of :mod:`ring.cpu.communicator`, and the bound-call cache of the module
 functions.
 
@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..backend import Backend
-from ..communicator import Call, CommunicatorClosedError, RingCommunicator
+from ..communicator import Backend, Call, CommunicatorClosedError, RingCommunicator
 from .communicator import CpuCommunicator, CpuOptions, check_call, communicator_options
 
 __all__ = ["CpuBackend"]

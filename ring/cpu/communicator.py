@@ -48,13 +48,11 @@ from ..communicator import (
     Call,
     CommunicatorClosedError,
     RingCommunicator,
-    auto_generation,
     check_buffer_list,
     check_nodes,
     flattened,
     normalized_op,
     refuse_gpu_options,
-    resolve_algorithm,
     track,
     validate_buffers,
 )
@@ -62,6 +60,7 @@ from ..host import positions
 from ..host.moves import Bound
 from ..nvtx import Pushers
 from ..ops import AVERAGING, resolve_op
+from ..planning.candidates import auto_generation, resolve_algorithm
 from ..planning.race import Trial, check_planning
 from ..schedule import (
     AUTO,

@@ -1,4 +1,4 @@
-"""The gpu backend's side of the contract (:class:`ring.backend.Backend`): CuPy arrays, one
+"""The gpu backend's side of the contract (:class:`ring.communicator.Backend`): CuPy arrays, one
 device per node (:mod:`ring.gpu.communicator`).  ``stream=`` goes with each call, never into
 which communicator is kept; ``recv=`` and ``async_op=True`` are queued on the call's
 streams, not run on a host thread (:mod:`ring.gpu.caller`)."""
@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..backend import Backend
-from ..communicator import Call, RingCommunicator
+from ..communicator import Backend, Call, RingCommunicator
 from .communicator import PER_CALL_OPTIONS, cache_key, check_call, make_communicator, queued_call
 
 __all__ = ["GpuBackend", "GpuOptions"]

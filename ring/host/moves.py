@@ -201,7 +201,7 @@ class Bound(NamedTuple):
     # Applies the program in order (an exception, Ctrl-C too, propagates): by slices
     # ring.ops.apply, by nodes ring.host.moves.run_ranged, with their arguments.
     run: Callable[[], None]
-    generation: int = 0  # auto's (ring.communicator.auto_generation) when it picked
+    generation: int = 0  # auto's (ring.planning.candidates.auto_generation) when it picked
     # One weak reference per buffer, kept while bound: NumPy refuses to resize an array
     # that has one, so the views above never outlive the memory they point at.
     pins: tuple = ()

@@ -1,4 +1,4 @@
-"""The mpi backend's side of the contract (:class:`ring.backend.Backend`): one buffer per rank
+"""The mpi backend's side of the contract (:class:`ring.communicator.Backend`): one buffer per rank
 on the :class:`~ring.mpi.communicator.MpiRing` of a communicator (``comm``, default
 ``MPI.COMM_WORLD``).  The per-call options (algorithm, segment_bytes, group_size) go with
 each call, where every rank compares them, never into which ring is kept: a key per value
@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..backend import Backend
-from ..communicator import Call, RingCommunicator
+from ..communicator import Backend, Call, RingCommunicator
 from .communicator import (
     PER_CALL_OPTIONS,
     MpiRing,
