@@ -5,9 +5,11 @@
 In one process, with empty wisdom (``RING_WISDOM=off``: plans in memory only): for each N
 and size, the module function plans its shape (it is called until the wisdom holds the
 plan), then every fixed algorithm x executor runs on a held ``CpuCommunicator`` of its own,
-all on buffers of their own, repeated on the same buffer objects.  Each round times a loop
-of every contender in turn; a contender's time is its median over the rounds.  It prints
-auto's time, the best fixed one's and their ratio (auto / best; 1.0 is as fast).
+all on buffers of their own, repeated on the same buffer objects.  A screen times a loop of
+every contender in turn, for a few rounds, and names the fastest fixed one by its median;
+then auto and that one take turns, loop against loop, and the ratio is the median of the
+pairs' ratios (auto / best; 1.0 is as fast): a machine whose speed drifts moves both sides
+of a pair alike.  It prints both medians, the ratio with its range, and the two plans.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ def _plan_auto(nodes: int, buffers: list) -> tuple:
     raise SystemExit(f"N={nodes} {buffers[0].nbytes} B: auto never settled")
 
 
-def check(nodes: int, nbytes: int, rounds: int) -> tuple[float, float, str, tuple]:
-    """(auto's seconds, the best fixed seconds, the best fixed's name, auto's plan)."""
+def check(nodes: int, nbytes: int, rounds: int, pairs_of: int) -> tuple[list, str, tuple]:
+    """(auto's and the best fixed one's seconds, pair by pair; the best fixed one's name;
+    auto's plan)."""
     count = nbytes // 4
 
     def fresh() -> list:
@@ -78,29 +81,39 @@ def check(nodes: int, nbytes: int, rounds: int) -> tuple[float, float, str, tupl
     for _ in range(rounds):
         for name, call in contenders.items():
             times[name].append(_loop(call, calls[name]))
+    fixed = {n: statistics.median(t) for n, t in times.items() if n != "auto"}
+    best = min(fixed, key=fixed.__getitem__)
+    pairs = []
+    for _ in range(pairs_of):
+        pairs.append(
+            (_loop(contenders["auto"], calls["auto"]), _loop(contenders[best], calls[best]))
+        )
     for comm in held:
         comm.close()
-    median = {name: statistics.median(t) for name, t in times.items()}
-    fixed = {name: t for name, t in median.items() if name != "auto"}
-    best = min(fixed, key=fixed.__getitem__)
-    return median["auto"], fixed[best], best, plan
+    return pairs, best, plan
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2,4")
     parser.add_argument("--sizes", default="1K,16K,256K,4M,64M", help="bytes per node")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=3, help="of the screen")
+    parser.add_argument("--pairs", type=int, default=15, help="auto against the best")
     args = parser.parse_args()
     os.environ[store.WISDOM_ENV] = "off"  # read on first use: plans in memory only
-    head = f"{'N':>2} {'bytes':>9} {'auto us':>10} {'best us':>10} {'ratio':>6}"
+    head = f"{'N':>2} {'bytes':>9} {'auto us':>10} {'best us':>10} {'ratio':>6} {'range':>11}"
     print(f"{head}  best fixed; auto's plan")
     for nodes in (int(n) for n in args.nodes.split(",")):
         for nbytes in (_bytes(s) for s in args.sizes.split(",")):
-            auto, best, name, plan = check(nodes, nbytes, args.rounds)
+            pairs, name, plan = check(nodes, nbytes, args.rounds, args.pairs)
+            ratios = [a / b for a, b in pairs]
+            auto = statistics.median(a for a, _ in pairs)
+            best = statistics.median(b for _, b in pairs)
+            spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+            planned = "/".join(map(str, plan))
             print(
                 f"{nodes:>2} {nbytes:>9} {auto * 1e6:>10.1f} {best * 1e6:>10.1f}"
-                f" {auto / best:>6.2f}  {name}; {'/'.join(map(str, plan))}",
+                f" {statistics.median(ratios):>6.2f} {spread:>11}  {name}; {planned}",
                 flush=True,
             )
 
