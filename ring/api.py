@@ -115,11 +115,18 @@ def all_gather(
     return _collective("all_gather", buffers, None, backend, recv, async_op, options)
 
 
+# Backend name -> its backend, as registered: a module call looks it up once per name.
+_found: dict[str, Backend] = {}
+
+
 def _collective(name: str, buffers, op, backend: str, recv, async_op, options: dict) -> Work | None:
     """Collective ``name``: in place and synchronous, straight to its backend's
     :meth:`~ring.communicator.Backend.run`; else :func:`_call`."""
     if recv is None and not async_op and not PENDING.get(backend):
-        registered(backend).run(name, buffers, op, options)
+        found = _found.get(backend)
+        if found is None:
+            found = _found[backend] = registered(backend)
+        found.run(name, buffers, op, options)
         return None
     return _call(name, buffers, op, backend, options, recv, async_op)
 

@@ -53,7 +53,6 @@ __all__ = [
     "flattened",
     "may_share",
     "normalized_op",
-    "register",
     "registered",
     "track",
     "validate_buffers",
@@ -246,7 +245,7 @@ class RingCommunicator:
 
 
 # Backend name -> the module whose Backend it is, imported on first use, so the optional
-# packages of the others stay optional (register adds one).
+# packages of the others stay optional.
 BACKENDS = {"cpu": "ring.cpu.backend", "gpu": "ring.gpu.backend", "mpi": "ring.mpi.backend"}
 
 
@@ -362,14 +361,6 @@ class Backend:
 
 _backends: dict[str, Backend] = {}
 _registry_lock = threading.Lock()
-
-
-def register(name: str, module: str) -> None:
-    """Register the backend ``name``: the :class:`Backend` subclass of that name that
-    ``module`` defines."""
-    with _registry_lock:
-        BACKENDS[name] = module
-        _backends.pop(name, None)
 
 
 def registered(name: object) -> Backend:

@@ -62,7 +62,7 @@ class CpuBackend(Backend):
                         self._last[name] = (len(buffers), options, entry)
             except (TypeError, ValueError):  # an option of no plain type: checked in full
                 entry = None
-            if entry is not None and not entry[0].closed:
+            if entry is not None:  # a closed communicator refuses the call before any work
                 comm, key, types = entry
                 if types is None or types == tuple(map(type, options.values())):
                     try:
