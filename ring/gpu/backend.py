@@ -16,10 +16,15 @@ __all__ = ["GpuBackend", "GpuOptions"]
 
 @dataclass(frozen=True)
 class GpuOptions:
-    """A GPU communicator's options, checked (:func:`ring.gpu.communicator.cache_key`),
-    and as given, for its constructor."""
+    """A GPU communicator's options, checked (:func:`ring.gpu.communicator.cache_key`):
+    what tells two communicators apart, and the options as given, for its constructor
+    (the algorithm a call that names none runs)."""
 
-    key: tuple
+    devices: tuple[int, ...] | None
+    shared_devices: bool
+    force_peer_copies: bool
+    graphs: bool
+    streams: int | None
     given: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
 
@@ -32,8 +37,8 @@ class GpuBackend(Backend):
 
     def options(self, nodes: int, options: dict) -> GpuOptions:
         kept = {k: v for k, v in options.items() if k not in PER_CALL_OPTIONS}
-        key = cache_key(nodes, **kept)
-        return GpuOptions(key, tuple(sorted(kept.items(), key=lambda item: item[0])))
+        _, _, devices, shared, force, graphs, streams = cache_key(nodes, **kept)
+        return GpuOptions(devices, shared, force, graphs, streams, tuple(sorted(kept.items())))
 
     def make_communicator(self, nodes: int, options: object) -> RingCommunicator:
         assert isinstance(options, GpuOptions)

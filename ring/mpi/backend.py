@@ -26,9 +26,10 @@ __all__ = ["MpiBackend", "MpiOptions"]
 
 @dataclass(frozen=True)
 class MpiOptions:
-    """A ring's options, checked: its MPI communicator, kept by its Fortran handle."""
+    """A ring's options, checked: its MPI communicator (``None``: ``MPI.COMM_WORLD``),
+    told apart by its Fortran handle."""
 
-    handle: tuple
+    handle: int
     comm: object = field(default=None, compare=False)
 
 
@@ -40,7 +41,7 @@ class MpiBackend(Backend):
     ranks_check_together = True
 
     def options(self, nodes: int, options: dict) -> MpiOptions:
-        return MpiOptions(cache_key(nodes, **options), options.get("comm"))
+        return MpiOptions(cache_key(nodes, **options)[1], options.get("comm"))
 
     def make_communicator(self, nodes: int, options: object) -> RingCommunicator:
         assert isinstance(options, MpiOptions)
