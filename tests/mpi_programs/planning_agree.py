@@ -120,7 +120,7 @@ def bogus(path: Path) -> None:
             (DEFAULT_SEGMENT_BYTES, None, 0),
         )  # fmt: skip
         plans[shape] = {"backend": "mpi", "collective": "allreduce", "choice": choice}
-    header = store.Wisdom._header()
+    header = store.Wisdom.header()
     path.write_text(json.dumps({**header, "plans": plans}))
 
 
