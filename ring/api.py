@@ -52,16 +52,12 @@ def get_communicator(nodes: int, *, backend: str = "cpu", **options) -> RingComm
     found = registered(backend)
     per_call = [name for name in found.per_call_options if name in options]
     if per_call:
-        yourself = (
-            f", or make a communicator with them yourself (ring.mpi.MpiRing(comm, "
-            f"{per_call[0]}=...))"
-            if found.ranks_check_together
-            else ""
-        )
+        made = found.made_with_per_call_options
+        yourself = f", or make a communicator with them yourself ({made})" if made else ""
         raise TypeError(
             f"{', '.join(per_call)}: option(s) of each call on backend {backend!r}, not of "
             f"its cached communicator: pass them with the call (ring.allreduce(buffers, "
-            f"backend={backend!r}, {per_call[0]}=...)){yourself}"
+            f"backend={backend!r}, {per_call[0]}=...)){yourself.format(per_call[0])}"
         )
     return found.communicator(nodes, options)
 

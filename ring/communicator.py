@@ -268,6 +268,9 @@ class Backend:
     per_call_options: ClassVar[tuple[str, ...]] = ()
     # A refused out-of-place argument is raised inside the call, on every rank together.
     ranks_check_together: ClassVar[bool] = False
+    # How a user makes a communicator that takes a per-call option as its own ("{}": the
+    # option's name), where one can.
+    made_with_per_call_options: ClassVar[str] = ""
     # recv= and async_op=True are queued on the call's device streams (queued_call).
     queues_on_devices: ClassVar[bool] = False
 

@@ -39,6 +39,7 @@ class MpiBackend(Backend):
     name = "mpi"
     per_call_options = PER_CALL_OPTIONS
     ranks_check_together = True
+    made_with_per_call_options = "ring.mpi.MpiRing(comm, {}=...)"
 
     def options(self, nodes: int, options: dict) -> MpiOptions:
         return MpiOptions(cache_key(nodes, **options)[1], options.get("comm"))
