@@ -32,7 +32,7 @@ class CpuBackend(Backend):
         # calls are kept under, and the options' types where one is not a str.  A dict
         # finds an equal key, so 4096.0 or True finds the entry of 4096 or 1: the types
         # tell them apart, for the full checks to refuse.
-        self._calls: dict[tuple, tuple[RingCommunicator, object, tuple | None]] = {}
+        self._calls: dict[tuple, tuple[CpuCommunicator, object, tuple | None]] = {}
         # collective -> (N, options, entry) of its last call that found one: the same call
         # again compares dicts instead of building and hashing a key.
         self._last: dict[str, tuple] = {}
@@ -63,7 +63,8 @@ class CpuBackend(Backend):
             except (TypeError, ValueError):  # an option of no plain type: checked in full
                 entry = None
             if entry is not None:  # a closed communicator refuses the call before any work
-                comm, key, types = entry
+                comm: CpuCommunicator = entry[0]
+                key, types = entry[1], entry[2]
                 if types is None or types == tuple(map(type, options.values())):
                     try:
                         comm.keyed_call(key, name, buffers, op, options)
@@ -77,32 +78,25 @@ class CpuBackend(Backend):
         full on one snapshot of the caller's list, then kept."""
         buffers = self.checked_buffers(buffers)
         while True:
-            entry = self._keep(name, buffers, op, options)
-            if self._ran(entry, name, buffers, op, options):
+            comm, key, _ = self._keep(name, buffers, op, options)
+            try:
+                comm.keyed_call(key, name, buffers, op, options)
                 return
+            except CommunicatorClosedError:
+                continue  # closed by another thread's failed call before this one started
 
-    def _ran(self, entry: tuple, name: str, buffers: list, op, options: dict) -> bool:
-        """Run the call on ``entry``'s communicator; False where it closed before the call
-        started any work, or the options' types are not the entry's."""
-        comm, key, types = entry
-        if comm.closed:
-            return False
-        if types is not None and types != tuple(map(type, options.values())):
-            return False
-        try:
-            comm.keyed_call(key, name, buffers, op, options)
-        except CommunicatorClosedError:
-            return False
-        return True
-
-    def _keep(self, name: str, buffers: list, op, options: dict) -> tuple:
+    def _keep(
+        self, name: str, buffers: list, op, options: dict
+    ) -> tuple[CpuCommunicator, object, tuple | None]:
         """The entry of a first call of its options, checked in full."""
         self.check_call(name, buffers, op, options)
         sync = {"sync": options["sync"]} if "sync" in options else {}
         given = tuple(options.items())
         types = tuple(map(type, options.values()))
+        comm = self.communicator(len(buffers), sync)
+        assert isinstance(comm, CpuCommunicator)
         entry = self._calls[(name, len(buffers), *given)] = (
-            self.communicator(len(buffers), sync),
+            comm,
             (name, *given) if given else name,
             None if all(kind is str for kind in types) else types,
         )
