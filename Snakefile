@@ -28,7 +28,6 @@ resource_scopes:
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/bench.smk"
-include: "workflow/rules/algorithms.smk"
 include: "workflow/rules/confirm.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/hosts.smk"

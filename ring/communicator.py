@@ -1,16 +1,13 @@
 """What every backend's communicator offers, whatever executes the schedule.
 
-A backend module (:mod:`ring.cpu`, :mod:`ring.gpu`, :mod:`ring.mpi`) gives :mod:`ring.api`
-the same four things, so the API has no backend-specific branch:
-
-* ``check_call(name, buffers, op, **options) -> Call``: every check that needs no
-  communicator, so bad input is refused before one is made (or a thread started);
-* ``cache_key(nodes, **options)`` and ``make_communicator(nodes, **options)``;
-* :meth:`RingCommunicator.execute`, which runs a :class:`Call` and raises
-  :class:`CommunicatorClosedError` only before any of its work started, so a caller can
-  retry on a fresh communicator; it turns ``algorithm="auto"`` into the algorithm to run
-  with :func:`resolve_algorithm` (a decision table, :mod:`ring.auto`) once the size of the
-  call is known.
+A backend (:class:`Backend`, one class per backend, the contract :mod:`ring.api` dispatches
+through) checks a call before a
+communicator exists and makes its communicators; every communicator offers
+:meth:`RingCommunicator.execute`, which runs a :class:`Call` and raises
+:class:`CommunicatorClosedError` only before any of its work started, so a caller can retry
+on a fresh communicator; it turns ``algorithm="auto"`` into the algorithm to run with
+:func:`resolve_algorithm` (a decision table, :mod:`ring.auto`) once the size of the call is
+known.
 
 Every backend checks a call's buffers the same way before any data moves
 (:func:`check_buffer_list`, :func:`validate_buffers`): a list, one one-dimensional,
@@ -25,36 +22,38 @@ refuses every call in the child with one line (:meth:`RingCommunicator._after_fo
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from . import auto
 from .ops import OPS, check_dtype, op_name
-from .schedule import ALGORITHMS, AUTO, check_collective
+from .schedule import check_collective
 
 if TYPE_CHECKING:
     from .work import Work
 
 __all__ = [
+    "BACKENDS",
     "MAX_NODES",
+    "Backend",
     "Call",
     "CommunicatorClosedError",
     "RingCommunicator",
-    "auto_generation",
-    "check_auto_pick",
     "check_buffer_list",
     "check_nodes",
+    "close_all",
     "copy_in",
     "flattened",
     "may_share",
     "normalized_op",
-    "resolve_algorithm",
+    "registered",
     "track",
     "validate_buffers",
 ]
@@ -145,36 +144,6 @@ def check_buffer_list(buffers: object) -> int:
     return len(buffers)
 
 
-def resolve_algorithm(
-    backend: str,
-    collective: str,
-    nodes: int,
-    nbytes: int,
-    algorithm: str,
-    inline_bytes: int | None = None,
-) -> str:
-    """``algorithm``, or for ``auto`` the one the decision table names for this backend,
-    collective, N and bytes per node (:func:`ring.auto.choose`, cached per call shape);
-    ``inline_bytes``: the cpu communicator's, which says how its call runs."""
-    if algorithm != AUTO:
-        return algorithm
-    return check_auto_pick(backend, auto.choose(backend, collective, nodes, nbytes, inline_bytes))
-
-
-def check_auto_pick(backend: str, name: str) -> str:
-    """``name``, a decision table's pick, if it is one of the library's algorithms (a table
-    is data a user may write: it is refused naming its file, not run)."""
-    if name not in ALGORITHMS:
-        path = auto.table_for(backend)[1]
-        raise auto.AutoTableError(f"{path}: the {backend} table names {name!r}")
-    return name
-
-
-# ring.auto.generation: while it stays, every pick already made stands (the function itself,
-# not a wrapper: a bound auto call asks it every time).
-auto_generation = auto.generation
-
-
 @dataclass(frozen=True)
 class Call:
     """One collective call, checked as far as its backend can without a communicator.
@@ -242,11 +211,6 @@ class RingCommunicator:
     def _collective(self, name: str, buffers: Sequence, op: str | None) -> None:
         raise NotImplementedError
 
-    def _keyed(self, key: object, name: str, buffers: list, op: str | None, options: dict):
-        """A call with the options ``ring.api`` passes on, under the key it made of them:
-        what a backend whose module sets ``CALLS_TAKE_OPTIONS`` implements."""
-        raise NotImplementedError
-
     def _closed_error(self) -> CommunicatorClosedError:
         """What a call on this closed communicator raises: closed, or made before a fork
         by the process that forked this one."""
@@ -280,6 +244,146 @@ class RingCommunicator:
         self.close()
 
 
+# Backend name -> the module whose Backend it is, imported on first use, so the optional
+# packages of the others stay optional.
+BACKENDS = {"cpu": "ring.cpu.backend", "gpu": "ring.gpu.backend", "mpi": "ring.mpi.backend"}
+
+
+class Backend:
+    """One backend's side of every collective (a subclass per backend, registered under
+    its ``name`` as it is defined); :mod:`ring.api` dispatches every call to one.
+
+    It checks a call's options once into a frozen, typed options object of its own
+    (:meth:`options`), the key of the communicator it keeps for them
+    (:meth:`communicator`); checks a call before a communicator is made
+    (:meth:`check_call`); and runs an in-place call (:meth:`run`: the cpu's keeps the call
+    bound to its buffers, so a repeated module call costs what a held communicator's
+    does).  What it can do beyond that it says in class attributes, never by what its
+    module happens to define."""
+
+    classes: ClassVar[dict[str, type[Backend]]] = {}
+
+    name: ClassVar[str]
+    # Options of each call, not of its communicator: get_communicator refuses them.
+    per_call_options: ClassVar[tuple[str, ...]] = ()
+    # A refused out-of-place argument is raised inside the call, on every rank together.
+    ranks_check_together: ClassVar[bool] = False
+    # How a user makes a communicator that takes a per-call option as its own ("{}": the
+    # option's name), where one can.
+    made_with_per_call_options: ClassVar[str] = ""
+    # recv= and async_op=True are queued on the call's device streams (queued_call).
+    queues_on_devices: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        Backend.classes[cls.name] = cls
+
+    def __init__(self) -> None:
+        self._communicators: dict[Hashable, RingCommunicator] = {}
+        self._lock = threading.Lock()
+
+    def options(self, nodes: int, options: dict) -> Hashable:
+        """The communicator's options, checked once, as a frozen options object (the key
+        its communicator is kept under)."""
+        raise NotImplementedError
+
+    def make_communicator(self, nodes: int, options: Hashable) -> RingCommunicator:
+        """A new communicator of the checked ``options``."""
+        raise NotImplementedError
+
+    def check_call(self, name: str, buffers: Sequence, op: str | None, options: dict) -> Call:
+        """Every check of a call that needs no communicator, so bad input is refused
+        before one is made."""
+        raise NotImplementedError
+
+    def communicator(self, nodes: int, options: dict) -> RingCommunicator:
+        """The kept, open communicator of ``options`` (a new one if the last was closed)."""
+        return self.kept(nodes, self.options(nodes, options))
+
+    def kept(self, nodes: int, checked: Hashable) -> RingCommunicator:
+        """The kept, open communicator of the checked options ``checked``."""
+        key = (nodes, checked)
+        with self._lock:
+            comm = self._communicators.get(key)
+            if comm is None or comm.closed:
+                comm = self._communicators[key] = self.make_communicator(nodes, checked)
+            return comm
+
+    def communicators(self) -> list[RingCommunicator]:
+        """The communicators kept now."""
+        with self._lock:
+            return list(self._communicators.values())
+
+    def run(self, name: str, buffers: list, op: str | None, options: dict) -> None:
+        """An in-place, synchronous call: checked, then run on the kept communicator."""
+        self.execute(self.check_call(name, buffers, op, options), options)
+
+    def execute(self, call: Call, options: dict) -> Work | None:
+        """``call`` on the kept communicator of ``options``; what it returns (a handle of
+        a call queued on a device, gpu)."""
+        while True:
+            comm = self.communicator(call.nodes, options)
+            try:
+                return comm.execute(call)
+            except CommunicatorClosedError:
+                # Closed by another thread's failed or interrupted call before this call
+                # started any work: a new communicator is made.
+                continue
+
+    def check_async(self) -> None:
+        """Refuse ``async_op=True`` where this backend cannot run it (mpi: the thread level)."""
+
+    def all_ranks_ok(self, comm: RingCommunicator, ok: bool) -> bool:
+        """Whether ``ok`` holds on every rank (one process: ``ok``)."""
+        return ok
+
+    def queued_call(self, call: Call, send: list | None, async_op: bool) -> Call:
+        """``call`` out of place from ``send`` and/or returning a handle, queued on its
+        devices (only where :attr:`queues_on_devices`)."""
+        raise NotImplementedError
+
+    def checked_buffers(self, buffers: Sequence) -> list:
+        """One snapshot of the caller's list, checked to be one: another thread that
+        changes the list meanwhile cannot swap in a buffer that was never checked."""
+        if type(buffers) is not list:
+            check_buffer_list(buffers)
+        return list(buffers)
+
+    def close(self) -> None:
+        """Close every kept communicator."""
+        with self._lock:
+            for comm in self._communicators.values():
+                comm.close()
+            self._communicators.clear()
+
+    def after_fork(self) -> None:
+        """In the child of a ``fork()``: a new lock.  The communicators stay: each mends
+        itself (ring.communicator.track)."""
+        self._lock = threading.Lock()
+
+
+_backends: dict[str, Backend] = {}
+_registry_lock = threading.Lock()
+
+
+def registered(name: object) -> Backend:
+    """The backend registered as ``name`` (made on first use)."""
+    found = _backends.get(name) if isinstance(name, str) else None
+    if found is not None:
+        return found
+    if not isinstance(name, str) or name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}: expected one of {', '.join(BACKENDS)}")
+    importlib.import_module(BACKENDS[name])
+    with _registry_lock:
+        return _backends.setdefault(name, Backend.classes[name]())
+
+
+def close_all() -> None:
+    """Close every backend's kept communicators (at exit)."""
+    for made in list(_backends.values()):
+        made.close()
+
+
 # Every communicator made in this process and not yet collected: the child of a fork()
 # mends them (_after_fork_in_child).
 _live: weakref.WeakSet[RingCommunicator] = weakref.WeakSet()
@@ -292,6 +396,10 @@ def track(comm: RingCommunicator) -> None:
 
 
 def _after_fork_in_child() -> None:
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    for made in _backends.values():
+        made.after_fork()
     for comm in list(_live):
         comm._after_fork_in_child()
 

@@ -15,7 +15,7 @@ Nsight Systems 2022.4 to record ranges (see docs/api.md, "NVTX ranges").
 Ranges are pushed only when a tool can take them: NVTX hands its calls to the library named
 by ``NVTX_INJECTION64_PATH`` (``nsys profile`` sets it for the processes it launches)
 and, without one, every call returns at once.  The Python around each call does
-not: 0.3-0.9 µs of a bound 1 KiB MPI call's 5-7 µs went on ranges nobody recorded.  So
+not, and beside a bound small call it is a good share of the call.  So
 without that variable every range here is a no-op, decided at import; ``RING_NVTX=1``
 pushes them anyway (a tool that injects itself some other way), ``NVTX_DISABLE`` never.
 """
@@ -109,7 +109,7 @@ class annotate:
 
 
 # One reusable context manager per collective, built on first use: building an annotation
-# costs about 0.7 µs, more than a bound 1 KiB call's own operations (ring.host.moves).
+# costs more than a bound small call's own operations (ring.host.moves).
 _CALL_RANGES: dict[str, annotate] = {}
 
 

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import ring
-from ring import wisdom
+from ring.planning import store
 
 
 def _loop(call, buffers: list, calls: int) -> float:
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=20000, help="per loop")
     args = parser.parse_args()
-    os.environ[wisdom.WISDOM_ENV] = "off"  # read on first use: plans in memory only
+    os.environ[store.WISDOM_ENV] = "off"  # read on first use: plans in memory only
     n = max(1, args.bytes // 4)
     mine, held_buffers = ([np.full(n, 0.5, np.float32) for _ in range(args.nodes)] for _ in "ab")
 

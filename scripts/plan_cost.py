@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import ring
-from ring import wisdom
+from ring.planning import store
 
 LOOP = 1000
 
@@ -70,14 +70,14 @@ def main() -> None:
     parser.add_argument("--bytes", type=int, default=1024, help="per node, float32")
     parser.add_argument("--shapes", type=int, default=11)
     args = parser.parse_args()
-    os.environ[wisdom.WISDOM_ENV] = "off"  # read on first use: plans in memory only
+    os.environ[store.WISDOM_ENV] = "off"  # read on first use: plans in memory only
     n = args.bytes // 4
     comm, buffers, prints = _communicator(args.backend, args.nodes)
     with comm:
         _shape(comm, buffers(max(1, n // 4)))
         results = []
         for k in range(args.shapes):
-            wisdom.forget_process()
+            store.forget_process()
             results.append(_shape(comm, buffers(max(1, n - k))))  # a new length: no plan kept
     if not prints:
         return

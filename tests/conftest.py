@@ -6,7 +6,7 @@ Two tiers: ``pytest -m "not slow"`` runs the unit tests in a couple of minutes; 
 (.ci/run) runs everything. A test that starts Snakemake, mypy, pre-commit or a wheel build
 fails unless marked slow (tests/tiers.py).
 
-Every test plans ``algorithm="auto"`` afresh: its wisdom file (ring.wisdom) is a file of its
+Every test plans ``algorithm="auto"`` afresh: its wisdom file (ring.planning.store) is a file of its
 own, so no plan measured in one test, or left in the user's cache, decides another."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tiers
 from report_helpers import make_results
 from workflow_helpers import copy_workflow
 
-from ring import wisdom
+from ring.planning import store
 from ring.report import build_report, collect_inputs
 
 
@@ -73,10 +73,10 @@ def stubs(tmp_path_factory) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def own_wisdom(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv(wisdom.WISDOM_ENV, str(tmp_path_factory.mktemp("wisdom") / "wisdom.json"))
-    wisdom.forget_process()
+    monkeypatch.setenv(store.WISDOM_ENV, str(tmp_path_factory.mktemp("wisdom") / "wisdom.json"))
+    store.forget_process()
     yield
-    wisdom.forget_process()
+    store.forget_process()
 
 
 @pytest.hookimpl(wrapper=True)

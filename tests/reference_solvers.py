@@ -1,6 +1,7 @@
-"""Independent references for the model's and the report's numerics: the hand-written
-algorithms ring/ used before it called scipy, kept here only to check the library calls
-against them on the committed data (tests/test_reference_solvers.py)."""
+"""Independent references for the model's numerics, written from their definitions and
+sharing no code with the library: NNLS by trying every set of free columns, and the
+percentile bootstrap of a ratio of medians in plain NumPy (tests/test_reference_solvers.py
+checks the library's scipy calls against them)."""
 
 from __future__ import annotations
 

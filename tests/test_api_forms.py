@@ -201,7 +201,7 @@ def test_a_failure_in_an_async_call_raises_from_wait(monkeypatch):
     def fail(self, *args, **kwargs):
         raise RuntimeError("the call failed")
 
-    monkeypatch.setattr(CpuCommunicator, "_keyed", fail)
+    monkeypatch.setattr(CpuCommunicator, "keyed_call", fail)
     work = ring.allreduce([np.ones(4), np.ones(4)], async_op=True)
     with pytest.raises(RuntimeError, match="the call failed"):
         work.wait(timeout=60)

@@ -18,6 +18,7 @@ from reference import check, random_inputs
 
 import ring
 import ring.api
+import ring.communicator
 import ring.mpi
 from ring import owned_chunk
 from ring.gpu import GpuCommunicator, GpuWork, cache_key
@@ -163,7 +164,7 @@ def test_bad_streams_are_refused_before_anything_is_queued():
             assert (_queued(sim), len(sim.waits)) == (queued, records)
         with pytest.raises(TypeError, match=r"option.* of each call on backend 'gpu'"):
             ring.get_communicator(2, backend="gpu", stream=s0)
-        ring.api._close_cached()
+        ring.communicator.close_all()
 
 
 @pytest.mark.parametrize("backend", ["cpu", "mpi"])
@@ -196,8 +197,8 @@ def test_stream_is_per_call_not_cached_nor_remembered():
         assert sim.host_waits == waits + 1
         for buf in buffers:
             check(sim.to_host(buf), inputs, "sum")
-        assert len([k for k in ring.api._cache if k[0] == "gpu"]) == 1
-        ring.api._close_cached()
+        assert len(ring.communicator.registered("gpu").communicators()) == 1
+        ring.communicator.close_all()
 
 
 @pytest.mark.parametrize("given", [False, True])
@@ -230,7 +231,7 @@ def test_async_op_returns_a_handle_on_the_calls_done_event(nodes, given):
         assert work.wait(timeout=60)
         for buf in buffers:
             check(sim.to_host(buf), inputs, "avg")
-        ring.api._close_cached()
+        ring.communicator.close_all()
 
 
 @pytest.mark.parametrize("name", ["allreduce", "reduce_scatter", "all_gather"])
@@ -258,7 +259,7 @@ def test_async_op_out_of_place_queues_the_copies_on_the_calls_streams(name):
         assert getattr(ring, name)(send, *args, backend="gpu", recv=recv) is None
         for i, r in enumerate(recv):
             _check(name, sim.to_host(r), inputs, "max", i)
-        ring.api._close_cached()
+        ring.communicator.close_all()
 
 
 def test_last_elapsed_ms_after_a_stream_call_waits_for_it():
@@ -280,7 +281,7 @@ def test_close_waits_for_the_work_still_queued():
     sim = FakeCuda(2, seed=2)
     with fake_cupy(sim) as cp:
         comm = GpuCommunicator(2)
-        internal = [s for row in comm._node_streams for s in row]
+        internal = [s for row in comm.stream_rows for s in row]
         streams = _streams(cp, comm.devices)
         buffers = [sim.to_device(np.full(40, 3.0), d) for d in comm.devices]
         comm.allreduce(buffers, "sum", stream=streams)
@@ -320,10 +321,10 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
     rng = np.random.default_rng(8)
     sim = FakeCuda(3, seed=8)
     with fake_cupy(sim) as cp:
-        comm = GpuCommunicator(3, graphs=False)
+        comm = ring.get_communicator(3, backend="gpu", graphs=False)
         streams = _streams(cp, comm.devices)
         copies = {"left": 4}
-        original = GpuCommunicator._peer_copy
+        original = GpuCommunicator.peer_copy
 
         def failing(self, *args):
             copies["left"] -= 1
@@ -331,8 +332,7 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
                 raise RuntimeError("cudaErrorLaunchFailure (injected)")
             return original(self, *args)
 
-        monkeypatch.setattr(GpuCommunicator, "_peer_copy", failing)
-        monkeypatch.setitem(ring.api._cache, cache_key(3, graphs=False), comm)
+        monkeypatch.setattr(GpuCommunicator, "peer_copy", failing)
 
         def call(buffers):
             work = ring.allreduce(
@@ -345,10 +345,10 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
         buffers = [sim.to_device(x, d) for d, x in enumerate(inputs)]
         with pytest.raises(RuntimeError, match="injected"):
             call(buffers)
-        assert not any(s.queue for row in comm._node_streams for s in row), "drained"
+        assert not any(s.queue for row in comm.stream_rows for s in row), "drained"
         assert not any(e is comm._done for s, e in sim.waits if s in streams)
         assert comm.last_elapsed_ms() == 0.0
-        monkeypatch.setattr(GpuCommunicator, "_peer_copy", original)
+        monkeypatch.setattr(GpuCommunicator, "peer_copy", original)
         buffers = [sim.to_device(x, d) for d, x in enumerate(inputs)]
         work = call(buffers)
         if async_op:
@@ -358,3 +358,5 @@ def test_a_call_that_fails_while_queueing_leaves_everything_usable(monkeypatch, 
                 stream.synchronize()
         for buf in buffers:
             check(sim.to_host(buf), inputs, "sum")
+        # The API's cache must not hand this simulator's communicator to other tests.
+        ring.communicator.registered("gpu").close()

@@ -120,20 +120,20 @@ def test_an_isolation_error_inside_the_capture_falls_back_without_touching_buffe
     with fake_cupy(sim) as cp:
         comm = GpuCommunicator(2, shared_devices=True)
         outside = cp.cuda.Event(disable_timing=True)
-        outside.record(comm._streams[1])
+        outside.record(comm.first_streams[1])
         buffers = allocate(sim, comm, 100)
         run(sim, comm, buffers, rng)  # eager
         original = comm._steps
 
         def steps_waiting_outside(fork, *args):
-            comm._streams[0].wait_event(outside)
+            comm.first_streams[0].wait_event(outside)
             return original(fork, *args)
 
         monkeypatch.setattr(comm, "_steps", steps_waiting_outside)
         with pytest.warns(RuntimeWarning, match="cudaErrorStreamCaptureIsolation"):
             run(sim, comm, buffers, rng)
         monkeypatch.undo()
-        assert not comm._streams[0].is_capturing()
+        assert not comm.first_streams[0].is_capturing()
         run(sim, comm, buffers, rng)
 
 
@@ -269,5 +269,5 @@ def test_an_error_inside_the_capture_ends_it_before_propagating(monkeypatch):
         with pytest.raises(KeyError):
             comm.allreduce(buffers, "sum")
         monkeypatch.undo()
-        assert not any(s.is_capturing() for s in comm._streams)
+        assert not any(s.is_capturing() for s in comm.first_streams)
         assert comm.graphs.broken is None  # not a capture failure: graphs stay on

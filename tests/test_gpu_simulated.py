@@ -17,6 +17,7 @@ from reference import check, ops_for, random_inputs
 
 import ring
 import ring.api
+import ring.communicator
 from ring import nvtx, owned_chunk
 from ring._optional import MissingDependencyError
 from ring.gpu import (
@@ -142,9 +143,9 @@ def test_each_step_waits_only_on_the_left_neighbours_previous_step():
         waits = sim.waits[waits_before:]
         assert sim.host_waits - host_waits_before == 1, "the host must wait exactly once"
 
-    node_of_stream = {id(s): i for i, s in enumerate(comm._streams)}
+    node_of_stream = {id(s): i for i, s in enumerate(comm.first_streams)}
     step_of_event = {
-        id(e): (i, t) for i, events in enumerate(comm._events) for t, e in enumerate(events)
+        id(e): (i, t) for i, events in enumerate(comm.step_events) for t, e in enumerate(events)
     }
     step_waits = [
         (node_of_stream[id(s)], step_of_event[id(e)]) for s, e in waits if id(e) in step_of_event
@@ -329,8 +330,7 @@ def test_public_api_dispatches_to_the_gpu_backend():
             comm = ring.get_communicator(3, backend="gpu", shared_devices=True)
             assert isinstance(comm, GpuCommunicator)
         finally:
-            for key in [k for k in ring.api._cache if k[0] == "gpu"]:
-                ring.api._cache.pop(key).close()
+            ring.communicator.registered("gpu").close()
     for buf in buffers:
         check(sim.to_host(buf), inputs, "max")
 
@@ -352,4 +352,4 @@ def test_op_spellings_and_async_calls_on_the_gpu_backend():
         assert work.wait(timeout=60)
         for buf in buffers:
             check(sim.to_host(buf), inputs, "max")
-        ring.api._close_cached()
+        ring.communicator.close_all()

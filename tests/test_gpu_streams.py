@@ -134,7 +134,7 @@ def _block_work(comm, steps, buffers, trace):
         for step in steps.node_steps(i)
         for m in step.moves
     }
-    node_of = {id(s): i for i, row in enumerate(comm._node_streams) for s in row}
+    node_of = {id(s): i for i, row in enumerate(comm.stream_rows) for s in row}
     itemsize = buffers[0].dtype.itemsize
 
     def locate(ptr):
@@ -216,7 +216,7 @@ def _run_dropping(wait: int | None, seed: int, algorithm: str, options: dict) ->
         if wait is None:
             # the waits of the moves, then the joins at the end (which a capture needs even
             # where they are implied, so not every one of them is needed for the result)
-            derived = {id(e) for row in comm._move_events for e in row}
+            derived = {id(e) for row in comm.move_events for e in row}
             waits = [start + k for k, (_, e) in enumerate(sim.waits[start:]) if id(e) in derived]
             steps = plan_for("allreduce", nodes, count, 8, algorithm, comm.algorithm_choice)
             joins = len(stream_schedule(steps, 2).joins)

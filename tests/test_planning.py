@@ -1,4 +1,4 @@
-"""``algorithm="auto"`` plans by measuring on the cpu backend (ring/wisdom.py): the first
+"""``algorithm="auto"`` plans by measuring on the cpu backend (ring/planning): the first
 calls of a shape try the candidates the table leaves in, on every executor and inline or
 on the threads, the fastest stays and reaches the wisdom file, a second process starts
 tuned, a Ctrl-C mid-planning leaves no partial wisdom and a right next call, and
@@ -25,10 +25,10 @@ from test_bench import bench, outside_mpirun, small_ceilings  # noqa: F401 - aut
 
 import ring
 import ring.auto
-from ring import wisdom
 from ring.cpu import CpuCommunicator
 from ring.cpu.planning import FUSED, Planner
 from ring.host import positions
+from ring.planning import race, store
 
 let_children_see_sigint()
 
@@ -37,10 +37,10 @@ let_children_see_sigint()
 def fresh_wisdom(tmp_path, monkeypatch):
     """An empty wisdom file of this test's own."""
     path = tmp_path / "wisdom.json"
-    monkeypatch.setenv(wisdom.WISDOM_ENV, str(path))
-    wisdom.forget_process()
+    monkeypatch.setenv(store.WISDOM_ENV, str(path))
+    store.forget_process()
     yield path
-    wisdom.forget_process()
+    store.forget_process()
 
 
 def _table(monkeypatch, *names: str) -> None:
@@ -113,7 +113,7 @@ def test_planning_keeps_the_fastest_candidate_and_every_call_is_right(fresh_wisd
             comm.allreduce(buffers)
             for b in buffers:
                 check(b, inputs, "sum")
-    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    (plan,) = store.Wisdom(fresh_wisdom).plans.values()
     assert plan["choice"] == ["recursive-doubling", "nodes", False, None]
     ran = [p[0].algorithm for p in planned]
     assert set(ran[:3]) == {"ring", "recursive-doubling", "direct"}  # each tried in turn
@@ -167,7 +167,7 @@ def test_an_explicit_executor_or_inline_threshold_is_not_planned_over(
     with CpuCommunicator(3, algorithm="auto", executor="slices", inline_bytes=0) as comm:
         for _ in range(20):
             comm.allreduce([np.ones(512) for _ in range(3)])
-    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    (plan,) = store.Wisdom(fresh_wisdom).plans.values()
     assert {k.rsplit("/", 1)[0] for k in plan["seconds"]} == {
         "direct/slices/False",
         f"{FUSED}/slices/False",
@@ -240,7 +240,7 @@ def test_candidates_that_make_the_same_moves_are_timed_once(
         buffers = _plan_checked(comm, random_inputs(rng, 2, 301, np.float64, "sum"))
         assert comm.planned("allreduce", buffers, "sum")[0] == "ring"
     assert {p[0].algorithm for p in planned} == {"ring"}
-    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    (plan,) = store.Wisdom(fresh_wisdom).plans.values()
     assert [k.split("/")[0] for k in plan["seconds"]] == ["ring"]
 
 
@@ -337,7 +337,7 @@ def test_a_winner_by_slices_is_timed_again_with_larger_and_smaller_tiles(
         inputs = random_inputs(rng, 4, 2001, np.float32, "sum")  # 8004 B: 21 tiles of 400
         best = comm.planned("allreduce", _plan_checked(comm, inputs), "sum")
     assert {p[4] for p in planned} == {None, 1600, 100}
-    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    (plan,) = store.Wisdom(fresh_wisdom).plans.values()
     winner = f"{best[0]}/slices/False"
     assert {f"{winner}/None", f"{winner}/1600", f"{winner}/100"} <= set(plan["seconds"])
     assert plan["choice"] == list(best)
@@ -347,7 +347,7 @@ def test_refinement_tries_only_tiles_that_change_the_cut(monkeypatch):
     from ring.cpu.planning import Planner
 
     monkeypatch.setattr("ring.host.positions.tile_bytes", lambda: 64 << 10)
-    trial = wisdom.Trial([("ring", "slices", True, None), ("ring", "nodes", True, None)], 10.0)
+    trial = race.Trial([("ring", "slices", True, None), ("ring", "nodes", True, None)], 10.0)
     trial.record(("ring", "slices", True, None), 0.1)
     trial.record(("ring", "slices", True, None), 0.1)
     refined = Planner.refinement(trial, 1 << 20)
@@ -361,10 +361,10 @@ def test_refinement_tries_only_tiles_that_change_the_cut(monkeypatch):
     assert Planner.refinement(refined, 1 << 20) is None  # once
     assert Planner.refinement(trial, 60 << 10) is not None  # 16 KiB tiles cut it in 4
     assert Planner.refinement(trial, 16 << 10) is None  # one tile whatever the size
-    spent = wisdom.Trial([("ring", "slices", True, None)], 0.15)
+    spent = race.Trial([("ring", "slices", True, None)], 0.15)
     spent.record(("ring", "slices", True, None), 0.2)
     assert Planner.refinement(spent, 1 << 20) is None  # no budget left
-    by_nodes = wisdom.Trial([("ring", "nodes", True, None)], 10.0)
+    by_nodes = race.Trial([("ring", "nodes", True, None)], 10.0)
     by_nodes.record(("ring", "nodes", True, None), 0.1)
     assert Planner.refinement(by_nodes, 1 << 20) is None
 
@@ -388,17 +388,17 @@ def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_r
     """Where slices of a call stream from memory as the whole call does, a trial call runs
     one candidate per slice: the fastest still wins, and every result is right."""
     _table(monkeypatch, "ring", "recursive-doubling", "direct")
-    monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 3)
+    monkeypatch.setattr(race, "slices_apart", lambda nodes, nbytes: 3)
     _slowed(monkeypatch, {"ring": 0.02, "recursive-doubling": 0.0, "direct": 0.01})
     lengths = _runs(monkeypatch)
     rng = np.random.default_rng(4)
     inputs = random_inputs(rng, 3, 1001, np.float64, "sum")
     with CpuCommunicator(3, algorithm="auto", inline_bytes=0, executor="nodes") as comm:
         _plan_checked(comm, inputs)
-    (plan,) = wisdom.Wisdom(fresh_wisdom).plans.values()
+    (plan,) = store.Wisdom(fresh_wisdom).plans.values()
     assert plan["choice"] == ["recursive-doubling", "nodes", False, None]
     assert lengths[:3] == [334, 334, 333]  # the first call: three candidates, a slice each
-    assert wisdom.planning_cost().calls <= wisdom.REPEATS + 1  # not a first and 3 timed calls each
+    assert race.planning_cost().calls <= race.REPEATS + 1  # not a first and 3 timed calls each
 
 
 @pytest.mark.parametrize(
@@ -408,7 +408,7 @@ def test_a_large_allreduce_times_several_candidates_per_call_and_every_call_is_r
 def test_a_call_cut_into_slices_is_right_for_every_op(fresh_wisdom, monkeypatch, op, dtype, count):
     """Each slice divides by N for avg, reduces its own elements for the rest, on every
     executor; a buffer of fewer elements than slices runs whole."""
-    monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 7)
+    monkeypatch.setattr(race, "slices_apart", lambda nodes, nbytes: 7)
     op = "bor" if dtype is bool and op == "sum" else op
     rng = np.random.default_rng(count)
     with CpuCommunicator(4, algorithm="auto") as comm:
@@ -422,7 +422,7 @@ def test_a_call_cut_into_slices_is_right_for_every_op(fresh_wisdom, monkeypatch,
 
 def test_only_an_allreduce_is_cut_into_slices(fresh_wisdom, monkeypatch):
     """A reduce-scatter's or all-gather's chunks are of the whole buffer: never cut."""
-    monkeypatch.setattr(wisdom, "slices_apart", lambda nodes, nbytes: 3)
+    monkeypatch.setattr(race, "slices_apart", lambda nodes, nbytes: 3)
     shared: list[str] = []
     real = CpuCommunicator._try_share
 
@@ -459,7 +459,7 @@ def test_auto_plans_on_over_a_wisdom_file_it_cannot_use(fresh_wisdom, spoil):
     if spoil == "nested deep":
         fresh_wisdom.write_text("[" * 100_000)
     else:
-        key = wisdom.shape_key(
+        key = race.shape_key(
             "cpu", "allreduce", 3, "<f8", "sum", 4096 * 8, (None, None, "pairwise")
         )
         plan = {
@@ -467,17 +467,17 @@ def test_auto_plans_on_over_a_wisdom_file_it_cannot_use(fresh_wisdom, spoil):
             "collective": "allreduce",
             "choice": ["bogus", "nodes", True, None],
         }
-        document = {**wisdom.Wisdom._header(), "plans": {key: plan}}
+        document = {**store.Wisdom.header(), "plans": {key: plan}}
         fresh_wisdom.write_text(json.dumps(document))
     expected = np.sum(buffers, axis=0)
     with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always", wisdom.WisdomWarning)
+        warnings.simplefilter("always", store.WisdomWarning)
         for _ in range(40):
             mine = [b.copy() for b in buffers]
             ring.allreduce(mine, algorithm="auto")
             assert all(np.array_equal(m, expected) for m in mine)
-    assert len([w for w in said if issubclass(w.category, wisdom.WisdomWarning)]) == 1
-    assert wisdom.planning_cost().calls > 0  # planned by measuring, not by the file
+    assert len([w for w in said if issubclass(w.category, store.WisdomWarning)]) == 1
+    assert race.planning_cost().calls > 0  # planned by measuring, not by the file
 
 
 def test_planning_cost_is_counted(fresh_wisdom, monkeypatch):
@@ -485,19 +485,19 @@ def test_planning_cost_is_counted(fresh_wisdom, monkeypatch):
     with CpuCommunicator(2, algorithm="auto", executor="nodes", inline_bytes=0) as comm:
         for _ in range(10):
             comm.allreduce([np.ones(64), np.ones(64)])
-    mine = wisdom.planning_cost()
-    assert 0 < mine.calls <= 2 + 2 * wisdom.REPEATS  # first calls untimed, then the turns
+    mine = race.planning_cost()
+    assert 0 < mine.calls <= 2 + 2 * race.REPEATS  # first calls untimed, then the turns
     assert mine.seconds > 0
 
 
 _SECOND_PROCESS = """
 import json, numpy as np
 import ring
-from ring import wisdom
+from ring.planning import race, store
 buffers = [np.ones(4096) for _ in range(3)]
 for _ in range(100):  # a trial: 12 candidates, a first call and 3 timed each
     ring.allreduce(buffers, algorithm="auto")
-print(json.dumps({"calls": wisdom.planning_cost().calls, "plans": wisdom.wisdom().plans}))
+print(json.dumps({"calls": race.planning_cost().calls, "plans": store.wisdom().plans}))
 """
 
 
@@ -511,7 +511,7 @@ def _python(code: str, env: dict) -> dict:
 
 @pytest.mark.slow
 def test_wisdom_survives_a_restart_so_the_second_process_starts_tuned(tmp_path):
-    env = {**os.environ, wisdom.WISDOM_ENV: str(tmp_path / "wisdom.json")}
+    env = {**os.environ, store.WISDOM_ENV: str(tmp_path / "wisdom.json")}
     first = _python(_SECOND_PROCESS, env)
     assert first["calls"] > 0 and first["plans"]
     second = _python(_SECOND_PROCESS, env)
@@ -530,14 +530,14 @@ while True:
 
 
 # A trial call cut into slices, one candidate each, as at 1 GiB.
-_CUT = "import ring.wisdom as w; w.slices_apart = lambda nodes, nbytes: 3\n"
+_CUT = "import ring.planning.race as w; w.slices_apart = lambda nodes, nbytes: 3\n"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prelude", ["", _CUT], ids=["whole calls", "cut calls"])
 def test_ctrl_c_mid_planning_leaves_no_partial_wisdom_and_a_right_next_call(tmp_path, prelude):
     path = tmp_path / "wisdom.json"
-    env = {**os.environ, wisdom.WISDOM_ENV: str(path), wisdom.BUDGET_ENV: "30"}
+    env = {**os.environ, store.WISDOM_ENV: str(path), race.BUDGET_ENV: "30"}
     process = subprocess.Popen(
         [sys.executable, "-c", prelude + _INTERRUPTED], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -655,10 +655,10 @@ def test_one_module_call_sets_no_default_of_the_next(fresh_wisdom):
     nodes = 7  # a ring no other test of this module makes: the estimating call makes it
     for _ in range(5):
         ring.allreduce([np.ones(64) for _ in range(nodes)], algorithm="auto", planning="estimate")
-    assert wisdom.planning_cost().calls == 0
+    assert race.planning_cost().calls == 0
     buffers = [np.arange(96.0) + i for i in range(nodes)]
     ring.allreduce(buffers, algorithm="auto")
-    assert wisdom.planning_cost().calls == 1
+    assert race.planning_cost().calls == 1
     np.testing.assert_array_equal(buffers[1], nodes * np.arange(96.0) + sum(range(nodes)))
 
 

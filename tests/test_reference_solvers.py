@@ -1,6 +1,5 @@
-"""The library calls that replaced hand-written numerics give the old algorithms' results:
-each is checked against the old algorithm (tests/reference_solvers.py) on random data and
-on the committed result data."""
+"""The model's scipy calls give what independent references computed from the definitions
+give (tests/reference_solvers.py), on random data and on the committed result data."""
 
 from __future__ import annotations
 
@@ -61,20 +60,20 @@ def test_committed_fits_are_the_same_with_either_nnls(folder, monkeypatch):
     enumeration: the same parameters, zeros at the same places."""
     monkeypatch.chdir(ROOT)
     for group in _committed_groups(folder):
-        new = fit_group(group, draws=0)
+        library = fit_group(group, draws=0)
         monkeypatch.setattr(solve, "_nnls", reference_solvers.nnls_by_subsets)
-        old = fit_group(group, draws=0)
+        reference = fit_group(group, draws=0)
         monkeypatch.undo()
         monkeypatch.chdir(ROOT)
         key = json.dumps(group.key, sort_keys=True)
-        for a, b in zip(new.regimes(), old.regimes(), strict=True):
+        for a, b in zip(library.regimes(), reference.regimes(), strict=True):
             got, want = np.array(a.params), np.array(b.params)
             np.testing.assert_array_equal(got == 0, want == 0, err_msg=key)
             np.testing.assert_allclose(got, want, rtol=NNLS_RTOL, err_msg=key)
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_scipy_bootstrap_draws_the_old_ratio_interval(seed):
+def test_scipy_bootstrap_draws_the_reference_ratio_interval(seed):
     rng = np.random.default_rng(seed)
     fast = rng.lognormal(np.log(10.0), 0.3, rng.integers(2, 200))
     slow = rng.lognormal(np.log(15.0), 0.5, rng.integers(2, 200))
@@ -84,10 +83,10 @@ def test_scipy_bootstrap_draws_the_old_ratio_interval(seed):
 
 
 @pytest.mark.slow
-def test_committed_calls_give_the_old_intervals():
+def test_committed_calls_give_the_reference_intervals():
     """Every (backend, N, size) of every committed run: auto_check's interval (auto against
     the fastest fixed algorithm) and the report's ratio of each algorithm to the first, with
-    the generator seeded alike for old and new."""
+    the generator seeded alike for the reference and the library."""
     checked = 0
     cells = [cell for path in RUNS for cell in sorted(_calls_of(path).items())]
     for key, by_algorithm in cells:

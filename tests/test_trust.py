@@ -13,10 +13,10 @@ import pytest
 from test_bench import SMALL_CEILINGS_ENV
 
 import ring.bench.ceilings as ceilings
-from ring import wisdom
 from ring.bench.__main__ import main as bench_main
 from ring.bench.backends import ring_traffic_bytes
 from ring.bench.environment import mpi_version
+from ring.planning import store
 from ring.report import build_report
 
 # The real one: small_ceilings below replaces it for every test of this module.
@@ -123,7 +123,7 @@ def run_files(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setattr(ceilings, "host_array_bytes", lambda: 1 << 20)
     # Module-scoped, so before conftest's own_wisdom: a wisdom file of its own, not ~/.cache.
-    patch.setenv(wisdom.WISDOM_ENV, str(out.parent / "wisdom.json"))
+    patch.setenv(store.WISDOM_ENV, str(out.parent / "wisdom.json"))
     for name in MPI_ENV:
         patch.delenv(name, raising=False)
     args = ["--backend", "cpu,numpy-direct", "--nodes", "2,4", "-b", "1K", "-e", "64K", "-f", "8"]

@@ -1,4 +1,4 @@
-"""Planning by measuring (ring/wisdom.py): a trial keeps the fastest of candidates with known
+"""Planning by measuring (ring/planning): a trial keeps the fastest of candidates with known
 costs within its budget, and the wisdom file survives a restart, is ignored with one
 warning when corrupt, unreadable or from another version or host, and is never left half
 written; writers merge under a lock, plans the library cannot run are dropped, and every
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ring import wisdom
-from ring.wisdom import Trial, Wisdom, WisdomWarning
+from ring.planning import cli, race, store
+from ring.planning.race import Trial
+from ring.planning.store import Wisdom, WisdomWarning
 
 
 def _run_trial(costs: dict, budget: float = 100.0) -> Trial:
@@ -38,7 +39,7 @@ def test_a_trial_keeps_the_fastest_candidate():
     trial = _run_trial(costs)
     assert trial.winner() == ("direct", "slices")
     # Each is timed REPEATS times unless dropped (ring by nodes, 3x the best, after one).
-    assert len(trial.times[("direct", "slices")]) == wisdom.REPEATS
+    assert len(trial.times[("direct", "slices")]) == race.REPEATS
     assert len(trial.times[("ring", "nodes")]) == 1
 
 
@@ -55,8 +56,8 @@ def test_each_candidates_first_call_is_not_timed():
     while (candidate := trial.next()) is not None:
         trial.record(candidate, cost(candidate))
     assert trial.winner() == "b"
-    assert trial.times == {"a": [2.0] * wisdom.REPEATS, "b": [1.0] * wisdom.REPEATS}
-    assert trial.spent == 100.0 + wisdom.REPEATS * 3.0
+    assert trial.times == {"a": [2.0] * race.REPEATS, "b": [1.0] * race.REPEATS}
+    assert trial.spent == 100.0 + race.REPEATS * 3.0
 
 
 def test_a_candidate_whose_floor_loses_to_a_timed_one_is_never_run():
@@ -82,7 +83,7 @@ def test_a_floor_below_the_best_lets_its_candidate_win():
     while (candidate := trial.next()) is not None:
         trial.record(candidate, costs[candidate])
     assert trial.winner() == "workers"
-    assert len(trial.times["workers"]) == wisdom.REPEATS
+    assert len(trial.times["workers"]) == race.REPEATS
 
 
 def test_where_the_budget_ends_before_any_timed_call_the_first_runs_decide():
@@ -165,7 +166,7 @@ def test_a_call_shared_by_candidates_times_each_of_them():
     assert shares[:2] == [["a", "b"], ["d", "c"]]
     assert trial.winner() == "b"
     assert len(trial.times["a"]) == 1  # 3x the best after one call: dropped
-    assert all(len(trial.times[c]) == wisdom.REPEATS for c in "bcd")
+    assert all(len(trial.times[c]) == race.REPEATS for c in "bcd")
     assert trial.next() is None
     assert trial.spent == pytest.approx(sum(sum(costs[c] for c in s) / 2 for s in shares))
 
@@ -182,10 +183,10 @@ def test_a_shared_call_is_not_started_past_the_budget():
 def test_a_slice_streams_from_memory_as_the_whole_call_does():
     """Every slice's data, on all nodes, holds at least twice the last-level cache."""
     caches = (1 << 20, 300 << 20)
-    assert wisdom.slices_apart(4, 1 << 30, caches) == 6
-    assert wisdom.slices_apart(2, 1 << 30, caches) == 3
-    assert wisdom.slices_apart(4, 64 << 20, caches) == 1
-    assert wisdom.slices_apart(4, 64 << 20, (1 << 20, 32 << 20)) == 4
+    assert race.slices_apart(4, 1 << 30, caches) == 6
+    assert race.slices_apart(2, 1 << 30, caches) == 3
+    assert race.slices_apart(4, 64 << 20, caches) == 1
+    assert race.slices_apart(4, 64 << 20, (1 << 20, 32 << 20)) == 4
 
 
 # A shape's key as ring.mpi.planning makes it, and one of the cpu's.
@@ -203,7 +204,7 @@ def test_wisdom_survives_a_restart(tmp_path):
     _put(first, KEY, {("ring",): 3.0, ("direct",): 1.0})
     # The process's planning cost: each candidate's untimed first call, then direct three
     # times and ring once (dropped).
-    assert wisdom.planning_cost().calls == 2 + 1 + wisdom.REPEATS
+    assert race.planning_cost().calls == 2 + 1 + race.REPEATS
     again = Wisdom(path)
     assert again.get(KEY) == ("direct",)
     assert again.get(KEY.replace("|2|", "|4|")) is None
@@ -239,7 +240,7 @@ def test_unusable_wisdom_is_ignored_with_one_warning(tmp_path, spoil):
     (said,) = caught
     assert str(path) in str(said.message) and "\n" not in str(said.message)
     if spoil == "schema a string":  # the string shown as one: not "schema 3 ... takes 3"
-        assert f"schema '{wisdom.SCHEMA}'" in str(said.message)
+        assert f"schema '{store.SCHEMA}'" in str(said.message)
     assert ignored.plans == {} and ignored.problem == str(said.message)
     _put(ignored, KEY, {("direct",): 1.0})  # replaced on the next write
     assert Wisdom(path).get(KEY) == ("direct",)
@@ -248,7 +249,7 @@ def test_unusable_wisdom_is_ignored_with_one_warning(tmp_path, spoil):
 def test_a_file_larger_than_any_wisdom_is_ignored_unread(tmp_path, monkeypatch):
     path = tmp_path / "wisdom.json"
     _put(Wisdom(path), KEY, {("ring",): 1.0})
-    monkeypatch.setattr(wisdom, "MAX_BYTES", path.stat().st_size - 1)
+    monkeypatch.setattr(store, "MAX_BYTES", path.stat().st_size - 1)
     with pytest.warns(WisdomWarning, match="larger than"):
         assert Wisdom(path).plans == {}
 
@@ -260,7 +261,7 @@ BAD_PLANS = {
     "five elements": ("mpi", "allreduce", ["ring"] * 5),
     "not a list": ("mpi", "allreduce", "ring"),
     "an algorithm of no reduce_scatter": ("mpi", "reduce_scatter", ["recursive-doubling"]),
-    "an unknown backend": ("gpu", "allreduce", ["ring"]),
+    "an unknown backend": ("tpu", "allreduce", ["ring"]),
     "an unknown collective": ("mpi", "broadcast", ["ring"]),
     "an unknown executor": ("cpu", "allreduce", ["ring", "fibres", False, None]),
     "inline not a bool": ("cpu", "allreduce", ["ring", "nodes", "yes", None]),
@@ -298,11 +299,11 @@ def test_a_plan_the_library_cannot_run_is_dropped_with_one_warning(tmp_path, bad
 def test_every_plan_the_library_writes_passes_its_own_check():
     """The reference: each backend's choices as its planner makes them."""
     for algorithm in ("ring", "direct", "reduce-broadcast"):
-        assert wisdom.plan_problem({**_plan("mpi"), "choice": [algorithm]}) is None
+        assert store.plan_problem({**_plan("mpi"), "choice": [algorithm]}) is None
         for executor in ("nodes", "slices"):
             for tile in (None, 4096):
                 choice = [algorithm, executor, True, tile]
-                assert wisdom.plan_problem({**_plan("cpu"), "choice": choice}) is None
+                assert store.plan_problem({**_plan("cpu"), "choice": choice}) is None
 
 
 def _plan(backend: str) -> dict:
@@ -325,10 +326,11 @@ def test_two_processes_sharing_a_file_keep_each_others_plans(tmp_path):
 
 _WRITER = """
 import sys
-from ring import wisdom
-from ring.wisdom import Trial, Wisdom
+from ring.planning import cli, race, store
+from ring.planning.race import Trial
+from ring.planning.store import Wisdom
 
-mine = Wisdom(wisdom.wisdom_path())
+mine = Wisdom(store.wisdom_path())
 for k in range(40):
     trial = Trial([("ring",)], 1.0)
     trial.record(("ring",), 1.0, run=1.0)
@@ -338,7 +340,7 @@ for k in range(40):
 
 def test_concurrent_writers_lose_no_plan(tmp_path):
     path = tmp_path / "wisdom.json"
-    env = {**os.environ, wisdom.WISDOM_ENV: str(path)}
+    env = {**os.environ, store.WISDOM_ENV: str(path)}
     writers = [
         subprocess.Popen([sys.executable, "-c", _WRITER, str(n)], env=env, stderr=subprocess.PIPE)
         for n in (2, 3)
@@ -355,7 +357,7 @@ def test_a_write_waits_for_the_lock_and_gives_up_in_one_warning(tmp_path, monkey
     path = tmp_path / "wisdom.json"
     _put(Wisdom(path), KEY, {("ring",): 1.0})
     before = path.read_text()
-    monkeypatch.setattr(wisdom, "LOCK_SECONDS", 0.05)
+    monkeypatch.setattr(store, "LOCK_SECONDS", 0.05)
     held = os.open(tmp_path / ".wisdom.json.lock", os.O_RDWR)
     try:
         fcntl.flock(held, fcntl.LOCK_EX)  # another open file: as another process's
@@ -411,7 +413,7 @@ def test_an_interrupted_write_leaves_the_old_file(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(wisdom.json, "dump", interrupted)
+    monkeypatch.setattr(store.json, "dump", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _put(Wisdom(path), "new", {("direct",): 1.0})
     assert path.read_text() == before
@@ -426,7 +428,7 @@ def test_a_full_disk_mid_write_warns_and_leaves_the_old_file_alone(tmp_path, mon
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(wisdom.json, "dump", full)
+    monkeypatch.setattr(store.json, "dump", full)
     with pytest.warns(WisdomWarning, match="No space left"):
         _put(Wisdom(path), "new", {("direct",): 1.0})
     assert path.read_text() == before
@@ -435,30 +437,30 @@ def test_a_full_disk_mid_write_warns_and_leaves_the_old_file_alone(tmp_path, mon
 
 def test_the_wisdom_path_and_budget_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("RING_WISDOM", str(tmp_path / "w.json"))
-    assert wisdom.wisdom_path() == tmp_path / "w.json"
+    assert store.wisdom_path() == tmp_path / "w.json"
     monkeypatch.setenv("RING_WISDOM", "off")
-    assert wisdom.wisdom_path() is None
+    assert store.wisdom_path() is None
     monkeypatch.delenv("RING_WISDOM")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert wisdom.wisdom_path() == tmp_path / "ring" / "wisdom.json"
+    assert store.wisdom_path() == tmp_path / "ring" / "wisdom.json"
     monkeypatch.setenv("RING_PLAN_BUDGET", "0.25")
-    assert wisdom.budget_seconds() == 0.25
+    assert race.budget_seconds() == 0.25
     monkeypatch.setenv("RING_PLAN_BUDGET", "soon")
     with pytest.raises(ValueError, match="RING_PLAN_BUDGET='soon'"):
-        wisdom.budget_seconds()
+        race.budget_seconds()
 
 
 def test_the_command_line_shows_exports_imports_and_forgets(tmp_path, monkeypatch, capsys):
     path = tmp_path / "wisdom.json"
     monkeypatch.setenv("RING_WISDOM", str(path))
     _put(Wisdom(path), CPU_KEY, {("direct", "nodes", False, None): 1.0}, backend="cpu")
-    assert wisdom.main(["show"]) == 0
+    assert cli.main(["show"]) == 0
     assert capsys.readouterr().out == f"{CPU_KEY}: direct/nodes/False/None\n"
     exported = tmp_path / "exported.json"
-    assert wisdom.main(["export", str(exported)]) == 0
-    assert wisdom.main(["forget"]) == 0
+    assert cli.main(["export", str(exported)]) == 0
+    assert cli.main(["forget"]) == 0
     assert not path.exists()
-    assert wisdom.main(["import", str(exported)]) == 0
+    assert cli.main(["import", str(exported)]) == 0
     assert Wisdom(path).get(CPU_KEY) == ("direct", "nodes", False, None)
 
 
@@ -468,7 +470,7 @@ def test_an_import_merges_into_the_plans_kept(tmp_path, monkeypatch):
     theirs = tmp_path / "theirs.json"
     _put(Wisdom(theirs), KEY, {("direct",): 1.0})
     _put(Wisdom(path), CPU_KEY, {("ring", "nodes", True, None): 1.0}, backend="cpu")
-    assert wisdom.main(["import", str(theirs)]) == 0
+    assert cli.main(["import", str(theirs)]) == 0
     assert set(Wisdom(path).plans) == {KEY, CPU_KEY}
 
 
@@ -506,7 +508,7 @@ def test_importing_what_cannot_be_used_fails_in_one_line_and_keeps_the_file(
     _put(Wisdom(path), "mine", {("direct",): 1.0})
     before = path.read_text()
     source = _spoiled(tmp_path / "theirs.json", spoil)
-    assert wisdom.main(["import", str(source)]) == 1
+    assert cli.main(["import", str(source)]) == 1
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and str(source) in said
     assert path.read_text() == before
@@ -518,7 +520,7 @@ def test_an_export_that_cannot_be_written_fails_in_one_line(tmp_path, monkeypatc
     _put(Wisdom(path), "mine", {("direct",): 1.0})
     blocked = tmp_path / "file"
     blocked.write_text("")
-    assert wisdom.main(["export", str(blocked / "out.json")]) == 1
+    assert cli.main(["export", str(blocked / "out.json")]) == 1
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and "wisdom not written" in said
 
@@ -545,7 +547,31 @@ def test_every_command_line_error_is_one_line(tmp_path, monkeypatch, capsys, arg
         path.write_text("[" * 100_000)
     monkeypatch.setenv("RING_WISDOM", str(path))
     monkeypatch.chdir(tmp_path)
-    assert wisdom.main(argv) == code
+    assert cli.main(argv) == code
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and text in captured.err, captured.err
     assert captured.out == ""
+
+
+def test_candidates_within_noise_tie_and_the_first_in_order_is_the_plan(tmp_path):
+    """Times one process cannot rank are a tie: the plan is the earlier candidate (the
+    table's order), whichever timed a hair faster, and the wisdom says which tied."""
+    trial = Trial([("ring",), ("direct",), ("rabenseifner",)], budget=1.0)
+    for candidate, seconds in [(("ring",), 1.02), (("direct",), 1.0), (("rabenseifner",), 3.0)]:
+        trial.warmed.add(candidate)
+        trial.record(candidate, seconds)
+    assert trial.tied() == [("ring",), ("direct",)]
+    assert trial.winner() == ("ring",)
+    mine = Wisdom(tmp_path / "wisdom.json")
+    mine.put(KEY, trial, "mpi", "allreduce")
+    plan = json.loads((tmp_path / "wisdom.json").read_text())["plans"][KEY]
+    assert plan["choice"] == ["ring"] and plan["tied"] == ["direct"]
+    assert Wisdom(tmp_path / "wisdom.json").get(KEY) == ("ring",)
+
+
+def test_a_clear_winner_ties_with_none():
+    trial = Trial([("ring",), ("direct",)], budget=1.0)
+    for candidate, seconds in [(("ring",), 2.0), (("direct",), 1.0)]:
+        trial.warmed.add(candidate)
+        trial.record(candidate, seconds)
+    assert trial.tied() == [("direct",)] and trial.winner() == ("direct",)

@@ -126,20 +126,26 @@ def test_all_with_four_gpus_adds_gpu_sweeps_kernel_and_profiles(workdir, stubs, 
         workdir, ["all"], pinned_config(tmp_path, stubs, mpi=False), config_args=["gpus=4"]
     )
     plan = counts(jobs)
-    assert plan["gpu_bench"] == 4
-    assert plan["gpu_algorithms"] == 2
+    assert plan["gpu_run"] == 6
     assert plan["kernel_bw_sweep"] == 1
     assert plan["nsys_profile_gpu"] == 2
     assert plan["mpi_run"] == 0
     gpu = sorted(
-        (job.wildcards["backend"], job.wildcards["nodes"])
-        for job in jobs
-        if job.rule == "gpu_bench"
+        (job.wildcards["run"], job.wildcards["nodes"]) for job in jobs if job.rule == "gpu_run"
     )
-    assert gpu == [("gpu", "2"), ("gpu", "4"), ("nccl", "2"), ("nccl", "4")]
+    assert gpu == [
+        ("algorithms", "2"),
+        ("algorithms", "4"),
+        ("gpu", "2"),
+        ("gpu", "4"),
+        ("nccl", "2"),
+        ("nccl", "4"),
+    ]
     for job in jobs:
-        if job.rule == "gpu_bench":
+        if job.rule == "gpu_run":
             assert job.resources["gpu"] == job.wildcards["nodes"]
+            backend = "gpu" if job.wildcards["run"] == "algorithms" else job.wildcards["run"]
+            assert f"--backend {backend} " in job.shell
     report = next(job for job in jobs if job.rule == "build_report")
     assert "--kernel-bw results/gpu/kernel_bw_float32.csv" in report.shell
     assert "--profile results/profiles/4gpu" in report.shell
@@ -148,18 +154,24 @@ def test_all_with_four_gpus_adds_gpu_sweeps_kernel_and_profiles(workdir, stubs, 
 def test_two_gpus_leave_out_n4_unless_devices_may_be_shared(workdir, stubs, tmp_path):
     pinned = pinned_config(tmp_path, stubs, mpi=False)
     jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=2"])
-    assert {job.wildcards["nodes"] for job in jobs if job.rule == "gpu_bench"} == {"2"}
+    assert {job.wildcards["nodes"] for job in jobs if job.rule == "gpu_run"} == {"2"}
     assert [job.wildcards["nodes"] for job in jobs if job.rule == "nsys_profile_gpu"] == ["2"]
 
     shared = dry_run(workdir, ["all"], pinned, config_args=["gpus=2", "shared_devices=True"])
-    n4 = [job for job in shared if job.rule == "gpu_bench" and job.wildcards["nodes"] == "4"]
+    runs = [job for job in shared if job.rule == "gpu_run"]
+    sweeps = [job for job in runs if job.wildcards["run"] != "algorithms"]
+    n4 = [job for job in sweeps if job.wildcards["nodes"] == "4"]
     # NCCL cannot place two nodes on one device; our ring can, and says so.
-    assert [job.wildcards["backend"] for job in n4] == ["gpu"]
+    assert [job.wildcards["run"] for job in n4] == ["gpu"]
     assert n4[0].resources["gpu"] == "2"
     assert "--shared-devices 1" in n4[0].shell
-    n2 = [job for job in shared if job.rule == "gpu_bench" and job.wildcards["nodes"] == "2"]
+    n2 = [job for job in sweeps if job.wildcards["nodes"] == "2"]
     assert len(n2) == 2 and all("--shared-devices" not in job.shell for job in n2)
-    algorithms = {j.wildcards["nodes"]: j for j in shared if j.rule == "gpu_algorithms"}
+    algorithms = {
+        j.wildcards["nodes"]: j
+        for j in shared
+        if j.rule == "gpu_run" and j.wildcards["run"] == "algorithms"
+    }
     assert "--shared-devices 1" in algorithms["4"].shell and algorithms["4"].resources["gpu"] == "2"
     profile = next(
         job for job in shared if job.rule == "nsys_profile_gpu" and job.wildcards["nodes"] == "4"
@@ -184,14 +196,14 @@ def test_gpus_auto_counts_what_nvidia_smi_lists_and_cuda_lets_us_see(workdir, st
 
     jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=auto"], env=env)
     plan = counts(jobs)
-    assert {job.wildcards["nodes"] for job in jobs if job.rule == "gpu_bench"} == {"2"}
-    assert plan["gpu_bench"] == 2 and plan["kernel_bw_sweep"] == 1
+    assert {job.wildcards["nodes"] for job in jobs if job.rule == "gpu_run"} == {"2"}
+    assert plan["gpu_run"] == 3 and plan["kernel_bw_sweep"] == 1
     assert [job.wildcards["nodes"] for job in jobs if job.rule == "nsys_profile_gpu"] == ["2"]
 
     env["CUDA_VISIBLE_DEVICES"] = "1"
     jobs = dry_run(workdir, ["all"], pinned, config_args=["gpus=auto"], env=env)
     plan = counts(jobs)
-    assert plan["gpu_bench"] == 0 and plan["kernel_bw_sweep"] == 1
+    assert plan["gpu_run"] == 0 and plan["kernel_bw_sweep"] == 1
 
 
 @pytest.mark.parametrize(
@@ -208,7 +220,7 @@ def test_gpus_auto_counts_what_nvidia_smi_lists_and_cuda_lets_us_see(workdir, st
             {"mpi_run": 2 * MPI_JOBS, "finalists": 1, "mpi_confirm": 1, "mpi": 1},
             marks=needs_mpi4py,
         ),
-        ("gpu", ["gpus=4"], {"gpu_bench": 4, "gpu_algorithms": 2, "gpu": 1}),
+        ("gpu", ["gpus=4"], {"gpu_run": 6, "gpu": 1}),
         ("kernel_bw", ["gpus=4"], {"kernel_bw_sweep": 1, "kernel_bw": 1}),
         ("nsys_cpu", [], {"nsys_profile_cpu": 1, "nsys_overhead_cpu": 1, "nsys_cpu": 1}),
         ("nsys_2gpu", ["gpus=4"], {"nsys_profile_gpu": 1, "nsys_2gpu": 1}),
@@ -275,7 +287,7 @@ def test_slurm_profile_requests_gpus_tasks_and_srun():
     assert "RING_SLURM_ACCOUNT" in profile["default-resources"]["slurm_account"]
     rules = profile["set-resources"]
     assert rules["mpi_run"]["mpi"] == rules["mpi_confirm"]["mpi"] == "srun"
-    for rule in ("gpu_bench", "kernel_bw_sweep", "nsys_profile_gpu"):
+    for rule in ("gpu_run", "kernel_bw_sweep", "nsys_profile_gpu"):
         assert rules[rule]["cpus_per_gpu"] >= 1
     bench = (ROOT / "workflow/rules/bench.smk").read_text()
     assert "{resources.mpi} -n {resources.tasks}" in bench
@@ -297,4 +309,4 @@ def test_slurm_profile_dry_run_submits_nothing(workdir, stubs, tmp_path):
         env={**job_env(), "RING_SLURM_PARTITION": "gpu", "RING_SLURM_ACCOUNT": "project"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert counts(parse_plan(done.stdout + done.stderr))["gpu_bench"] == 4
+    assert counts(parse_plan(done.stdout + done.stderr))["gpu_run"] == 6

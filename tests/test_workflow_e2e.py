@@ -66,7 +66,7 @@ def test_all_writes_every_promised_file(e2e):
 
 def test_all_runs_no_gpu_job_and_the_report_says_why(e2e):
     rules = {job.rule for job in e2e["plan"]}
-    assert not rules & {"gpu_bench", "kernel_bw_sweep", "nsys_profile_gpu"}
+    assert not rules & {"gpu_run", "kernel_bw_sweep", "nsys_profile_gpu"}
     workdir = e2e["workdir"]
     absent = json.loads((workdir / "results/report/not_measured.json").read_text())
     assert any(entry["what"].startswith("GPU sweeps at N = 4") for entry in absent)

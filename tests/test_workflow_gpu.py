@@ -29,5 +29,5 @@ def test_gpu_targets_with_shared_devices_spelled_as_on_the_command_line(tmp_path
         profile = next(job for job in jobs if job.rule == "nsys_profile_gpu")
         assert "--gpus 1" in profile.shell
         assert "--shared-devices 1" in profile.shell and "--graphs 0" in profile.shell
-        sweeps = [job for job in jobs if job.rule == "gpu_bench"]
+        sweeps = [job for job in jobs if job.rule == "gpu_run"]
         assert sweeps and all("--shared-devices 1" in job.shell for job in sweeps)

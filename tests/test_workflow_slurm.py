@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow
 
 SLURM_ENV = {"RING_SLURM_PARTITION": "test-partition", "RING_SLURM_ACCOUNT": "test-account"}
 # The plan fixtures workdir and stubs (a copy of the workflow, stub mpirun and nsys): conftest.py.
-TIMED = {"cpu_run", "mpi_run", "gpu_bench", "kernel_bw_sweep", "nsys_profile_cpu"}
-TIMED |= {"cpu_confirm", "mpi_confirm", "gpu_algorithms"}
+TIMED = {"cpu_run", "mpi_run", "gpu_run", "kernel_bw_sweep", "nsys_profile_cpu"}
+TIMED |= {"cpu_confirm", "mpi_confirm"}
 
 
 def slurm_plan(workdir, env, target, *args):
@@ -111,7 +111,7 @@ exit 0
 # The rules whose inputs no other job makes (the stand-in finishes no job: the
 # confirmations, which wait for their screens' finalists, are never submitted).
 CPU_RULES = {"cpu_run", "mpi_run", "compare_bench"}
-GPU_RULES = {"gpu_bench", "gpu_algorithms", "kernel_bw_sweep", "nsys_profile_gpu"}
+GPU_RULES = {"gpu_run", "kernel_bw_sweep", "nsys_profile_gpu"}
 MPI_RULES = {"mpi_run", "mpi_confirm", "compare_bench"}
 
 

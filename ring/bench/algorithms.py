@@ -33,7 +33,7 @@ def resolved_columns(
     fixed algorithm."""
     if algorithm != schedule.AUTO:
         return {}
-    from ..communicator import resolve_algorithm
+    from ..planning.candidates import resolve_algorithm
 
     name = resolve_algorithm(backend, "allreduce", nodes, nbytes, algorithm, inline_bytes)
     return {RESOLVED_COLUMN: name}

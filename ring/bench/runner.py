@@ -14,8 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import auto, wisdom
-from ..communicator import check_auto_pick
+from .. import auto
+from ..planning import race, store
+from ..planning.candidates import check_auto_pick
 from ..schedule import AUTO
 from .backends import Backend, get_backend
 from .ceilings import host_array_bytes, host_ceilings_document, measure_cpu_ceilings
@@ -181,10 +182,10 @@ def plan_run(config: BenchConfig) -> Plan:
 
 
 def _planning_document() -> dict:
-    """What ``algorithm="auto"`` spent planning by measuring in this process (ring.wisdom):
+    """What ``algorithm="auto"`` spent planning by measuring in this process (ring.planning):
     the calls that ran to time a candidate and their seconds, and where its plans are kept."""
-    path = wisdom.wisdom_path()
-    cost = wisdom.planning_cost()
+    path = store.wisdom_path()
+    cost = race.planning_cost()
     return {
         "calls": cost.calls,
         "seconds": cost.seconds,

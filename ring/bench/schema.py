@@ -39,8 +39,9 @@ __all__ = [
 SCHEMA = 2
 MIGRATION = (
     "schema 2 gives every row its algorithm and the columns executor and buffers: measure "
-    "again, or migrate the file as the commit found by "
-    "`git log --grep 'tidy CSV schema 2'` describes"
+    "again, or migrate the file to tidy CSV schema 2: algorithm 'ring' on a ring backend's row "
+    "that has none (a peer's own name on a peer's), executor 'nodes' on cpu rows, buffers "
+    "'host' on mpi rows (empty elsewhere), and schema 2 in the JSON beside it"
 )
 
 # What a result's JSON says it is ("kind"): absent for one run of the harness.

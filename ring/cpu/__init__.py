@@ -3,29 +3,27 @@ the threads and how they wait for each other (:mod:`ring.cpu.crew`); what
 a node does to the arrays at each step is :mod:`ring.host`'s."""
 
 from .communicator import (
-    CALLS_TAKE_OPTIONS,
     EXECUTORS,
     INLINE_BYTES,
     SYNC_MODES,
     CommunicatorClosedError,
     CpuCommunicator,
-    cache_key,
+    CpuOptions,
     check_call,
     check_executor,
     check_sync,
-    make_communicator,
+    communicator_options,
 )
 
 __all__ = [
-    "CALLS_TAKE_OPTIONS",
     "EXECUTORS",
     "INLINE_BYTES",
     "SYNC_MODES",
     "CommunicatorClosedError",
     "CpuCommunicator",
-    "cache_key",
+    "CpuOptions",
     "check_call",
     "check_executor",
     "check_sync",
-    "make_communicator",
+    "communicator_options",
 ]

@@ -13,7 +13,7 @@ same plan on the calling thread instead, node after node within each step
 (:meth:`~ring.cpu.crew.Crew.run_inline`): below it, waking N threads costs more than the
 work they share.  ``inline_bytes=0`` always uses the threads.
 
-``algorithm="auto"`` plans by measuring (:mod:`ring.cpu.planning`, :mod:`ring.wisdom`): the
+``algorithm="auto"`` plans by measuring (:mod:`ring.cpu.planning`, :mod:`ring.planning`): the
 first calls of a call shape try the algorithms the decision table leaves in, by either
 executor, inline and on the workers, and the fastest stays; ``planning="estimate"`` runs the
 table's pick with the default executor and threshold, measuring nothing.
@@ -39,6 +39,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,13 +48,11 @@ from ..communicator import (
     Call,
     CommunicatorClosedError,
     RingCommunicator,
-    auto_generation,
     check_buffer_list,
     check_nodes,
     flattened,
     normalized_op,
     refuse_gpu_options,
-    resolve_algorithm,
     track,
     validate_buffers,
 )
@@ -61,6 +60,8 @@ from ..host import positions
 from ..host.moves import Bound
 from ..nvtx import Pushers
 from ..ops import AVERAGING, resolve_op
+from ..planning.candidates import auto_generation, resolve_algorithm
+from ..planning.race import Trial, check_planning
 from ..schedule import (
     AUTO,
     COLLECTIVES,
@@ -72,28 +73,23 @@ from ..schedule import (
     plan_for,
 )
 from ..schedule.steps import check_int, chunk_range
-from ..wisdom import Trial, check_planning
 from .crew import Crew
 from .planning import Planner
 
 __all__ = [
-    "CALLS_TAKE_OPTIONS",
     "EXECUTORS",
     "INLINE_BYTES",
     "SYNC_MODES",
     "CommunicatorClosedError",
     "CpuCommunicator",
-    "cache_key",
+    "CpuOptions",
     "check_call",
     "check_executor",
     "check_sync",
-    "make_communicator",
+    "communicator_options",
 ]
 
 SYNC_MODES = ("pairwise", "barrier")
-# ring.api passes a call's options to CpuCommunicator._collective, which checks them once
-# per collective and options and binds repeated calls (the module function's fast path).
-CALLS_TAKE_OPTIONS = True
 _OPTIONS = frozenset(
     {"sync", "algorithm", "segment_bytes", "group_size", "inline_bytes", "executor", "planning"}
 )
@@ -173,25 +169,48 @@ def _checked_call(name: str, buffers: Sequence[np.ndarray], op: str | None, opti
     return Call("cpu", name, buffers, op, len(buffers), options, checked=(ufunc, count, average))
 
 
-def cache_key(nodes: int, **options) -> tuple:
-    """The key under which :func:`ring.get_communicator` caches a CPU communicator: every
-    option, as checked (a call may name another algorithm, but one that names none runs
-    by the communicator's, so two communicators of other defaults are two)."""
+@dataclass(frozen=True)
+class CpuOptions:
+    """A CPU communicator's options, checked (:func:`communicator_options`): ``None`` for an
+    ``inline_bytes`` or ``executor`` not given, which ``auto`` then plans over."""
+
+    sync: str = "pairwise"
+    algorithm: str = "ring"
+    algorithm_options: tuple[tuple[str, int], ...] = ()
+    inline_bytes: int | None = None
+    executor: str | None = None
+    planning: str = "measure"
+
+    def arguments(self) -> dict:
+        """The options as :class:`CpuCommunicator` takes them."""
+        return {
+            "sync": self.sync,
+            "algorithm": self.algorithm,
+            **dict(self.algorithm_options),
+            "inline_bytes": self.inline_bytes,
+            "executor": self.executor,
+            "planning": self.planning,
+        }
+
+
+def communicator_options(nodes: int, options: dict) -> CpuOptions:
+    """``options`` of a CPU communicator of ``nodes`` nodes, checked once."""
     nodes = check_nodes(nodes)
-    sync, algorithm, extra, *rest = _check_options(options, nodes)
-    return ("cpu", nodes, sync, algorithm, tuple(sorted(extra.items())), *rest)
+    sync, algorithm, extra, inline, executor, planning = _check_options(options, nodes)
+    return CpuOptions(
+        sync,
+        algorithm,
+        tuple(sorted(extra.items())),
+        inline if options.get("inline_bytes") is not None else None,
+        executor if options.get("executor") else None,
+        planning,
+    )
 
 
 def _cores() -> int:
     """The cores this process may run on (its affinity mask where the OS has one)."""
     getter = getattr(os, "sched_getaffinity", None)
     return len(getter(0)) if getter is not None else os.cpu_count() or 1
-
-
-def make_communicator(nodes: int, **options) -> CpuCommunicator:
-    """A new :class:`CpuCommunicator` (the factory :mod:`ring.api` dispatches to)."""
-    _check_options(options, check_nodes(nodes))
-    return CpuCommunicator(nodes, **options)
 
 
 class CpuCommunicator(RingCommunicator):
@@ -322,10 +341,12 @@ class CpuCommunicator(RingCommunicator):
         ``ring.allreduce`` passes on): either way a repeated call on the same buffers runs
         bound, and bad input is refused before anything is touched."""
         key = (name, *sorted(options.items())) if options else name
-        self._keyed(key, name, buffers, op, options)
+        self.keyed_call(key, name, buffers, op, options)
 
-    def _keyed(self, key: object, name: str, buffers, op: str | None, options: dict) -> None:
-        """:meth:`_collective` with its key made (ring.api makes it once per call)."""
+    def keyed_call(self, key: object, name: str, buffers, op: str | None, options: dict) -> None:
+        """A call with ``options`` (a collective's, as given) under ``key``, a hashable name
+        of the collective and those options that the caller makes once (ring.cpu.backend
+        makes it once per options): a repeated call on the same buffers runs bound."""
         bound = self._bound.get(key)  # none once closed
         if (
             bound is not None
@@ -466,7 +487,7 @@ class CpuCommunicator(RingCommunicator):
 
     def _try_share(self, call: Call, key: object, trial: Trial, share: list[tuple]) -> None:
         """A trial's call that runs several candidates, each on an equal slice of the
-        buffers (:meth:`ring.wisdom.Trial.share`), in one turn of the outer range; each
+        buffers (:meth:`ring.planning.race.Trial.share`), in one turn of the outer range; each
         slice's plan is made before its run is timed, and its time is scaled to the whole
         call's."""
         ufunc, count, average = call.checked

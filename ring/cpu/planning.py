@@ -1,29 +1,27 @@
-"""How a cpu call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.wisdom`).
+"""How a cpu call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.planning`).
 
-A candidate is (algorithm, executor, inline, tile): the algorithms the decision table leaves
-in for the call's N and size (:func:`ring.auto.ranked`, the model's pick first), then any
-the table never priced (:func:`ring.auto.unpriced`: a table fitted before an algorithm
-existed cannot rule it out), each by nodes and by position, on the calling thread and on the
-workers, with the default tile; an executor or an ``inline_bytes`` the caller gave is kept,
-not planned over.  A candidate whose plan makes the moves of one before it the same way is
-dropped (at N = 2, direct and hierarchical are the ring): as the trial starts where the plans'
-units show it, else when its turn comes.  The first candidate is what
-``planning="estimate"`` runs (the table's pick on the default executor and threshold), so a
-trial cut short by its budget still ends with a plan at least as fast as that.  On the
-calling thread, where each buffer fits one tile, a candidate by nodes is left to its twin by
-position when that makes no more operations: the same work with less around it, and a first
-call that costs a fraction as much to make.
+A candidate is (algorithm, executor, inline, tile): the table's candidates for the call's N
+and size (:func:`ring.planning.candidates.table_candidates`), each by nodes and by position,
+on the calling thread and on the workers, with the default tile; an executor or an
+``inline_bytes`` the caller gave is kept, not planned over. A candidate whose plan makes the
+moves of one before it the same way is dropped (at N = 2, direct and hierarchical are the
+ring): as the trial starts where the plans' units show it, else when its turn comes. The
+first candidate is what ``planning="estimate"`` runs (the table's pick on the default
+executor and threshold), so a trial cut short by its budget still ends with a plan at least
+as fast as that. On the calling thread, where each buffer fits one tile, a candidate by
+nodes is left to its twin by position when that makes no more operations: the same work with
+less around it, and a first call that costs a fraction as much to make.
 
 What planning measures would otherwise be machine constants: the executor, where a call
 stops paying for waking the workers (``INLINE_BYTES`` is only the estimate's threshold), and
-the tile by slices (:meth:`Planner.refinement`; the cache probe's is only the start).
-An allreduce so large that slices of it stream from memory as the whole call does
-(:func:`ring.wisdom.slices_apart`) is cut, in a trial call, into one slice per candidate, each timed
-apart: at 1 GiB, where a call can take a third of the budget, every candidate is timed in
-each call instead of one.  Calls above :data:`INLINE_CAP` are not tried on the calling
-thread alone, and the candidates on the workers only after those inline, where the
-workers' measured round trip does not already lose to one of them: at a few KiB, waking
-threads costs more than the whole call.
+the tile by slices (:meth:`Planner.refinement`; the cache probe's is only the start). An
+allreduce so large that slices of it stream from memory as the whole call does
+(:func:`ring.planning.race.slices_apart`) is cut, in a trial call, into one slice per
+candidate, each timed apart: at 1 GiB, where a call can take a third of the budget, every
+candidate is timed in each call instead of one. Calls above :data:`INLINE_CAP` are not tried
+on the calling thread alone, and the candidates on the workers only after those inline,
+where the workers' measured round trip does not already lose to one of them: at a few KiB,
+waking threads costs more than the whole call.
 """
 
 from __future__ import annotations
@@ -32,15 +30,15 @@ import threading
 from collections.abc import Callable
 from functools import lru_cache
 
-from .. import auto, wisdom
-from ..communicator import check_auto_pick
+from .. import auto
 from ..host import positions
 from ..host.moves import bindable
-from ..schedule import Plan, algorithms_of
+from ..planning import race, store
+from ..planning.candidates import table_candidates
+from ..schedule import Plan
 
 __all__ = ["FUSED", "INLINE_CAP", "Planner"]
 
-TOP = wisdom.TOP  # the table's candidates tried per column
 # Above this, one thread streaming every node's buffers is not tried against the workers.
 INLINE_CAP = 64 << 20
 
@@ -65,8 +63,8 @@ class Planner:
         # workers is faster, so one is not tried where a candidate inline beats it.
         self._wake = wake
         self._plans: dict[str, Choice] = {}
-        self._trials: dict[str, wisdom.Trial] = {}
-        self._generation = (auto.generation(), wisdom.generation())
+        self._trials: dict[str, race.Trial] = {}
+        self._generation = (auto.generation(), store.generation())
         self._lock = threading.Lock()
 
     def after_fork(self) -> None:
@@ -75,7 +73,7 @@ class Planner:
 
     def current(self) -> bool:
         """Whether the plans and trials kept are of today's tables and wisdom."""
-        return self._generation == (auto.generation(), wisdom.generation())
+        return self._generation == (auto.generation(), store.generation())
 
     def candidates(
         self, name: str, nbytes: int, inline_given: int | None, executor_given: str | None
@@ -89,17 +87,12 @@ class Planner:
             runs = [nbytes <= self.inline_bytes, nbytes > self.inline_bytes]
             runs = [r for r in runs if not r or nbytes <= INLINE_CAP]
         executors = [executor_given] if executor_given else ["nodes", "slices"]
-        unpriced = auto.unpriced("cpu", name, algorithms_of(name))
         ranked = {
-            inline: [
-                check_auto_pick("cpu", a)
-                for a in auto.ranked("cpu", name, self.nodes, nbytes, nbytes if inline else 0)[:TOP]
-            ]
-            + list(unpriced)
+            inline: table_candidates("cpu", name, self.nodes, nbytes, nbytes if inline else 0)
             for inline in runs
         }
         found: list[Choice] = []
-        for rank in range(TOP + len(unpriced)):
+        for rank in range(max(map(len, ranked.values()))):
             for inline in runs:
                 if rank < len(ranked[inline]):
                     found += [(ranked[inline][rank], e, inline, None) for e in executors]
@@ -108,7 +101,7 @@ class Planner:
         return list(dict.fromkeys(found))
 
     @staticmethod
-    def refinement(trial: wisdom.Trial, nbytes: int) -> wisdom.Trial | None:
+    def refinement(trial: race.Trial, nbytes: int) -> race.Trial | None:
         """Where a trial's winner runs by slices, the trial that times it against tiles
         :data:`TILE_STEP` times larger and smaller (those that cut the call into another
         number of tiles), in what is left of the budget, the winner's times kept: the tile
@@ -127,7 +120,7 @@ class Planner:
         ]
         if not others:
             return None
-        return wisdom.Trial(
+        return race.Trial(
             [best, *((*best[:3], t) for t in others)],
             left,
             times={c: list(t) for c, t in trial.times.items()},
@@ -143,8 +136,8 @@ class Planner:
     ) -> Choice | None:
         """The plan a call shape settled on (None while it is still being measured)."""
         fixed = (inline_given, executor_given, self.sync)
-        key = wisdom.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
-        return self._plans.get(key) or wisdom.wisdom().get(key)
+        key = race.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
+        return self._plans.get(key) or store.wisdom().get(key)
 
     def plan(
         self,
@@ -155,19 +148,19 @@ class Planner:
         inline_given: int | None,
         executor_given: str | None,
         steps_of: Callable[[str], Plan],
-    ) -> tuple[Choice, wisdom.Trial | None]:
+    ) -> tuple[Choice, race.Trial | None]:
         """The choice a call runs, and the trial to record its time in (None once the
         shape's plan is made); ``steps_of(algorithm)``: the call's plan by it."""
         fixed = (inline_given, executor_given, self.sync)
-        key = wisdom.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
+        key = race.shape_key("cpu", name, self.nodes, dtype, op, nbytes, fixed)
         if not self.current():  # other tables or wisdom: measure again
             self._plans, self._trials = {}, {}
-            self._generation = (auto.generation(), wisdom.generation())
+            self._generation = (auto.generation(), store.generation())
         choice = self._plans.get(key)
         if choice is not None:
             return choice, None
         with self._lock:
-            known = wisdom.wisdom().get(key)
+            known = store.wisdom().get(key)
             if known is not None:
                 self._plans[key] = known
                 return known, None
@@ -177,10 +170,10 @@ class Planner:
                 floors = {c: self._wake() for c in found if not c[2]}
                 found, screened = _screened(found, floors, steps_of, nbytes)
                 # An allreduce is element-wise: its slices can run apart.
-                apart = wisdom.slices_apart(self.nodes, nbytes) if name == "allreduce" else 1
-                trial = wisdom.Trial(
+                apart = race.slices_apart(self.nodes, nbytes) if name == "allreduce" else 1
+                trial = race.Trial(
                     found,
-                    wisdom.budget_seconds(),
+                    race.budget_seconds(),
                     floors,
                     pieces=min(len(found), apart),
                     screened=screened,
@@ -194,7 +187,7 @@ class Planner:
             if candidate is not None:
                 return candidate, trial
             del self._trials[key]
-            wisdom.wisdom().put(key, trial, "cpu", name)
+            store.wisdom().put(key, trial, "cpu", name)
             choice = self._plans[key] = trial.winner()
             return choice, None
 
@@ -233,8 +226,8 @@ def _screened(
     return kept, screened
 
 
-def _distinct(trial: wisdom.Trial, steps_of: Callable[[str], Plan], nbytes: int) -> list[Choice]:
-    """The candidates of the trial's next call (:meth:`~ring.wisdom.Trial.share`), those
+def _distinct(trial: race.Trial, steps_of: Callable[[str], Plan], nbytes: int) -> list[Choice]:
+    """The candidates of the trial's next call (:meth:`~ring.race.Trial.share`), those
     dropped on the way that :func:`_screened` could not compare: one whose plan makes the
     moves of one already run, or of one before it in the call, the same way (they would
     cost the same), or, on the calling thread by nodes, whose twin by position it cannot

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -58,11 +59,11 @@ from ..communicator import (
     check_nodes,
     flattened,
     normalized_op,
-    resolve_algorithm,
     track,
     validate_buffers,
 )
-from ..schedule import Plan, check_collective, plan_for
+from ..planning.race import Trial
+from ..schedule import AUTO, Plan, check_collective, plan_for
 from .caller import BLOCKING, GpuWork, Ordering, check_stream, copy_sends, node_streams
 from .devices import (
     OPTIONS,
@@ -77,6 +78,7 @@ from .devices import (
 )
 from .graphs import GraphCache
 from .kernels import reducer
+from .planning import GpuPlanner
 from .resources import DeviceResources
 from .run import CallRunner, streams_for
 
@@ -200,12 +202,12 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         )
         self.streams = check_streams({"streams": streams})
         self.graphs = GraphCache(use_graphs)
-        cupy = self._cp = import_cupy()
+        cupy = self.cp = import_cupy()
         self.devices = node_devices(self.nodes, requested, shared, device_count())
         # True only when some device really hosts more than one node.
         self.shared_devices = len(set(self.devices)) < self.nodes
         self.force_peer_copies = force
-        self._runtime = cupy.cuda.runtime
+        self.runtime = cupy.cuda.runtime
         self._closed = False
         self._call_lock = threading.Lock()
         self._timed = False
@@ -218,6 +220,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         self._l2_bytes: int | None = None  # the smallest L2 of the devices, once asked
         # Per plan and node, the NVTX range pusher of each of the node's steps.
         self._pushers: dict[Plan, list] = {}
+        self._planner = GpuPlanner(self.nodes)
 
     def allreduce(self, buffers: Sequence, op: str = "sum", *, stream=None) -> None:
         """Reduce the nodes' buffers element-wise with ``op``; every node gets the result.
@@ -247,7 +250,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             if not self._waited:
                 self._done.synchronize()
                 self._waited = True
-            return float(self._cp.cuda.get_elapsed_time(self._entry, self._done))
+            return float(self.cp.cuda.get_elapsed_time(self.entry_event, self._done))
 
     def close(self) -> None:
         """Release the streams, events and scratch chunks, once the work queued on them
@@ -266,7 +269,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
     # -- one collective --------------------------------------------------------------------
 
     def _check(self, buffers: Sequence):
-        count, dtype = validate_buffers(buffers, array_type=self._cp.ndarray, kind="CuPy")
+        count, dtype = validate_buffers(buffers, array_type=self.cp.ndarray, kind="CuPy")
         if len(buffers) != self.nodes:
             raise ValueError(
                 f"this communicator has {self.nodes} nodes but {len(buffers)} buffers were given"
@@ -305,7 +308,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
         if name != "all_gather":  # op=None is no op for the collectives that reduce
             reduce = self._reducers.get((op, dtype))
             if reduce is None:
-                reduce = self._reducers[(op, dtype)] = reducer(self._cp, op, dtype)
+                reduce = self._reducers[(op, dtype)] = reducer(self.cp, op, dtype)
         with self._call_lock:
             if self._closed:
                 raise self._closed_error()
@@ -314,36 +317,46 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             if order.send is not None:
                 self._copy_sends(order.send, list(call.buffers), given, sides)
             if self.nodes > 1 and count:
-                steps = self._plan(name, count, dtype, call.options)
+                steps, trial = self._plan(name, count, dtype, op, call.options, order)
+                started = time.perf_counter()
                 with nvtx.call_range(name):
                     self._run(steps, list(call.buffers), op, reduce, dtype, sides, order.blocking)
+                if trial is not None:  # a call the host waited for: timed for auto's trial
+                    seconds = time.perf_counter() - started
+                    trial.record((steps.algorithm,), seconds, run=seconds)
             return self._handle(sides) if order.handle else None
 
-    def _plan(self, name: str, count: int, dtype: np.dtype, options: dict) -> Plan:
-        """The plan of the call's algorithm (or the communicator's), ``auto`` resolved."""
+    def _plan(
+        self, name: str, count: int, dtype: np.dtype, op, options: dict, order: Ordering
+    ) -> tuple[Plan, Trial | None]:
+        """The plan of the call's algorithm (or the communicator's), and the trial of
+        ``auto`` that times it (None: no trial): ``auto`` measures (:mod:`ring.gpu.planning`)
+        where the host waits for the call, and takes the best so far where it does not."""
         choice = options or self.algorithm_choice
-        algorithm = resolve_algorithm(
-            self.backend, name, self.nodes, count * dtype.itemsize, choice["algorithm"]
-        )
+        algorithm, trial = choice["algorithm"], None
+        if algorithm == AUTO:
+            timed = order.blocking and order.send is None
+            nbytes = count * dtype.itemsize
+            algorithm, trial = self._planner.choose(name, dtype.str, op, nbytes, timed)
         # auto's pick gets the defaults the algorithm gets when named (its segment).
         choice = self._with_segment({**choice, "algorithm": algorithm})
-        return plan_for(name, self.nodes, count, dtype.itemsize, algorithm, choice)
+        return plan_for(name, self.nodes, count, dtype.itemsize, algorithm, choice), trial
 
     def _copy_sends(self, send: list, recv: list, given, sides: list) -> None:
         """``recv=``'s copies, each on its node's call stream (given, or the current one of
         its device); a failure waits for those streams before it propagates."""
-        current = self._cp.cuda.get_current_stream
+        current = self.cp.cuda.get_current_stream
         streams = given if given is not None else [current(d) for d in self.devices]
-        caller_device = self._runtime.getDevice()
+        caller_device = self.runtime.getDevice()
         try:
-            copy_sends(self._cp, self.devices, send, recv, streams)
+            copy_sends(self.cp, self.devices, send, recv, streams)
         except BaseException:
             for _, stream in sides:
                 with contextlib.suppress(Exception):
                     stream.synchronize()
             raise
         finally:
-            self._runtime.setDevice(caller_device)
+            self.runtime.setDevice(caller_device)
 
     def _with_segment(self, choice: dict) -> dict:
         """ring-segmented's block, when the call names none, from the devices' L2 cache:
@@ -356,7 +369,7 @@ class GpuCommunicator(DeviceResources, CallRunner, RingCommunicator):
             return choice
         if self._l2_bytes is None:
             sizes = [
-                int(self._runtime.getDeviceProperties(d).get("l2CacheSize") or 0)
+                int(self.runtime.getDeviceProperties(d).get("l2CacheSize") or 0)
                 for d in sorted(set(self.devices))
             ]
             self._l2_bytes = min(sizes)

@@ -1,13 +1,12 @@
 """CUDA graphs for the GPU ring: capture a whole collective once, then replay it.
 
 At small sizes the GPU ring is bound by the host: every step of every node is a few CUDA
-calls from Python (13–47 µs per step on an H200, ``results/reference/nvidia-h200``), while
-the device work takes a few µs.  A CUDA graph records those calls once and replays them
-with one launch.  What a graph bakes in is exactly what the key of :class:`GraphCache`
-holds: the buffers' and scratch chunks' addresses, the element count, dtype, op and the
-collective (the communicator fixes N and the devices).  Different buffers, a grown scratch
-chunk or another size make another key, captured anew; the cache keeps the most recent
-:data:`MAX_GRAPHS`.
+calls from Python, each far longer than the device work it launches.  A CUDA graph records
+those calls once and replays them with one launch.  What a graph bakes in is exactly what
+the key of :class:`GraphCache` holds: the buffers' and scratch chunks' addresses, the
+element count, dtype, op and the collective (the communicator fixes N and the devices).
+Different buffers, a grown scratch chunk or another size make another key, captured anew;
+the cache keeps the most recent :data:`MAX_GRAPHS`.
 
 A key is captured the *second* time it is seen: the first call runs eagerly, so every
 kernel is compiled and loaded and every scratch chunk allocated before a capture starts

@@ -23,15 +23,15 @@ __all__ = ["DeviceResources"]
 class DeviceResources:
     """Mixin of :class:`ring.gpu.GpuCommunicator`: its streams, events and scratch."""
 
-    _cp: Any
-    _runtime: Any
+    cp: Any
+    runtime: Any
     devices: tuple[int, ...]
     nodes: int
     _scratch: list[dict]
     _done: Any
 
     def _enable_peer_access(self) -> tuple[dict, tuple]:
-        runtime = self._runtime
+        runtime = self.runtime
         distinct = sorted(set(self.devices))
         access: dict[tuple[int, int], bool] = {}
         missing = []
@@ -41,7 +41,7 @@ class DeviceResources:
                     continue
                 ok = bool(runtime.deviceCanAccessPeer(a, b))
                 if ok:
-                    with self._cp.cuda.Device(a):
+                    with self.cp.cuda.Device(a):
                         enable_peer_access(runtime, b)
                 else:
                     missing.append((a, b))
@@ -57,10 +57,10 @@ class DeviceResources:
         return access, tuple(missing)
 
     def _make_streams_and_events(self) -> None:
-        cupy, n = self._cp, self.nodes
-        self._node_streams: list[list] = [[] for _ in range(n)]
-        self._events: list[list] = [[] for _ in range(n)]
-        self._move_events: list[list] = [[] for _ in range(n)]
+        cupy, n = self.cp, self.nodes
+        self.stream_rows: list[list] = [[] for _ in range(n)]
+        self.step_events: list[list] = [[] for _ in range(n)]
+        self.move_events: list[list] = [[] for _ in range(n)]
         self._grow_streams(1)
         self._grow_events(max(2 * (n - 1), 1))
         # Per device, the events that mark the caller's streams there as ready: one per
@@ -71,41 +71,41 @@ class DeviceResources:
         with cupy.cuda.Device(self.devices[0]):
             # Only these two carry timestamps: from "every input is ready" to "every node
             # has finished", on node 0's device.
-            self._entry = cupy.cuda.Event()
+            self.entry_event = cupy.cuda.Event()
             self._done = cupy.cuda.Event()
             # Forks the other streams off node 0's first inside a graph capture.
             self._fork = cupy.cuda.Event(disable_timing=True)
 
     @property
-    def _streams(self) -> list:
+    def first_streams(self) -> list:
         """Every node's first stream (the one a single-stream call runs on)."""
-        return [row[0] for row in self._node_streams]
+        return [row[0] for row in self.stream_rows]
 
     def _grow_streams(self, count: int) -> None:
         """``count`` streams per node at least."""
-        for node, row in enumerate(self._node_streams):
+        for node, row in enumerate(self.stream_rows):
             if len(row) < count:
-                with self._cp.cuda.Device(self.devices[node]):
+                with self.cp.cuda.Device(self.devices[node]):
                     # Non-blocking: the legacy default stream must not serialise the nodes;
                     # the dependency on the caller's work is made explicit in _prologue.
                     row.extend(
-                        self._cp.cuda.Stream(non_blocking=True) for _ in range(count - len(row))
+                        self.cp.cuda.Stream(non_blocking=True) for _ in range(count - len(row))
                     )
 
     def _grow_events(self, steps: int) -> None:
         """An event per node per step of the longest single-stream plan run so far."""
-        self._grow(self._events, [steps] * self.nodes)
+        self._grow(self.step_events, [steps] * self.nodes)
 
     def _grow_move_events(self, counts: tuple[int, ...]) -> None:
         """``counts[node]`` events for node ``node``'s moves of a multi-stream schedule."""
-        self._grow(self._move_events, counts)
+        self._grow(self.move_events, counts)
 
     def _grow(self, table: list[list], counts) -> None:
         for node, (events, count) in enumerate(zip(table, counts, strict=True)):
             if len(events) < count:
-                with self._cp.cuda.Device(self.devices[node]):
+                with self.cp.cuda.Device(self.devices[node]):
                     events.extend(
-                        self._cp.cuda.Event(disable_timing=True) for _ in range(count - len(events))
+                        self.cp.cuda.Event(disable_timing=True) for _ in range(count - len(events))
                     )
 
     def _ready_event(self, device: int, index: int):
@@ -113,8 +113,8 @@ class DeviceResources:
         Reused by every call: a stream's wait takes the event's record of its own call."""
         events = self._ready[device]
         while len(events) <= index:
-            with self._cp.cuda.Device(device):
-                events.append(self._cp.cuda.Event(disable_timing=True))
+            with self.cp.cuda.Device(device):
+                events.append(self.cp.cuda.Event(disable_timing=True))
         return events[index]
 
     def _scratch_for(
@@ -133,14 +133,14 @@ class DeviceResources:
                 if self._retired and self._done.done:  # every earlier call has finished
                     self._retired.clear()
                 self._retired.append(scratch)
-            with self._cp.cuda.Device(self.devices[node]):
-                scratch = cache[key] = self._cp.empty(elements, dtype=dtype)
+            with self.cp.cuda.Device(self.devices[node]):
+                scratch = cache[key] = self.cp.empty(elements, dtype=dtype)
         return scratch
 
     def _drain(self) -> None:
         """The host waits for everything queued on the communicator's streams (any error
         a stream reports is left for the caller's next CUDA call to meet)."""
-        for row in self._node_streams:
+        for row in self.stream_rows:
             for stream in row:
                 with contextlib.suppress(Exception):
                     stream.synchronize()
@@ -149,8 +149,8 @@ class DeviceResources:
     def _release(self) -> None:
         """Drop the streams, events and scratch, once no queued work can use them."""
         self._drain()
-        self._node_streams = []
-        self._events = []
-        self._move_events = []
+        self.stream_rows = []
+        self.step_events = []
+        self.move_events = []
         self._scratch = []
         self._ready = {}

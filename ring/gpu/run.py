@@ -42,8 +42,8 @@ def streams_for(algorithm: str, requested: int | None) -> int:
 class CallRunner:
     """Mixin of :class:`ring.gpu.GpuCommunicator`: runs one planned collective."""
 
-    _cp: Any
-    _runtime: Any
+    cp: Any
+    runtime: Any
     devices: tuple[int, ...]
     nodes: int
     force_peer_copies: bool
@@ -54,12 +54,12 @@ class CallRunner:
     _pushers: dict
 
     # Provided by ring.gpu.resources.DeviceResources.
-    _node_streams: list[list]
+    stream_rows: list[list]
     _ready: dict
     _ready_event: Any
     _retired: list
     _drain: Any
-    _entry: Any
+    entry_event: Any
     _done: Any
     _fork: Any
     _scratch_for: Any
@@ -67,7 +67,7 @@ class CallRunner:
     _grow_streams: Any
     _grow_move_events: Any
 
-    def _direct(self, node: int, peer: int) -> bool:
+    def reads_directly(self, node: int, peer: int) -> bool:
         """Node ``node`` reads ``peer``'s memory in place (kernel / plain copy) instead of
         copying across a link when both live on one device."""
         return self.devices[peer] == self.devices[node] and not self.force_peer_copies
@@ -141,9 +141,9 @@ class CallRunner:
     def _launch(self, key, body, sides: list, blocking: bool) -> None:
         """Queue ``body`` (or replay its graph) between the prologue (after the caller's
         ``sides``) and the end: the host's wait when ``blocking``, else the sides' waits."""
-        runtime = self._runtime
+        runtime = self.runtime
         caller_device = runtime.getDevice()
-        first = self._node_streams[0][0]
+        first = self.stream_rows[0][0]
         try:
             self._prologue(sides)
             how, graph = self.graphs.lookup(key)
@@ -153,7 +153,7 @@ class CallRunner:
             if graph is not None:
                 graph.launch(stream=first)
             else:
-                body(self._entry)
+                body(self.entry_event)
             self._finish(sides, blocking)
         except BaseException:
             # Never hand back buffers that queued work may still be writing; no caller's
@@ -170,13 +170,13 @@ class CallRunner:
             m.accumulate
             and not m.from_scratch
             and m.peer != node
-            and not self._direct(node, m.peer)
+            and not self.reads_directly(node, m.peer)
             for s in steps.node_steps(node)
             for m in s.moves
         )
 
-    def _peer_copy(self, dst: int, dst_node: int, src: int, src_node: int, size: int, stream):
-        self._runtime.memcpyPeerAsync(
+    def peer_copy(self, dst: int, dst_node: int, src: int, src_node: int, size: int, stream):
+        self.runtime.memcpyPeerAsync(
             dst, self.devices[dst_node], src, self.devices[src_node], size, stream.ptr
         )
 
@@ -184,7 +184,7 @@ class CallRunner:
         """The distinct (device, stream) pairs a call is ordered on: node ``i``'s of
         ``streams``, or else the caller's current stream of every device the nodes use."""
         if streams is None:
-            current = self._cp.cuda.get_current_stream
+            current = self.cp.cuda.get_current_stream
             return [(d, current(d)) for d in sorted(set(self.devices))]
         sides: dict[tuple[int, int], tuple[int, Any]] = {}
         for device, stream in zip(self.devices, streams, strict=True):
@@ -194,7 +194,7 @@ class CallRunner:
     def _prologue(self, sides: list) -> None:
         """Make node 0's stream start after the work queued on the caller's ``sides`` (e.g.
         whatever wrote the inputs), then record the timed entry event there."""
-        runtime = self._runtime
+        runtime = self.runtime
         ready: list = []
         used: dict[int, int] = {}
         for device, stream in sides:
@@ -204,30 +204,30 @@ class CallRunner:
             event.record(stream)
             ready.append(event)
         runtime.setDevice(self.devices[0])
-        first = self._node_streams[0][0]
+        first = self.stream_rows[0][0]
         for event in ready:
             first.wait_event(event)
-        self._entry.record(first)
+        self.entry_event.record(first)
 
     def _finish(self, sides: list, blocking: bool) -> None:
         """Node 0's stream has joined every node's last step: the host waits once, or each
         of the caller's ``sides`` waits (the wait takes this call's record of the event, so
         the next call may record it again at once)."""
-        self._done.record(self._node_streams[0][0])
+        self._done.record(self.stream_rows[0][0])
         self._timed = True
         self._waited = blocking
         if blocking:
             self._done.synchronize()
             self._retired.clear()
             return
-        runtime = self._runtime
+        runtime = self.runtime
         for device, stream in sides:
             runtime.setDevice(device)
             stream.wait_event(self._done)
 
     def _handle(self, sides: list) -> GpuWork:
         """``async_op``'s handle: an event on each side, right after its wait for the call."""
-        cuda, runtime = self._cp.cuda, self._runtime
+        cuda, runtime = self.cp.cuda, self.runtime
         caller_device = runtime.getDevice()
         events = []
         try:

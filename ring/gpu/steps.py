@@ -43,12 +43,12 @@ class NodeMemory:
 def enqueue_plan(comm, fork, steps: Plan, memory: NodeMemory, reduce, average: bool, pushers):
     """Queue the whole collective: the other nodes' streams fork off node 0's through
     ``fork``, every step of every node, and node 0's stream joins their last steps."""
-    runtime = comm._runtime
-    devices, streams, events = comm.devices, comm._streams, comm._events
+    runtime = comm.runtime
+    devices, streams, events = comm.devices, comm.first_streams, comm.step_events
     per_node = [steps.node_steps(i) for i in range(comm.nodes)]
     pop = nvtx.pop
     runtime.setDevice(devices[0])
-    if fork is not comm._entry:
+    if fork is not comm.entry_event:
         fork.record(streams[0])
     for stream in streams[1:]:
         stream.wait_event(fork)
@@ -93,13 +93,13 @@ def enqueue_streams(
     """Queue the whole collective on ``schedule.streams`` streams per node: every stream
     forks off node 0's first stream through ``fork``, each move waits for the events of
     the moves it depends on, and node 0's first stream joins the other streams' last moves."""
-    runtime = comm._runtime
-    devices, streams, events = comm.devices, comm._node_streams, comm._move_events
+    runtime = comm.runtime
+    devices, streams, events = comm.devices, comm.stream_rows, comm.move_events
     per_node = [steps.node_steps(i) for i in range(comm.nodes)]
     pop = nvtx.pop
     runtime.setDevice(devices[0])
     first = streams[0][0]
-    if fork is not comm._entry:
+    if fork is not comm.entry_event:
         fork.record(first)
     for i, s in schedule.forks:
         streams[i][s].wait_event(fork)
@@ -145,11 +145,11 @@ def _move(
     landed = None
     if move.from_scratch:
         source = memory.scratch[node][a:b]
-    elif move.peer == node or comm._direct(node, move.peer):
+    elif move.peer == node or comm.reads_directly(node, move.peer):
         source = memory.buffers[move.peer][a:b]
     else:
         landed = landing[: b - a] if move.accumulate else target
-        comm._peer_copy(
+        comm.peer_copy(
             landed.data.ptr,
             node,
             memory.ptrs[move.peer] + a * itemsize,
@@ -166,7 +166,7 @@ def _move(
         elif move.accumulate:
             reduce(target, source, stream)
         else:
-            runtime = comm._runtime
+            runtime = comm.runtime
             runtime.memcpyAsync(
                 target.data.ptr,
                 source.data.ptr,
@@ -176,14 +176,14 @@ def _move(
             )
     if average and move.completes and not move.to_scratch:
         with stream:
-            divide_by_nodes(target, comm.nodes, comm._cp, landing)
+            divide_by_nodes(target, comm.nodes, comm.cp, landing)
 
 
 def _reduce_source_first(comm, target, source, reduce, stream) -> None:
     """``target = source op target`` (``Move.source_first``): the kernel computes
     ``dst = dst op src``, so it reduces into ``source`` (the node's own scratch or landing
     area, whose contents the plan does not read again) and copies the result over."""
-    runtime = comm._runtime
+    runtime = comm.runtime
     reduce(source, target, stream)
     runtime.memcpyAsync(
         target.data.ptr,

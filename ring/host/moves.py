@@ -166,8 +166,8 @@ def _tiled(run: Tiled, mine, own, job: Any):
 
 
 # A call binds (ring.host.moves) only a plan of at most this many moves: binding keeps a view
-# of each, and saves a few µs a call, which only a short call notices (a ring on 1,024
-# nodes has two million moves).
+# of each, and saves the Python around the moves, which only a short call notices (a ring
+# on 1,024 nodes has two million moves).
 BOUND_MOVES = 4096
 
 
@@ -201,7 +201,7 @@ class Bound(NamedTuple):
     # Applies the program in order (an exception, Ctrl-C too, propagates): by slices
     # ring.ops.apply, by nodes ring.host.moves.run_ranged, with their arguments.
     run: Callable[[], None]
-    generation: int = 0  # auto's (ring.communicator.auto_generation) when it picked
+    generation: int = 0  # auto's (ring.planning.candidates.auto_generation) when it picked
     # One weak reference per buffer, kept while bound: NumPy refuses to resize an array
     # that has one, so the views above never outlive the memory they point at.
     pins: tuple = ()
@@ -213,9 +213,8 @@ class Bound(NamedTuple):
         # An array object's size is fixed while views of it exist (resize is refused), so
         # with its dtype and strides (their count is its ndim) unchanged so is its shape.
         # The same dtype object, not an equal one: a dtype set again in place only costs a
-        # rebinding.  About 0.15 µs a buffer: each attribute read builds an object.
-        # One condition per buffer, and zip without strict (the lengths are equal): 0.1 µs
-        # less at N = 2.
+        # rebinding.  Each attribute read builds an object, so each is read once, in one
+        # condition per buffer, and zip goes without strict (the lengths are equal).
         for buf, (mine, dtype, strides) in zip(buffers, self.layouts):  # noqa: B905
             if (
                 buf is not mine

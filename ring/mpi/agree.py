@@ -31,10 +31,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..communicator import resolve_algorithm, validate_buffers
+from ..communicator import validate_buffers
 from ..ops import AVERAGING, OPS, resolve_op
+from ..planning.candidates import resolve_algorithm
+from ..planning.race import BUDGET_ENV, budget_seconds
 from ..schedule import ALGORITHMS, AUTO, COLLECTIVES, check_algorithm, check_algorithm_options
-from ..wisdom import BUDGET_ENV, budget_seconds
 from .cuda import device_backend, is_device_array
 
 __all__ = [

@@ -70,8 +70,8 @@ from ..communicator import (
     track,
 )
 from ..ops import OPS, divide_by_nodes
+from ..planning.race import check_planning
 from ..schedule import AUTO, COLLECTIVES, check_collective, chunk_range
-from ..wisdom import check_planning
 from .agree import (
     ESTIMATE,
     FIXED,
@@ -382,7 +382,7 @@ class MpiRing(RingCommunicator):
         planner.timed(name, key, candidate, run, self._abort)
 
     def _try_share(self, name: str, buf, op, settings: tuple, key: tuple, share: list) -> None:
-        """A trial's call cut into one slice per candidate (:meth:`ring.wisdom.Trial.share`),
+        """A trial's call cut into one slice per candidate (:meth:`ring.planning.race.Trial.share`),
         each agreed on and run as a call of its own on its slice of every rank's buffer,
         and timed apart."""
         count = buf.shape[0]

@@ -1,16 +1,15 @@
-"""How an MPI call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.wisdom`),
+"""How an MPI call of ``algorithm="auto"`` is planned by measuring (:mod:`ring.planning`),
 with every rank choosing the same plan.
 
-The candidates are the algorithms the decision table leaves in for the call's N and size
-(:func:`ring.auto.ranked`, the model's pick first), then any the table never priced
-(:func:`ring.auto.unpriced`).  Each rank times its own run of a
+The candidates are the table's (:func:`ring.planning.candidates.table_candidates`), raced
+by :class:`ring.planning.race.Trial` as on every backend.  Each rank times its own run of a
 candidate; the ranks then agree on the slowest rank's time (``allreduce(MAX)``): a
 collective is as fast as its slowest rank, and every rank records the same time, so every
 rank's trial takes the same turns and ends with the same plan.  What rank 0 knows (its
 wisdom file's plan for the shape, or the candidates of its table) is broadcast when a
 shape is first seen, so ranks on hosts with different wisdom or tables still agree; only
 rank 0 writes the plan to its wisdom file.  A large allreduce's trial call is cut into one
-slice per candidate (:func:`ring.wisdom.slices_apart`, rank 0's count of slices), each
+slice per candidate (:func:`ring.planning.race.slices_apart`, rank 0's count of slices), each
 agreed on and run as a call of its own, each slice's time agreed on the same way.
 
 No collective is entered before the call's pre-flight exchange (:mod:`ring.mpi.agree`)
@@ -29,9 +28,9 @@ from __future__ import annotations
 import time
 import warnings
 
-from .. import auto, wisdom
-from ..communicator import check_auto_pick
-from ..schedule import algorithms_of
+from .. import auto
+from ..planning import race, store
+from ..planning.candidates import table_candidates
 from .agree import agreed_exception
 
 __all__ = ["MpiPlanner"]
@@ -47,7 +46,7 @@ class MpiPlanner:
     def __init__(self, comm, rank: int, nodes: int, max_op):
         self._comm, self.rank, self.nodes, self._max = comm, rank, nodes, max_op
         self._plans: dict[tuple, tuple] = {}  # form key -> the settings the call runs by
-        self._trials: dict[tuple, tuple[wisdom.Trial, str]] = {}
+        self._trials: dict[tuple, tuple[race.Trial, str]] = {}
 
     def planned(self, key: tuple) -> tuple | None:
         """The settings a call of form ``key`` runs by, once its shape is planned."""
@@ -68,22 +67,20 @@ class MpiPlanner:
         fails inside the broadcast (the ring is not kept here: a dropped ring must be freed
         without the cyclic collector).  ``sharing``: the ranks that share a host's cache,
         where a trial call may be cut into slices (0: it may not; rank 0's cut,
-        :func:`ring.wisdom.slices_apart`, is every rank's)."""
+        :func:`ring.planning.race.slices_apart`, is every rank's)."""
         known: tuple | None = None
         found: list[tuple] = []
         problem: tuple | None = None
         apart = 1
-        shape = wisdom.shape_key(
+        shape = race.shape_key(
             "mpi", name, self.nodes, key[2], form.op, nbytes, (settings[0], settings[2], key[5])
         )
         if self.rank == 0:
             try:
-                known = wisdom.wisdom().get(shape)  # a plan of this library's (checked read)
+                known = store.wisdom().get(shape)  # a plan of this library's (checked read)
                 if known is None:
-                    ranked = auto.ranked("mpi", name, self.nodes, nbytes)[: wisdom.TOP]
-                    ranked += auto.unpriced("mpi", name, algorithms_of(name))
-                    found = [(check_auto_pick("mpi", a),) for a in ranked]
-                    apart = wisdom.slices_apart(sharing, nbytes) if sharing else 1
+                    found = [(a,) for a in table_candidates("mpi", name, self.nodes, nbytes)]
+                    apart = race.slices_apart(sharing, nbytes) if sharing else 1
             except Exception as exc:  # noqa: BLE001 - raised on every rank, after the broadcast
                 problem = (str(exc), type(exc).__module__, type(exc).__qualname__)
         try:
@@ -104,10 +101,10 @@ class MpiPlanner:
         if len(self._trials) >= _KEPT:
             self._trials.clear()
         pieces = min(len(found), apart)
-        self._trials[key] = (wisdom.Trial(found, form.budget, pieces=pieces), shape)
+        self._trials[key] = (race.Trial(found, form.budget, pieces=pieces), shape)
         return None
 
-    def trial(self, key: tuple) -> wisdom.Trial | None:
+    def trial(self, key: tuple) -> race.Trial | None:
         entry = self._trials.get(key)
         return None if entry is None else entry[0]
 
@@ -121,9 +118,9 @@ class MpiPlanner:
         del self._trials[key]
         if self.rank == 0:  # the others go on to the plan's call: this rank must too
             try:
-                wisdom.wisdom().put(shape, trial, "mpi", key[0])
+                store.wisdom().put(shape, trial, "mpi", key[0])
             except Exception as exc:  # noqa: BLE001 - said, and the plan kept in memory
-                warnings.warn(f"wisdom not kept: {exc}", wisdom.WisdomWarning, stacklevel=2)
+                warnings.warn(f"wisdom not kept: {exc}", store.WisdomWarning, stacklevel=2)
         return self._settle(key, settings, trial.winner()[0]), None
 
     def share(self, key: tuple) -> list[tuple]:

@@ -20,8 +20,8 @@ when the reduction reads it.
 
 Compiling is done once per (call form, buffer), and kept (:class:`Programs`):
 every slice, ``[range, MPI.BYTE]`` message spec, peer and NVTX pusher is made then, so a
-repeated call only posts messages and runs ufuncs.  At 1 KiB the Python around the
-messages, not the messages, was most of a call.
+repeated call only posts messages and runs ufuncs: at small sizes the Python around the
+messages, not the messages, is most of a call.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def algorithms_of(collective: str) -> tuple[str, ...]:
 # part of a cpu plan in the wisdom file (ring.wisdom checks it there).
 EXECUTORS = ("nodes", "slices")
 # algorithm="auto": each call runs the algorithm a decision table names for its backend, N
-# and size (ring.auto; ring.communicator.resolve_algorithm).
+# and size (ring.auto; ring.planning.candidates.resolve_algorithm).
 AUTO = "auto"
 # The options each algorithm takes through the API (a plan takes them in elements).
 ALGORITHM_OPTIONS: dict[str, tuple[str, ...]] = {

@@ -143,6 +143,14 @@ class Study:
         }[run](kind)
         return f"--backend {','.join(backends)} {flags}"
 
+    def gpu_run_args(self, run: str) -> str:
+        """Every harness flag of one GPU run but N, dtype, shared devices and --out: a
+        backend's sweep (`run` names it: gpu, nccl), or `algorithms`, the GPU ring's
+        algorithm sweep."""
+        if run == "algorithms":
+            return f"--backend gpu {self.algorithm_args('gpu')}"
+        return f"--backend {run} {self.sweep_args('gpu')}"
+
     def confirm_args(self, kind: str) -> str:
         """The harness flags of each confirmation launch: the screen's (the finalists name
         series by them), with the `confirm` section's iterations and rounds."""

@@ -31,10 +31,10 @@ from bad_input import run
 from mpi4py import MPI
 
 import ring.auto
-from ring import wisdom
 from ring.mpi import MpiRing
 from ring.mpi import communicator as mpi_communicator
 from ring.mpi.planning import MpiPlanner
+from ring.planning import race, store
 
 world = MPI.COMM_WORLD
 rank, nodes = world.Get_rank(), world.Get_size()
@@ -100,8 +100,8 @@ def plans(comm) -> list:
 
 def main() -> int:
     folder = sys.argv[1]
-    os.environ[wisdom.WISDOM_ENV] = os.path.join(folder, f"wisdom-{min(rank, 1)}.json")
-    wisdom.forget_process()
+    os.environ[store.WISDOM_ENV] = os.path.join(folder, f"wisdom-{min(rank, 1)}.json")
+    store.forget_process()
     ring.auto.ranked = candidates
     ring.auto.unpriced = lambda *_args: ()
     mpi_communicator.MpiRing._host_program = slowed(mpi_communicator.MpiRing._host_program)
@@ -110,19 +110,19 @@ def main() -> int:
     comm = MpiRing(world, algorithm="auto")
     calls(comm)
     report["plans"] = plans(comm)
-    report["calls"] = world.gather(wisdom.planning_cost().calls, root=0)
+    report["calls"] = world.gather(race.planning_cost().calls, root=0)
     comm.close()
 
     # Rank 1's wisdom says ring for every shape rank 0 planned: rank 0's plan is the one run.
-    keys = world.bcast(list(wisdom.wisdom().plans) if rank == 0 else None, root=0)
+    keys = world.bcast(list(store.wisdom().plans) if rank == 0 else None, root=0)
     if rank == 1:
-        wisdom.wisdom().plans.update({k: {"choice": ["ring"], "seconds": {}} for k in keys})
-    before = wisdom.planning_cost().calls
+        store.wisdom().plans.update({k: {"choice": ["ring"], "seconds": {}} for k in keys})
+    before = race.planning_cost().calls
     tuned = MpiRing(world, algorithm="auto")
     calls(tuned, times=5)
     report["tuned"] = {
         "plans": plans(tuned),
-        "calls": world.gather(wisdom.planning_cost().calls - before, root=0),
+        "calls": world.gather(race.planning_cost().calls - before, root=0),
     }
     # Mid-planning of a new shape, rank 1 passes another length: the same error everywhere.
     calls(tuned, count=3 * COUNT, times=1)
@@ -133,34 +133,34 @@ def main() -> int:
 
     report["programs"] = world.gather(one_buffer(), root=0)
 
-    before = wisdom.planning_cost().calls
+    before = race.planning_cost().calls
     estimate = MpiRing(world, algorithm="auto", planning="estimate")
     calls(estimate, count=5 * COUNT, times=5)
     report["estimate"] = {
         "plans": plans(estimate),
-        "calls": world.gather(wisdom.planning_cost().calls - before, root=0),
+        "calls": world.gather(race.planning_cost().calls - before, root=0),
     }
     estimate.close()
 
     # A budget that ends before most candidates are timed: their first calls' times decide
     # (ring's and direct's take 20 ms more on a rank, recursive doubling's next to none).
-    os.environ[wisdom.BUDGET_ENV] = "0.07"
+    os.environ[race.BUDGET_ENV] = "0.07"
     short = MpiRing(world, algorithm="auto")
     calls(short, count=9 * COUNT, times=10)
     report["short budget"] = plans(short)
     short.close()
-    del os.environ[wisdom.BUDGET_ENV]
+    del os.environ[race.BUDGET_ENV]
 
     # A call large enough to cut: each trial call runs one candidate per slice, all timed.
     shared = []
-    real = (wisdom.slices_apart, MpiPlanner.timed_share)
-    wisdom.slices_apart = lambda nodes, nbytes, caches=None: 3
+    real = (race.slices_apart, MpiPlanner.timed_share)
+    race.slices_apart = lambda nodes, nbytes, caches=None: 3
     MpiPlanner.timed_share = lambda *a: shared.append(1) or real[1](*a)
     cut = MpiRing(world, algorithm="auto")
     calls(cut, count=17 * COUNT, times=15)  # a size no shape above planned
     report["cut"] = {"plans": plans(cut), "shared": world.gather(len(shared), root=0)}
     cut.close()
-    wisdom.slices_apart, MpiPlanner.timed_share = real
+    race.slices_apart, MpiPlanner.timed_share = real
 
     report["correct"] = world.gather(correct, root=0)
     if rank == 0:

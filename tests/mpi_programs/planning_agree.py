@@ -28,8 +28,8 @@ from bad_input import run
 from mpi4py import MPI
 
 import ring
-from ring import wisdom
 from ring.mpi import DEFAULT_SEGMENT_BYTES, MpiRing
+from ring.planning import race, store
 
 world = MPI.COMM_WORLD
 rank, nodes = world.Get_rank(), world.Get_size()
@@ -83,19 +83,19 @@ def disagreements(report: dict) -> None:
         def unreadable():
             raise OSError("the wisdom disk is gone")
 
-        real = wisdom.wisdom
+        real = store.wisdom
         if rank == 0:
-            wisdom.wisdom = unreadable
+            store.wisdom = unreadable
         try:
             on_a_new_ring(buf)
         finally:
-            wisdom.wisdom = real
+            store.wisdom = real
 
     scenarios = {
         "auto on rank 0": (auto_on_rank_0, None),
         "planning differs": (planning_differs, None),
-        "budget bad on rank 1": (on_a_new_ring, Setting(wisdom.BUDGET_ENV, {1: "-1"})),
-        "budgets differ": (on_a_new_ring, Setting(wisdom.BUDGET_ENV, {0: "1", 1: "2"})),
+        "budget bad on rank 1": (on_a_new_ring, Setting(race.BUDGET_ENV, {1: "-1"})),
+        "budgets differ": (on_a_new_ring, Setting(race.BUDGET_ENV, {0: "1", 1: "2"})),
         "rank 0 cannot plan": (rank_0_cannot_plan, None),
         "a tuple on rank 0": (a_tuple_on_rank_0, None),
     }
@@ -115,12 +115,12 @@ def bogus(path: Path) -> None:
     """Rank 0's plans for each size's shape, none of them one the library can run."""
     plans = {}
     for count, choice in zip(COUNTS, (["bogus"], [], ["ring"] * 5), strict=True):
-        shape = wisdom.shape_key(
+        shape = race.shape_key(
             "mpi", "allreduce", nodes, np.dtype(np.float64), "sum", count * 8,
             (DEFAULT_SEGMENT_BYTES, None, 0),
         )  # fmt: skip
         plans[shape] = {"backend": "mpi", "collective": "allreduce", "choice": choice}
-    header = wisdom.Wisdom._header()
+    header = store.Wisdom.header()
     path.write_text(json.dumps({**header, "plans": plans}))
 
 
@@ -134,11 +134,11 @@ def spoiled_wisdom(report: dict, folder: Path) -> None:
         path = folder / f"{name.replace(' ', '-')}-{rank}.json"
         if rank == owner:
             spoil(path)
-        os.environ[wisdom.WISDOM_ENV] = str(path)
-        wisdom.forget_process()
+        os.environ[store.WISDOM_ENV] = str(path)
+        store.forget_process()
         ok, warned = True, False
         with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always", wisdom.WisdomWarning)
+            warnings.simplefilter("always", store.WisdomWarning)
             try:
                 with MpiRing(world, algorithm="auto") as comm:
                     for count in COUNTS:
@@ -148,15 +148,15 @@ def spoiled_wisdom(report: dict, folder: Path) -> None:
                             ok = ok and bool(np.array_equal(buf, expected(count)))
             except Exception as exc:  # noqa: BLE001 - what each rank saw is the result
                 ok = f"{type(exc).__name__}: {exc}"
-        warned = any(issubclass(w.category, wisdom.WisdomWarning) for w in said)
+        warned = any(issubclass(w.category, store.WisdomWarning) for w in said)
         report["wisdom"][name] = world.gather([ok, warned], root=0)
 
 
 def main() -> int:
     folder = Path(sys.argv[1])
-    os.environ[wisdom.WISDOM_ENV] = str(folder / f"wisdom-{rank}.json")
-    os.environ[wisdom.BUDGET_ENV] = "0.05"
-    wisdom.forget_process()
+    os.environ[store.WISDOM_ENV] = str(folder / f"wisdom-{rank}.json")
+    os.environ[race.BUDGET_ENV] = "0.05"
+    store.forget_process()
     report: dict = {"nodes": nodes, "scenarios": {}, "wisdom": {}}
     disagreements(report)
     spoiled_wisdom(report, folder)

@@ -1,4 +1,4 @@
-# The runs: one harness run per node count (GPU: per backend and node count), writing
+# The runs: one harness run per node count (GPU: per backend, or the algorithms, and N), writing
 # FILE.csv (one row per series and size), FILE.json (environment, ceilings at the start and
 # the end, command) and FILE.samples.csv (every timed call) side by side.
 #
@@ -14,7 +14,9 @@
 # Snakemake's wildcards in it; ring.study spells the stems, for these rules and its file lists.
 
 COMPARE = compare_stem()
-GPU_SWEEP = gpu_stem()
+# A GPU run: a backend's sweep (`run` names the backend: gpu, nccl) or `algorithms` (every
+# algorithm of the GPU ring in one run per N).
+GPU_RUN = gpu_stem("{run}")
 KERNEL_BW = kernel_bw_stem()
 # A run of the cpu or mpi kind: `sweep` (the plain ring and the peers over the whole size
 # range, in and out of place), `algorithms` (every algorithm beside the peers: the screen
@@ -109,27 +111,27 @@ rule compare_bench:
         " -- -d {wildcards.dtype} {params.sweep} > {log} 2>&1"
 
 
-rule gpu_bench:
+rule gpu_run:
     output:
-        csv=STUDY.path(f"{GPU_SWEEP}.csv"),
-        json=STUDY.path(f"{GPU_SWEEP}.json"),
+        csv=STUDY.path(f"{GPU_RUN}.csv"),
+        json=STUDY.path(f"{GPU_RUN}.json"),
     log:
-        STUDY.path(f"logs/{GPU_SWEEP}.log"),
+        STUDY.path(f"logs/{GPU_RUN}.log"),
     benchmark:
-        STUDY.path(f"logs/{GPU_SWEEP}.benchmark.tsv")
+        STUDY.path(f"logs/{GPU_RUN}.benchmark.tsv")
     wildcard_constraints:
-        backend="|".join(config["gpu"]["backends"]),
+        run="|".join([*config["gpu"]["backends"], "algorithms"]),
     conda:
         "../../envs/gpu.yaml"
     resources:
         bench=1,
         gpu=lambda wildcards: STUDY.devices_for(nodes_of(wildcards)),
     params:
-        sweep=STUDY.sweep_args("gpu"),
+        flags=lambda wildcards: STUDY.gpu_run_args(wildcards.run),
         shared=lambda wildcards: STUDY.shared_flag(nodes_of(wildcards)),
     shell:
-        "python -m ring.bench --backend {wildcards.backend} --nodes {wildcards.nodes}"
-        " -d {wildcards.dtype} {params.sweep} {params.shared} --out {output.csv} > {log} 2>&1"
+        "python -m ring.bench {params.flags} --nodes {wildcards.nodes}"
+        " -d {wildcards.dtype} {params.shared} --out {output.csv} > {log} 2>&1"
 
 
 rule kernel_bw_sweep:

@@ -183,7 +183,7 @@ class Session:
 
     def planning(self) -> bool:
         """Whether ``algorithm="auto"`` is still measuring its candidates for this point's
-        call (ring.wisdom): the harness calls on, untimed, until it has planned."""
+        call (ring.planning): the harness calls on, untimed, until it has planned."""
         return False
 
     def release(self) -> None:
