@@ -27,7 +27,7 @@ SCRIPT_EXTRAS = {
 TOOLS = {
     "ring-bench": "ring.bench.__main__",
     "ring-nsys": "ring.nsys.__main__",
-    "ring-report": "ring.report.__main__",
+    "ring-report": "ring.report.cli",
 }
 
 

@@ -155,7 +155,7 @@ def test_merge_bad_input(tmp_path, capsys, problem):
 def test_a_console_script_exits_with_its_tools_status(monkeypatch, script):
     """``ring-bench``, ``ring-nsys`` and ``ring-report`` exit as ``python -m`` does: with
     what the tool's ``main()`` returns (bad input: 2), not 0 whatever happened."""
-    module = importlib.import_module(f"ring.{script}.__main__")
+    module = importlib.import_module(_scripts.TOOLS[f"ring-{script}"])
     monkeypatch.setattr(module, "main", lambda: 2)
     with pytest.raises(SystemExit) as exited:
         getattr(_scripts, script)()

@@ -192,10 +192,11 @@ def test_a_core_install_runs_the_collectives(core_venv, tmp_path):
     assert done.stdout.strip() == "6.0"
 
 
-def test_a_tool_without_its_extra_names_it_in_one_line(core_venv, tmp_path):
+@pytest.mark.parametrize("command", [["ring-report"], ["python", "-m", "ring.report"]])
+def test_a_tool_without_its_extra_names_it_in_one_line(core_venv, tmp_path, command):
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
     done = subprocess.run(
-        [core_venv / "bin" / "ring-report", "--help"],
+        [core_venv / "bin" / command[0], *command[1:], "--help"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
