@@ -55,7 +55,7 @@ def test_slurm_refusals_are_one_line():
     assert expected in lines[0], lines[0]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.skipif(why_no_slurm() is not None, reason=str(why_no_slurm()))
 def test_a_cluster_that_is_not_up_says_so_in_one_line():
     for command in ("status", "env"):
         done = slurm("ringsx", command)
