@@ -1,7 +1,8 @@
 """What the MPI ranks agree on before any data moves, and the one error they all raise
 when they do not.
 
-Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allgather``):
+Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank
+(:mod:`ring.mpi.exchange`):
 status, collective, length, dtype, op, buffer kind, segment size, algorithm, group
 size, shared allocation (:mod:`ring.mpi.shared`), and how the algorithm was chosen: given,
 or ``auto`` by the decision table or by measuring, with the planning budget

@@ -1,14 +1,15 @@
 """A repeated MPI call bound to its buffer: what stays the same is not looked up again.
 
-A small allreduce costs about its pre-flight ``Allgather``, and the Python around it: the
-form's key (built from the buffer's dtype, length, flags and the call's options), the
-kept form's and program's look-ups, the buffer copied into the exchange's slot through a
-new memoryview.  When a call repeats on the same buffer object with the same op and the
-ring's own options (a training loop's gradient bucket, a benchmark's timed calls), none of
-that changes.  :class:`Bound` keeps one function made for the call, holding its form's
-row, its compiled program and a byte view of its buffer: a call it takes runs the exchange,
-the same check of every rank's row (:func:`ring.mpi.agree.check_table`: a rank whose call
-differs still raises the same error on every rank) and the program, nothing else.  (With
+A small allreduce costs about its one exchange (:mod:`ring.mpi.exchange`), and the Python
+around it: the form's key (built from the buffer's dtype, length, flags and the call's
+options), the kept form's and program's look-ups, the buffer copied into the exchange's
+slot through a new memoryview.  When a call repeats on the same buffer object with the
+same op and the ring's own options (a training loop's gradient bucket, a benchmark's
+timed calls), none of that changes.  :class:`Bound` keeps one function made for the call,
+holding its form's row, its compiled program, the exchange's persistent requests and a
+byte view of its buffer: a call it takes starts and waits for the exchange, makes the same
+check of every rank's row (:func:`ring.mpi.agree.check_table`: a rank whose call differs
+still raises the same error on every rank) and runs the program, nothing else.  (With
 no NVTX tool attached, :mod:`ring.nvtx`, a gathered program is built as one list of
 moves, without the step ranges nobody would record: ``MpiRing._host_program``.)
 
@@ -69,11 +70,14 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     ``mpirun -n 2`` each µs of Python beside the exchange costs up to two."""
     row, table, dtype, strides = form.row, form.table, buf.dtype, buf.strides
     segment, algorithm, group = settings
-    comm, rows, exchange, lock = ring.comm, ring._rows, ring._exchange, ring._call_lock
+    comm, rows, lock = ring.comm, ring._rows, ring._call_lock
+    exchange = ring._exchange
+    sent = SLOT_DATA + (buf.nbytes if form.gathered else 0)
+    start, wait, requests = exchange.starter(sent)
+    generation = exchange.generation
     # The ring keeps this function: a strong reference back would be a cycle, and a ring
     # dropped without close() would keep its bound buffers until the cyclic collector runs.
     ring_ref = weakref.ref(ring)
-    allgather = comm.Allgather
     push, pop, ranged = ring._outer[name], nvtx.pop, nvtx.AVAILABLE
     place = data = None
     if form.gathered:
@@ -94,6 +98,8 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
             return False
         if ring.group_size is not group or ring._closed or not buf.flags.writeable:
             return False
+        if exchange.generation != generation:  # its requests were freed
+            return False
         pushed = ranged and outer
         if pushed:
             push()
@@ -103,7 +109,9 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
             if place is not None:
                 place[:] = data
             try:
-                allgather(*exchange)
+                if requests:
+                    start(requests)
+                    wait(requests)
                 if rows.tobytes() != table:
                     check_table(comm, rows, form, None)
             except Exception:

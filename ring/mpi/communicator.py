@@ -18,11 +18,11 @@ communicator's.  ``algorithm="auto"`` plans by measuring, every rank alike
 ``group_size`` is given.  ``segment_bytes`` is ring-segmented's block; on the plain ring
 it cuts each received chunk into segments of that size so the scratch stays in cache.
 
-Every call first exchanges one small row per rank (``Allgather``): the collective, length,
-dtype, op, buffer kind, algorithm, its options, how ``auto`` chose it (and its planning
-budget) and whether the local buffer passed validation (:mod:`ring.mpi.agree`).  All
-ranks see the same table, so a mismatch raises the same error on every rank before any
-data moves.  What a call needs is made on its
+Every call first exchanges one small row per rank (:mod:`ring.mpi.exchange`): the
+collective, length, dtype, op, buffer kind, algorithm, its options, how ``auto`` chose
+it (and its planning budget) and whether the local buffer passed validation
+(:mod:`ring.mpi.agree`).  All ranks see the same table, so a mismatch raises the same
+error on every rank before any data moves.  What a call needs is made on its
 first occurrence and kept: its checked form and row (per collective, op, dtype, length
 and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi.steps`), so a
 repeated call costs little more than its messages; a call that repeats on the same buffer
@@ -89,6 +89,7 @@ from .agree import (
 )
 from .bound import Bound, bind
 from .cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
+from .exchange import Exchange
 from .planning import MpiPlanner
 from .shared import SharedArrays
 from .steps import Programs, apply_moves, run_gathered, run_steps, weakrefable
@@ -198,12 +199,11 @@ class MpiRing(RingCommunicator):
         self._closed = False
         self._call_lock = threading.Lock()
         self._BYTE = MPI.BYTE
-        # The pre-flight exchange: this rank's slot, and every rank's (mpi_agree.SLOT).
-        self._slot = np.zeros(SLOT, dtype=np.uint8)
+        # The pre-flight exchange (ring.mpi.exchange): this rank's slot, and every rank's.
+        self._exchange = Exchange(self._comm, self.rank, self.nodes, SLOT, MPI)
+        self._slot, self._table = self._exchange.slot, self._exchange.table
         self._slot_view, self._slot_row = self._slot.data, b""
-        self._table = np.zeros((self.nodes, SLOT), dtype=np.uint8)
         self._rows = self._table[:, : len(error_row("allreduce"))]
-        self._exchange = ([self._slot, MPI.BYTE], [self._table, MPI.BYTE])
         self.algorithm = algorithm
         self.group_size = group_size
         self.planning = planning
@@ -239,6 +239,7 @@ class MpiRing(RingCommunicator):
         with self._call_lock:
             MPI = self._MPI
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
+                self._exchange.free()
                 self._comm.Free()
             self._programs.clear()
             self._bound, self._trial_bound = {}, {}
@@ -502,16 +503,19 @@ class MpiRing(RingCommunicator):
                         self._forms.clear()
                     self._forms[key] = form
         self._put_row(error_row(name) if form is None else form.row)
+        sent = SLOT_DATA
         if form is not None and form.gathered:
-            self._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes] = memoryview(buf).cast("B")
-        self._agree(name, form, error)
+            sent += buf.nbytes
+            self._slot_view[SLOT_DATA:sent] = memoryview(buf).cast("B")
+        self._agree(name, form, error, sent)
         assert form is not None  # check_table raised otherwise
         return buf, form
 
-    def _agree(self, name: str, form: CallForm | None, error) -> None:
-        """The pre-flight exchange, and its check (:func:`ring.mpi.agree.check_table`)."""
+    def _agree(self, name: str, form: CallForm | None, error, sent: int) -> None:
+        """The pre-flight exchange of the slot's first ``sent`` bytes, and its check
+        (:func:`ring.mpi.agree.check_table`)."""
         try:
-            self._comm.Allgather(*self._exchange)
+            self._exchange.run(sent)
             check_table(self._comm, self._rows, form, error)
         except Exception:
             raise  # raised alike on every rank, before any data moves
