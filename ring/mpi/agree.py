@@ -89,9 +89,11 @@ _PLANNING_SHOWN = {
     UNMEASURED: "planning='measure' on a call it does not measure (not [one NumPy array])",
 }
 # A rank's slot in the pre-flight exchange: its row, padded so the data after it is aligned
-# for every dtype, then up to GATHERED_BYTES of its buffer.  1 KiB: the smallest size the
-# study compares with MPI_Allreduce, where a second exchange would double the call.
-GATHERED_BYTES = 1024
+# for every dtype, then up to GATHERED_BYTES of its buffer.  Up to 64 KiB, one exchange of
+# the whole buffer and a local reduction beat any plan's rounds of messages on one host
+# (docs/notes/mpi-bound-call.md); above it, moving (N - 1) buffers and reducing them all
+# on every rank costs more than the ring's halves.
+GATHERED_BYTES = 1 << 16
 SLOT_DATA = -(-ROW_FORMAT.size // 16) * 16
 SLOT = SLOT_DATA + GATHERED_BYTES
 # The algorithms whose plans a rank can run on every rank's input alone, fewest local
