@@ -92,7 +92,7 @@ from .cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
 from .exchange import Exchange
 from .planning import MpiPlanner
 from .shared import SharedArrays
-from .steps import Programs, apply_moves, run_gathered, run_steps, weakrefable
+from .steps import Programs, moves_run, run_gathered, run_steps, weakrefable
 
 __all__ = [
     "CUDA_AWARE_ENV",
@@ -460,9 +460,7 @@ class MpiRing(RingCommunicator):
                 return run
         program = self._programs.get(form, buf, None)
         if form.gathered and not nvtx.AVAILABLE:  # no step ranges: one list of moves
-            return partial(
-                apply_moves, tuple(m for _, step in program for m in step), ufunc, finish
-            )
+            return moves_run(tuple(m for _, step in program for m in step), ufunc, finish)
         if form.gathered:
             return partial(run_gathered, program, ufunc, finish)
         return partial(run_steps, self._comm, program, ufunc, None, finish)
