@@ -245,7 +245,7 @@ def moves_run(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> pa
     if len(applies) == 1:
         ((accumulate, first, target, data, completes),) = applies
         if accumulate and data is not None and not (completes and finish is not None):
-            return partial(ufunc, first, data, out=target)
+            return partial(ufunc, first, data, target)  # out by position: no keyword parsing
     return partial(apply_moves, applies, ufunc, finish)
 
 
