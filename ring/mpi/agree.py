@@ -13,7 +13,7 @@ runs a given algorithm (or the table's pick) never sends, and ranks of other bud
 end their trials on other calls.
 
 Each rank's slot of the exchange also carries its buffer when that is at most
-:data:`GATHERED_BYTES` (the slot's size is fixed, so the exchange matches whatever the
+:data:`RIDING_BYTES` (the slot's size is fixed, so the exchange matches whatever the
 ranks passed): then ``direct``, and a ``reduce-broadcast`` allreduce, need no other message
 (:func:`rides_preflight`, :func:`ring.mpi.steps.compile_gathered`).
 
@@ -47,6 +47,7 @@ __all__ = [
     "MEASURE",
     "OP_CODE",
     "PREFLIGHT_ALGORITHMS",
+    "RIDING_BYTES",
     "ROW",
     "ROW_FORMAT",
     "SLOT",
@@ -89,13 +90,17 @@ _PLANNING_SHOWN = {
     UNMEASURED: "planning='measure' on a call it does not measure (not [one NumPy array])",
 }
 # A rank's slot in the pre-flight exchange: its row, padded so the data after it is aligned
-# for every dtype, then up to GATHERED_BYTES of its buffer.  Up to 64 KiB, one exchange of
-# the whole buffer and a local reduction beat any plan's rounds of messages on one host
-# (docs/notes/mpi-bound-call.md); above it, moving (N - 1) buffers and reducing them all
-# on every rank costs more than the ring's halves.
-GATHERED_BYTES = 1 << 16
+# for every dtype, then up to RIDING_BYTES of its buffer.  Up to 64 KiB, one exchange of the
+# whole buffer and a local reduction beat any plan's rounds of messages on one host
+# (docs/notes/mpi-bound-call.md); above it, moving (N - 1) buffers and reducing them all on
+# every rank costs more than the ring's halves.
+RIDING_BYTES = 1 << 16
+# The size up to which the model (ring.model.data) leaves MPI rows of the riding
+# algorithms out of a fit, and auto's tables pick one of them by rule: the runs its
+# shipped fits (ring/model/defaults) were measured from rode the exchange up to 1 KiB.
+GATHERED_BYTES = 1024
 SLOT_DATA = -(-ROW_FORMAT.size // 16) * 16
-SLOT = SLOT_DATA + GATHERED_BYTES
+SLOT = SLOT_DATA + RIDING_BYTES
 # The algorithms whose plans a rank can run on every rank's input alone, fewest local
 # operations first: a reduce-broadcast allreduce is N - 1 on the whole buffer, direct
 # N(N - 1) on chunks.
@@ -419,7 +424,7 @@ def local_form(
     )
     average = op in AVERAGING
     row_bytes = bytes(row)
-    gathered = rides_preflight(name, algorithm) and not device and buf.nbytes <= GATHERED_BYTES
+    gathered = rides_preflight(name, algorithm) and not device and buf.nbytes <= RIDING_BYTES
     form = CallForm(
         name,
         op,

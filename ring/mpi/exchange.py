@@ -3,7 +3,7 @@ buffer with it, sent to every other rank by persistent point-to-point requests.
 
 Each rank sends one message to every peer and receives one from every peer, whatever
 call it is making: its row, then its buffer where the call rides the exchange
-(:func:`ring.mpi.agree.rides_preflight`, at most :data:`ring.mpi.agree.GATHERED_BYTES`).
+(:func:`ring.mpi.agree.rides_preflight`, at most :data:`ring.mpi.agree.RIDING_BYTES`).
 Every receive is a whole slot, so no message is ever longer than the receive it meets,
 whatever the ranks passed: a rank whose call differs in length, dtype, op or algorithm
 still completes the exchange, and every rank then holds every rank's row and raises the
