@@ -68,6 +68,7 @@ __all__ = [
     "raise_local_errors",
     "resolve_call",
     "rides_preflight",
+    "riding_pick",
     "shared_group_size",
 ]
 
@@ -328,6 +329,19 @@ def rides_preflight(name: str, algorithm: str) -> bool:
     return algorithm == "direct" or (algorithm == "reduce-broadcast" and name == "allreduce")
 
 
+def riding_pick(name: str, nodes: int, nbytes: int) -> str | None:
+    """``auto``'s pick for a host call of ``nbytes`` per rank that can ride the exchange
+    (at most :data:`RIDING_BYTES`, more than one rank): the riding algorithm of fewest
+    local operations, as the tables' own rule picks up to the size they were made with.
+    One exchange and a local reduction beat any plan's rounds there
+    (docs/notes/mpi-bound-call.md); None elsewhere (the table and measuring decide)."""
+    if nodes > 1 and 0 < nbytes <= RIDING_BYTES:
+        for algorithm in PREFLIGHT_ALGORITHMS:
+            if rides_preflight(name, algorithm):
+                return algorithm
+    return None
+
+
 def form_key(name: str, buffers, op, settings: tuple, shared: int = 0) -> tuple | None:
     """The key of a NumPy call's :class:`CallForm`, or None when the call needs the full
     checks: only a plain one-buffer list, an aligned, writeable, one-dimensional array and
@@ -395,7 +409,8 @@ def local_form(
             name,
             {
                 "segment_bytes": segment_bytes,
-                "algorithm": resolve_algorithm("mpi", name, nodes, buf.nbytes, AUTO),
+                "algorithm": (None if device else riding_pick(name, nodes, buf.nbytes))
+                or resolve_algorithm("mpi", name, nodes, buf.nbytes, AUTO),
                 "group_size": group_size,
             },
             nodes,

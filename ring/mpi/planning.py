@@ -32,7 +32,7 @@ import warnings
 from .. import auto, wisdom
 from ..communicator import check_auto_pick
 from ..schedule import algorithms_of
-from .agree import agreed_exception
+from .agree import agreed_exception, riding_pick
 
 __all__ = ["MpiPlanner"]
 
@@ -82,7 +82,10 @@ class MpiPlanner:
                 if known is None:
                     ranked = auto.ranked("mpi", name, self.nodes, nbytes)[: wisdom.TOP]
                     ranked += auto.unpriced("mpi", name, algorithms_of(name))
-                    found = [(check_auto_pick("mpi", a),) for a in ranked]
+                    riding = riding_pick(name, self.nodes, nbytes)  # by rule: ring.mpi.agree
+                    found = [
+                        (check_auto_pick("mpi", a),) for a in ((riding,) if riding else ranked)
+                    ]
                     apart = wisdom.slices_apart(sharing, nbytes) if sharing else 1
             except Exception as exc:  # noqa: BLE001 - raised on every rank, after the broadcast
                 problem = (str(exc), type(exc).__module__, type(exc).__qualname__)
