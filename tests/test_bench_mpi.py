@@ -230,12 +230,13 @@ def test_auto_over_mpi_plans_and_records_what_it_ran(tmp_path):
     """``--algorithm auto`` on the mpi backend plans by measuring, the ranks together: the
     JSON counts the planning calls, and each row names the plan the ranks settled on."""
     out = tmp_path / "auto.csv"
-    sweep = ["-b", "8K", "-e", "128K", "-f", "16", "-n", "20", "-w", "1", "-d", "float64"]
+    # Above ring.mpi.agree.RIDING_BYTES: at or below it auto picks a riding call by rule.
+    sweep = ["-b", "128K", "-e", "2M", "-f", "16", "-n", "20", "-w", "1", "-d", "float64"]
     env = {"RING_WISDOM": str(tmp_path / "wisdom.json")}
     done = mpirun(2, "--backend", "mpi", "--algorithm", "auto", *sweep, "--out", str(out), env=env)
     assert done.returncode == 0, done.stderr
     rows = read_rows(out)
-    assert [int(row["bytes"]) for row in rows] == [8192, 131072]
+    assert [int(row["bytes"]) for row in rows] == [131072, 2097152]
     assert all(row["wrong"] == "0" for row in rows)
     planning = json.loads(out.with_suffix(".json").read_text())["planning"]
     assert planning["calls"] > 0 and planning["wisdom"] == env["RING_WISDOM"]

@@ -21,8 +21,6 @@ from ring.planning import race, store
 from ring.planning.candidates import table_candidates
 
 RING = Path(__file__).resolve().parents[1] / "ring"
-# ring.mpi.bound reads its MpiRing's private state; issue 50 reshapes that module.
-PENDING = {"mpi/bound.py"}
 
 
 def _tree(relative: str) -> ast.Module:
@@ -92,7 +90,7 @@ _MODULES = sorted(p.relative_to(RING).as_posix() for p in RING.rglob("*.py"))
 _RING_PRIVATE = set().union(*(_defined_private(_tree(m)) for m in _MODULES))
 
 
-@pytest.mark.parametrize("relative", [m for m in _MODULES if m not in PENDING])
+@pytest.mark.parametrize("relative", _MODULES)
 def test_no_module_touches_another_modules_private_names(relative):
     assert _private_reach_ins(relative) == []
 

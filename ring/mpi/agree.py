@@ -1,7 +1,8 @@
 """What the MPI ranks agree on before any data moves, and the one error they all raise
 when they do not.
 
-Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank (``Allgather``):
+Every call of :class:`ring.mpi.MpiRing` first exchanges one row per rank
+(:mod:`ring.mpi.exchange`):
 status, collective, length, dtype, op, buffer kind, segment size, algorithm, group
 size, shared allocation (:mod:`ring.mpi.shared`), and how the algorithm was chosen: given,
 or ``auto`` by the decision table or by measuring, with the planning budget
@@ -12,7 +13,7 @@ runs a given algorithm (or the table's pick) never sends, and ranks of other bud
 end their trials on other calls.
 
 Each rank's slot of the exchange also carries its buffer when that is at most
-:data:`GATHERED_BYTES` (the slot's size is fixed, so the exchange matches whatever the
+:data:`RIDING_BYTES` (the slot's size is fixed, so the exchange matches whatever the
 ranks passed): then ``direct``, and a ``reduce-broadcast`` allreduce, need no other message
 (:func:`rides_preflight`, :func:`ring.mpi.steps.compile_gathered`).
 
@@ -47,6 +48,7 @@ __all__ = [
     "MEASURE",
     "OP_CODE",
     "PREFLIGHT_ALGORITHMS",
+    "RIDING_BYTES",
     "ROW",
     "ROW_FORMAT",
     "SLOT",
@@ -67,6 +69,7 @@ __all__ = [
     "raise_local_errors",
     "resolve_call",
     "rides_preflight",
+    "riding_pick",
     "shared_group_size",
 ]
 
@@ -89,11 +92,17 @@ _PLANNING_SHOWN = {
     UNMEASURED: "planning='measure' on a call it does not measure (not [one NumPy array])",
 }
 # A rank's slot in the pre-flight exchange: its row, padded so the data after it is aligned
-# for every dtype, then up to GATHERED_BYTES of its buffer.  1 KiB: the smallest size the
-# study compares with MPI_Allreduce, where a second exchange would double the call.
+# for every dtype, then up to RIDING_BYTES of its buffer.  Up to 64 KiB, one exchange of the
+# whole buffer and a local reduction beat any plan's rounds of messages on one host
+# (docs/notes/mpi-bound-call.md); above it, moving (N - 1) buffers and reducing them all on
+# every rank costs more than the ring's halves.
+RIDING_BYTES = 1 << 16
+# The size up to which the model (ring.model.data) leaves MPI rows of the riding
+# algorithms out of a fit, and auto's tables pick one of them by rule: the runs its
+# shipped fits (ring/model/defaults) were measured from rode the exchange up to 1 KiB.
 GATHERED_BYTES = 1024
 SLOT_DATA = -(-ROW_FORMAT.size // 16) * 16
-SLOT = SLOT_DATA + GATHERED_BYTES
+SLOT = SLOT_DATA + RIDING_BYTES
 # The algorithms whose plans a rank can run on every rank's input alone, fewest local
 # operations first: a reduce-broadcast allreduce is N - 1 on the whole buffer, direct
 # N(N - 1) on chunks.
@@ -321,6 +330,19 @@ def rides_preflight(name: str, algorithm: str) -> bool:
     return algorithm == "direct" or (algorithm == "reduce-broadcast" and name == "allreduce")
 
 
+def riding_pick(name: str, nodes: int, nbytes: int) -> str | None:
+    """``auto``'s pick for a host call of ``nbytes`` per rank that can ride the exchange
+    (at most :data:`RIDING_BYTES`, more than one rank): the riding algorithm of fewest
+    local operations, as the tables' own rule picks up to the size they were made with.
+    One exchange and a local reduction beat any plan's rounds there
+    (docs/notes/mpi-bound-call.md); None elsewhere (the table and measuring decide)."""
+    if nodes > 1 and 0 < nbytes <= RIDING_BYTES:
+        for algorithm in PREFLIGHT_ALGORITHMS:
+            if rides_preflight(name, algorithm):
+                return algorithm
+    return None
+
+
 def form_key(name: str, buffers, op, settings: tuple, shared: int = 0) -> tuple | None:
     """The key of a NumPy call's :class:`CallForm`, or None when the call needs the full
     checks: only a plain one-buffer list, an aligned, writeable, one-dimensional array and
@@ -388,7 +410,8 @@ def local_form(
             name,
             {
                 "segment_bytes": segment_bytes,
-                "algorithm": resolve_algorithm("mpi", name, nodes, buf.nbytes, AUTO),
+                "algorithm": (None if device else riding_pick(name, nodes, buf.nbytes))
+                or resolve_algorithm("mpi", name, nodes, buf.nbytes, AUTO),
                 "group_size": group_size,
             },
             nodes,
@@ -417,7 +440,7 @@ def local_form(
     )
     average = op in AVERAGING
     row_bytes = bytes(row)
-    gathered = rides_preflight(name, algorithm) and not device and buf.nbytes <= GATHERED_BYTES
+    gathered = rides_preflight(name, algorithm) and not device and buf.nbytes <= RIDING_BYTES
     form = CallForm(
         name,
         op,

@@ -1,14 +1,15 @@
 """A repeated MPI call bound to its buffer: what stays the same is not looked up again.
 
-A small allreduce costs about its pre-flight ``Allgather``, and the Python around it: the
-form's key (built from the buffer's dtype, length, flags and the call's options), the
-kept form's and program's look-ups, the buffer copied into the exchange's slot through a
-new memoryview.  When a call repeats on the same buffer object with the same op and the
-ring's own options (a training loop's gradient bucket, a benchmark's timed calls), none of
-that changes.  :class:`Bound` keeps one function made for the call, holding its form's
-row, its compiled program and a byte view of its buffer: a call it takes runs the exchange,
-the same check of every rank's row (:func:`ring.mpi.agree.check_table`: a rank whose call
-differs still raises the same error on every rank) and the program, nothing else.  (With
+A small allreduce costs about its one exchange (:mod:`ring.mpi.exchange`), and the Python
+around it: the form's key (built from the buffer's dtype, length, flags and the call's
+options), the kept form's and program's look-ups, the buffer copied into the exchange's
+slot through a new memoryview.  When a call repeats on the same buffer object with the
+same op and the ring's own options (a training loop's gradient bucket, a benchmark's
+timed calls), none of that changes.  :class:`Bound` keeps one function made for the call,
+holding its form's row, its compiled program, the exchange's persistent requests and a
+byte view of its buffer: a call it takes starts and waits for the exchange, makes the same
+check of every rank's row (:func:`ring.mpi.agree.check_table`: a rank whose call differs
+still raises the same error on every rank) and runs the program, nothing else.  (With
 no NVTX tool attached, :mod:`ring.nvtx`, a gathered program is built as one list of
 moves, without the step ranges nobody would record: ``MpiRing._host_program``.)
 
@@ -63,21 +64,26 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     the exchange and the check of every rank's row (any difference, or a local error on
     some rank, raises the same error on every rank through
     :func:`ring.mpi.agree.check_table`, before anything moves); the program.  A Ctrl-C in
-    the exchange, or a failure once data moves, aborts the job (``ring._abort``), as a call
+    the exchange, or a failure once data moves, aborts the job (``ring.abort``), as a call
     in full does.  Written out rather than through the ring's methods (``call`` adds only
     the lock to ``held``): at 1 KiB each call layer costs a tenth of the call, and under
     ``mpirun -n 2`` each µs of Python beside the exchange costs up to two."""
-    row, table, dtype, strides = form.row, form.table, buf.dtype, buf.strides
+    row, dtype, strides = form.row, buf.dtype, buf.strides
     segment, algorithm, group = settings
-    comm, rows, exchange, lock = ring.comm, ring._rows, ring._exchange, ring._call_lock
+    comm, rows, lock = ring.comm, ring.rows, ring.call_lock
+    # Each peer's row, read as bytes one by one: an N-row copy costs more at N = 2.
+    peers = tuple(memoryview(rows[j]) for j in range(ring.nodes) if j != ring.rank)
+    exchange = ring.exchange
+    sent = SLOT_DATA + (buf.nbytes if form.gathered else 0)
+    start, wait, requests = exchange.starter(sent)
+    generation = exchange.generation
     # The ring keeps this function: a strong reference back would be a cycle, and a ring
     # dropped without close() would keep its bound buffers until the cyclic collector runs.
     ring_ref = weakref.ref(ring)
-    allgather = comm.Allgather
-    push, pop, ranged = ring._outer[name], nvtx.pop, nvtx.AVAILABLE
+    push, pop, ranged = ring.outer_ranges[name], nvtx.pop, nvtx.AVAILABLE
     place = data = None
     if form.gathered:
-        place = ring._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes]
+        place = ring.slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes]
         data = memoryview(buf).cast("B")
 
     def call(buffers: object, given_op: str | None) -> bool:
@@ -92,29 +98,34 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
         ring = ring_ref()
         if ring is None or ring.algorithm is not algorithm or ring.segment_bytes is not segment:
             return False
-        if ring.group_size is not group or ring._closed or not buf.flags.writeable:
+        if ring.group_size is not group or ring.freed or not buf.flags.writeable:
+            return False
+        if exchange.generation != generation:  # its requests were freed
             return False
         pushed = ranged and outer
         if pushed:
             push()
         try:
-            if ring._slot_row is not row:
-                ring._put_row(row)
+            if ring.slot_row is not row:
+                ring.put_row(row)
             if place is not None:
                 place[:] = data
             try:
-                allgather(*exchange)
-                if rows.tobytes() != table:
-                    check_table(comm, rows, form, None)
+                if requests:
+                    start(requests)
+                    wait(requests)
+                for peer in peers:
+                    if peer.tobytes() != row:
+                        check_table(comm, rows, form, None)
             except Exception:
                 raise  # raised alike on every rank, before any data moves
             except BaseException:  # noqa: BLE001 - Ctrl-C: the peers have the table
-                ring._abort(name)
+                ring.abort(name)
             try:
                 if run is not None:
                     run()
             except BaseException:  # noqa: BLE001 - the peers are mid-collective
-                ring._abort(name)
+                ring.abort(name)
         finally:
             if pushed:
                 pop()

@@ -18,11 +18,11 @@ communicator's.  ``algorithm="auto"`` plans by measuring, every rank alike
 ``group_size`` is given.  ``segment_bytes`` is ring-segmented's block; on the plain ring
 it cuts each received chunk into segments of that size so the scratch stays in cache.
 
-Every call first exchanges one small row per rank (``Allgather``): the collective, length,
-dtype, op, buffer kind, algorithm, its options, how ``auto`` chose it (and its planning
-budget) and whether the local buffer passed validation (:mod:`ring.mpi.agree`).  All
-ranks see the same table, so a mismatch raises the same error on every rank before any
-data moves.  What a call needs is made on its
+Every call first exchanges one small row per rank (:mod:`ring.mpi.exchange`): the
+collective, length, dtype, op, buffer kind, algorithm, its options, how ``auto`` chose
+it (and its planning budget) and whether the local buffer passed validation
+(:mod:`ring.mpi.agree`).  All ranks see the same table, so a mismatch raises the same
+error on every rank before any data moves.  What a call needs is made on its
 first occurrence and kept: its checked form and row (per collective, op, dtype, length
 and options) and its compiled steps (per plan and buffer, :mod:`ring.mpi.steps`), so a
 repeated call costs little more than its messages; a call that repeats on the same buffer
@@ -89,9 +89,10 @@ from .agree import (
 )
 from .bound import Bound, bind
 from .cuda import CUDA_AWARE_ENV, cuda_aware, import_mpi
+from .exchange import Exchange
 from .planning import MpiPlanner
 from .shared import SharedArrays
-from .steps import Programs, apply_moves, run_gathered, run_steps, weakrefable
+from .steps import Programs, moves_run, run_gathered, run_steps, weakrefable
 
 __all__ = [
     "CUDA_AWARE_ENV",
@@ -195,15 +196,16 @@ class MpiRing(RingCommunicator):
             raise
         self.rank = self._comm.Get_rank()
         self.nodes = self._comm.Get_size()
-        self._closed = False
-        self._call_lock = threading.Lock()
+        # Read by a bound call (ring.mpi.bound) as well as here: whether close() ran, the
+        # lock every call holds, the pre-flight exchange (ring.mpi.exchange) with this
+        # rank's slot and every rank's row, the row the slot holds, each collective's range.
+        self.freed = False
+        self.call_lock = threading.Lock()
         self._BYTE = MPI.BYTE
-        # The pre-flight exchange: this rank's slot, and every rank's (mpi_agree.SLOT).
-        self._slot = np.zeros(SLOT, dtype=np.uint8)
-        self._slot_view, self._slot_row = self._slot.data, b""
-        self._table = np.zeros((self.nodes, SLOT), dtype=np.uint8)
-        self._rows = self._table[:, : len(error_row("allreduce"))]
-        self._exchange = ([self._slot, MPI.BYTE], [self._table, MPI.BYTE])
+        self.exchange = Exchange(self._comm, self.rank, self.nodes, SLOT, MPI)
+        self._slot, self._table = self.exchange.slot, self.exchange.table
+        self.slot_view, self.slot_row = self._slot.data, b""
+        self.rows = self._table[:, : len(error_row("allreduce"))]
         self.algorithm = algorithm
         self.group_size = group_size
         self.planning = planning
@@ -214,7 +216,7 @@ class MpiRing(RingCommunicator):
         self._trial_bound: dict[tuple, Bound] = {}
         self._programs = Programs(self.rank, self.nodes, MPI.BYTE, self._table[:, SLOT_DATA:])
         self._shared = SharedArrays(self.rank, self.nodes)
-        self._outer = {name: nvtx.pusher(name) for name in COLLECTIVES}
+        self.outer_ranges = {name: nvtx.pusher(name) for name in COLLECTIVES}
         track(self)
 
     @property
@@ -224,7 +226,7 @@ class MpiRing(RingCommunicator):
 
     @property
     def closed(self) -> bool:
-        if self._closed:
+        if self.freed:
             return True
         # The caller freed the communicator we were made from: a new one may reuse its
         # handle, so a cache keyed on the handle must not hand this ring out again.
@@ -233,12 +235,13 @@ class MpiRing(RingCommunicator):
 
     def close(self) -> None:
         """Free the duplicated communicator (collective).  Safe to call more than once."""
-        if self._closed:
+        if self.freed:
             return
-        self._closed = True
-        with self._call_lock:
+        self.freed = True
+        with self.call_lock:
             MPI = self._MPI
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
+                self.exchange.free()
                 self._comm.Free()
             self._programs.clear()
             self._bound, self._trial_bound = {}, {}
@@ -249,12 +252,12 @@ class MpiRing(RingCommunicator):
         (kept programs' views, bound calls, landing areas): the next call makes them again.
         A harness calls it between sizes, so a sweep of several series holds one point's
         buffers at a time."""
-        with self._call_lock:
+        with self.call_lock:
             self._programs.clear()
             self._bound, self._trial_bound = {}, {}
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self.freed else "open"
         return f"MpiRing(rank={self.rank}, nodes={self.nodes}, {state})"
 
     # -- one call ---------------------------------------------------------------------
@@ -270,13 +273,13 @@ class MpiRing(RingCommunicator):
         """Run one collective; ``options`` (``segment_bytes``, ``algorithm``,
         ``group_size``) override the ring's for this call (they are checked, and compared
         across ranks, with the rest of the call)."""
-        if self._closed:
+        if self.freed:
             raise self._closed_error()
         bound = None if options else self._bound.get(name)
         if bound is not None and bound.call(buffers, op):
             return  # the same call again (ring.mpi.bound)
-        with self._call_lock:
-            self._outer[name]()
+        with self.call_lock:
+            self.outer_ranges[name]()
             try:
                 settings: tuple = (self.segment_bytes, self.algorithm, self.group_size)
                 if options:  # a per-call None means the ring's own
@@ -365,7 +368,7 @@ class MpiRing(RingCommunicator):
             sharing = 0
             if name == "allreduce" and not form.device and block is None:
                 sharing = self.host_group_size
-            planned = planner.start(key, name, form, buf.nbytes, settings, self._abort, sharing)
+            planned = planner.start(key, name, form, buf.nbytes, settings, self.abort, sharing)
             if planned is not None:
                 bound = self._run(name, buffers, op, settings, planned, key, block, bindable)
                 self._keep(name, bound)
@@ -379,7 +382,7 @@ class MpiRing(RingCommunicator):
             self._try_share(name, buffers[0], op, settings, key, share)
             return
         run = partial(self._try, name, buffers, op, settings, runs_by, key, block, bindable)
-        planner.timed(name, key, candidate, run, self._abort)
+        planner.timed(name, key, candidate, run, self.abort)
 
     def _try_share(self, name: str, buf, op, settings: tuple, key: tuple, share: list) -> None:
         """A trial's call cut into one slice per candidate (:meth:`ring.planning.race.Trial.share`),
@@ -392,7 +395,7 @@ class MpiRing(RingCommunicator):
             runs_by = (settings[0], candidate[0], settings[2])
             run = partial(self._run, name, [buf[lo:hi]], op, settings, runs_by, None, None, False)
             runs.append((candidate, count / (hi - lo), run))
-        self._planner.timed_share(name, key, runs, self._abort)
+        self._planner.timed_share(name, key, runs, self.abort)
 
     def _try(self, name, buffers, op, settings: tuple, runs_by: tuple, key, block, bindable):
         """A trial's call by candidate ``runs_by``: bound to its buffer as the plan's calls
@@ -459,17 +462,16 @@ class MpiRing(RingCommunicator):
                 return run
         program = self._programs.get(form, buf, None)
         if form.gathered and not nvtx.AVAILABLE:  # no step ranges: one list of moves
-            return partial(
-                apply_moves, tuple(m for _, step in program for m in step), ufunc, finish
-            )
+            return moves_run(tuple(m for _, step in program for m in step), ufunc, finish)
         if form.gathered:
             return partial(run_gathered, program, ufunc, finish)
         return partial(run_steps, self._comm, program, ufunc, None, finish)
 
-    def _put_row(self, row: bytes) -> None:
-        if row is not self._slot_row:  # calls repeat: the slot holds the row already
-            self._slot_view[: len(row)] = row
-            self._slot_row = row
+    def put_row(self, row: bytes) -> None:
+        """Put a call's row in this rank's pre-flight slot, unless the slot holds it."""
+        if row is not self.slot_row:  # calls repeat: the slot holds the row already
+            self.slot_view[: len(row)] = row
+            self.slot_row = row
 
     def _preflight(
         self, name: str, key, buffers, op: str | None, settings: tuple, shared: int, planning: int
@@ -501,29 +503,32 @@ class MpiRing(RingCommunicator):
                     if len(self._forms) >= _KEPT:
                         self._forms.clear()
                     self._forms[key] = form
-        self._put_row(error_row(name) if form is None else form.row)
+        self.put_row(error_row(name) if form is None else form.row)
+        sent = SLOT_DATA
         if form is not None and form.gathered:
-            self._slot_view[SLOT_DATA : SLOT_DATA + buf.nbytes] = memoryview(buf).cast("B")
-        self._agree(name, form, error)
+            sent += buf.nbytes
+            self.slot_view[SLOT_DATA:sent] = memoryview(buf).cast("B")
+        self._agree(name, form, error, sent)
         assert form is not None  # check_table raised otherwise
         return buf, form
 
-    def _agree(self, name: str, form: CallForm | None, error) -> None:
-        """The pre-flight exchange, and its check (:func:`ring.mpi.agree.check_table`)."""
+    def _agree(self, name: str, form: CallForm | None, error, sent: int) -> None:
+        """The pre-flight exchange of the slot's first ``sent`` bytes, and its check
+        (:func:`ring.mpi.agree.check_table`)."""
         try:
-            self._comm.Allgather(*self._exchange)
-            check_table(self._comm, self._rows, form, error)
+            self.exchange.run(sent)
+            check_table(self._comm, self.rows, form, error)
         except Exception:
             raise  # raised alike on every rank, before any data moves
         except BaseException:  # noqa: BLE001 - Ctrl-C: the peers have the table, and go on
-            self._abort(name)
+            self.abort(name)
 
     def _guarded(self, name: str, run, *args):
         """``run(*args)`` once data may move: a failure cannot be undone, so it aborts."""
         try:
             return run(*args)
         except BaseException:  # noqa: BLE001 - the peers are mid-collective
-            self._abort(name)
+            self.abort(name)
 
     def _run_device(self, form: CallForm, buf) -> None:
         cupy = require("cupy", "the MPI backend with device buffers")
@@ -539,12 +544,13 @@ class MpiRing(RingCommunicator):
     def shared_buffer(self, count: int, dtype: Any = np.float32) -> np.ndarray:
         """This rank's array of ``count`` ``dtype``, in memory every rank of the ring maps
         (collective; one host): calls on it run by position (:mod:`ring.mpi.shared`)."""
-        if self._closed:
+        if self.freed:
             raise self._closed_error()
-        with self._call_lock:
-            return self._shared.allocate(self._comm, count, dtype, self._abort)
+        with self.call_lock:
+            return self._shared.allocate(self._comm, count, dtype, self.abort)
 
-    def _abort(self, name: str, when: str = "after data started moving") -> None:
+    def abort(self, name: str, when: str = "after data started moving") -> None:
+        """End the MPI job, saying which rank failed and where: its peers cannot finish."""
         sys.stderr.write(
             f"ring.mpi: rank {self.rank} failed during {name} {when}; its peers cannot "
             "finish, so the MPI job is aborted:\n" + traceback.format_exc()
@@ -567,7 +573,7 @@ def all_ranks_ok(ring: MpiRing, ok: bool) -> bool:
     try:
         return bool(ring.comm.allreduce(int(ok), op=ring._MPI.MIN))
     except BaseException:
-        ring._abort("a check of every rank's input", "in it")
+        ring.abort("a check of every rank's input", "in it")
         raise
 
 

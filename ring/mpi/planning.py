@@ -31,7 +31,7 @@ import warnings
 from .. import auto
 from ..planning import race, store
 from ..planning.candidates import table_candidates
-from .agree import agreed_exception
+from .agree import agreed_exception, riding_pick
 
 __all__ = ["MpiPlanner"]
 
@@ -79,7 +79,9 @@ class MpiPlanner:
             try:
                 known = store.wisdom().get(shape)  # a plan of this library's (checked read)
                 if known is None:
-                    found = [(a,) for a in table_candidates("mpi", name, self.nodes, nbytes)]
+                    riding = riding_pick(name, self.nodes, nbytes)  # by rule: ring.mpi.agree
+                    table = table_candidates("mpi", name, self.nodes, nbytes)
+                    found = [(a,) for a in ((riding,) if riding else table)]
                     apart = race.slices_apart(sharing, nbytes) if sharing else 1
             except Exception as exc:  # noqa: BLE001 - raised on every rank, after the broadcast
                 problem = (str(exc), type(exc).__module__, type(exc).__qualname__)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -44,6 +45,7 @@ __all__ = [
     "compile_ring",
     "form_plan",
     "landing_elements",
+    "moves_run",
     "ring_cuts",
     "run_gathered",
     "run_steps",
@@ -234,6 +236,17 @@ def apply_moves(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> 
                 target[...] = data
         if completes and finish is not None:
             finish(target)
+
+
+def moves_run(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> partial:
+    """``applies`` ready to run: one accumulation with nothing after it (a gathered
+    allreduce at N = 2) is its ufunc call alone, the loop of :func:`apply_moves` left out,
+    which at 1 KiB is a tenth of the call."""
+    if len(applies) == 1:
+        ((accumulate, first, target, data, completes),) = applies
+        if accumulate and data is not None and not (completes and finish is not None):
+            return partial(ufunc, first, data, target)  # out by position: no keyword parsing
+    return partial(apply_moves, applies, ufunc, finish)
 
 
 def ring_cuts(largest: int, itemsize: int, segment_bytes: int) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 import ring
 from ring.mpi import MpiRing
+from ring.mpi.agree import RIDING_BYTES
 
 world = MPI.COMM_WORLD
 rank, nodes = world.Get_rank(), world.Get_size()
@@ -56,8 +57,9 @@ def main() -> int:
             "allreduce", [buf], "sum", algorithm="direct"
         ),
     }
-    # float64: 200 elements are above ring.mpi.agree.GATHERED_BYTES, 100 within it.
-    counts = {"direct_lengths_straddle_the_slot": 200 if rank == 0 else 100}
+    # float64: one element more than ring.mpi.agree.RIDING_BYTES on rank 0, half on others.
+    within = RIDING_BYTES // 8
+    counts = {"direct_lengths_straddle_the_slot": within + 1 if rank == 0 else within // 2}
     for name, call in scenarios.items():
         buf = base(counts.get(name, 11))
         results[name] = run(comm, name, lambda call=call, buf=buf: call(buf), buf)

@@ -66,23 +66,29 @@ elif mode == "raise-shared":  # by position on memory every rank maps (ring.mpi.
 elif mode == "interrupt":
 
     class Interrupting:
-        """The ring's communicator; rank 1 is sent SIGINT once its exchange is done."""
+        """The ring's pre-flight exchange (ring.mpi.exchange); rank 1 is sent SIGINT once
+        its exchange is done."""
 
-        def __init__(self, comm):
-            self._comm = comm
+        def __init__(self, exchange):
+            self._exchange = exchange
 
         def __getattr__(self, name):
-            return getattr(self._comm, name)
+            return getattr(self._exchange, name)
 
-        def Allgather(self, *args):
-            self._comm.Allgather(*args)
-            if rank == 1 and armed:
-                os.kill(os.getpid(), signal.SIGINT)
+        def starter(self, nbytes):
+            start, wait, requests = self._exchange.starter(nbytes)
+
+            def interrupted(requests):
+                wait(requests)
+                if rank == 1 and armed:
+                    os.kill(os.getpid(), signal.SIGINT)
+
+            return start, interrupted, requests
 
     armed = False
-    comm._comm = Interrupting(comm._comm)
+    comm.exchange = Interrupting(comm.exchange)
     other = buf.copy()
-    comm.allreduce([other])  # a full call, bound to other over the interrupting comm
+    comm.allreduce([other])  # a full call, bound to other over the interrupting exchange
     armed = True
     comm.allreduce([other])  # the bound call, interrupted after its exchange
 elif mode == "interrupt-shared":

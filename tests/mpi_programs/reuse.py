@@ -6,7 +6,7 @@ steps) must never stand in for what changed, and small ``direct`` calls (and
   several calls and ops (as the harness restores its buffers): every result is checked
   against the float64 / exact reference, so a program compiled for an earlier call that
   read stale views, or a kept form that skipped a needed check, shows up here.
-* ``direct`` and a ``reduce-broadcast`` allreduce at most ``ring.mpi.agree.GATHERED_BYTES``
+* ``direct`` and a ``reduce-broadcast`` allreduce at most ``ring.mpi.agree.RIDING_BYTES``
   per rank send no point-to-point message (counted by a proxy around the ring's
   communicator); just above it, they do.  Computed from the exchanged inputs, the
   reduce-broadcast result is bit for bit node 0's chain, rank 0 + rank 1 + ... in order.
@@ -39,7 +39,7 @@ from reference import check, random_inputs
 
 from ring import nvtx
 from ring.mpi import MpiRing
-from ring.mpi.agree import GATHERED_BYTES
+from ring.mpi.agree import RIDING_BYTES
 from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, chunk_range, owned_chunk, plan
 
 world = MPI.COMM_WORLD
@@ -248,7 +248,7 @@ def dropped() -> bool:
 def main() -> int:
     failures: list[str] = []
     cases = reused_buffers(failures) + bound_calls(failures)
-    small = GATHERED_BYTES // 4
+    small = RIDING_BYTES // 4
     messages = {
         f"{algorithm} {where}": messages_of(algorithm, count)
         for algorithm in ("direct", "reduce-broadcast")
