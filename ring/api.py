@@ -17,7 +17,8 @@ Every call is dispatched to its backend's :class:`ring.communicator.Backend`, fo
 from __future__ import annotations
 
 import atexit
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .communicator import (
     BACKENDS,
@@ -111,18 +112,18 @@ def all_gather(
     return _collective("all_gather", buffers, None, backend, recv, async_op, options)
 
 
-# Backend name -> its backend, as registered: a module call looks it up once per name.
-_found: dict[str, Backend] = {}
+# Backend name -> its backend's run, as registered: a module call looks it up once per name.
+_runs: dict[str, Callable[[str, Any, Any, dict], None]] = {}
 
 
 def _collective(name: str, buffers, op, backend: str, recv, async_op, options: dict) -> Work | None:
     """Collective ``name``: in place and synchronous, straight to its backend's
     :meth:`~ring.communicator.Backend.run`; else :func:`_call`."""
-    if recv is None and not async_op and not PENDING.get(backend):
-        found = _found.get(backend)
-        if found is None:
-            found = _found[backend] = registered(backend)
-        found.run(name, buffers, op, options)
+    if recv is None and not async_op and backend not in PENDING:
+        run = _runs.get(backend)
+        if run is None:
+            run = _runs[backend] = registered(backend).run
+        run(name, buffers, op, options)
         return None
     return _call(name, buffers, op, backend, options, recv, async_op)
 

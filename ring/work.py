@@ -29,7 +29,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 __all__ = ["PENDING", "Work", "submit"]
 
 _queues: dict[str, ThreadPoolExecutor] = {}
-# backend -> its calls queued or running (read without the lock: a count, checked per call)
+# backend -> its calls queued or running, a backend with none absent (read without the lock:
+# a module call asks whether its backend is in it)
 PENDING: dict[str, int] = {}
 _lock = threading.Lock()
 
@@ -82,6 +83,8 @@ def submit(backend: str, run: Callable[[], None]) -> Work:
 def _done(backend: str) -> None:
     with _lock:
         PENDING[backend] -= 1
+        if not PENDING[backend]:
+            del PENDING[backend]  # a backend with none queued is not in it at all
 
 
 def _after_fork_in_child() -> None:

@@ -23,7 +23,7 @@ PRIMES = [2, 3, 5, 7, 11, 13, 17, 31, 97, 1009]
 def _threaded(monkeypatch):
     """These tests cover the worker threads: no call runs inline unless it asks
     (tests/test_cpu_inline.py covers the calling thread)."""
-    monkeypatch.setattr("ring.cpu.communicator.INLINE_BYTES", 0)
+    monkeypatch.setattr("ring.cpu.checks.INLINE_BYTES", 0)
 
 
 def _copies(inputs):
@@ -259,7 +259,7 @@ def test_failure_inside_the_reduction_reaches_the_caller(monkeypatch):
             raise FloatingPointError("injected")
         return np.add(a, b, out=out)
 
-    monkeypatch.setattr("ring.cpu.communicator.resolve_op", lambda op, dtype: failing_add)
+    monkeypatch.setattr("ring.cpu.checks.resolve_op", lambda op, dtype: failing_add)
     with pytest.raises(FloatingPointError, match="injected"):
         comm.allreduce([np.ones(9) for _ in range(3)])
     assert comm.closed

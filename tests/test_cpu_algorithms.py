@@ -20,7 +20,7 @@ PRIMES = [2, 3, 13, 101]
 def _threaded(monkeypatch):
     """These tests cover the worker threads: no call runs inline unless it asks
     (tests/test_cpu_inline.py covers the calling thread)."""
-    monkeypatch.setattr("ring.cpu.communicator.INLINE_BYTES", 0)
+    monkeypatch.setattr("ring.cpu.checks.INLINE_BYTES", 0)
 
 
 def _options(algorithm, nodes):
@@ -188,7 +188,7 @@ def test_a_failure_inside_any_algorithm_stops_everyone(algorithm, inline, monkey
 
     comm = CpuCommunicator(5, algorithm=algorithm, inline_bytes=1 << 20 if inline else 0)
     threads = list(comm._threads)
-    monkeypatch.setattr("ring.cpu.communicator.resolve_op", lambda op, dtype: failing_add)
+    monkeypatch.setattr("ring.cpu.checks.resolve_op", lambda op, dtype: failing_add)
     with pytest.raises(FloatingPointError, match="injected"):
         comm.allreduce([np.ones(99) for _ in range(5)])
     assert comm.closed

@@ -185,8 +185,9 @@ def test_auto_is_bound_to_its_pick_and_planned_again_once_picks_are_reset(execut
         asked.append(algorithm)
         return next(picks) if algorithm == "auto" else algorithm
 
-    monkeypatch.setattr("ring.cpu.communicator.resolve_algorithm", resolve)
+    monkeypatch.setattr("ring.cpu.planned.resolve_algorithm", resolve)
     monkeypatch.setattr("ring.cpu.communicator.auto_generation", auto.generation)
+    monkeypatch.setattr("ring.cpu.execution.auto_generation", auto.generation)
     inputs = [np.arange(10, dtype=np.float64) + i for i in range(3)]
     buffers = [x.copy() for x in inputs]
     with _sliced(3, "auto", executor, planning="estimate") as comm:

@@ -227,7 +227,7 @@ def test_ctrl_c_inside_a_with_block_surfaces_as_keyboard_interrupt():
 
 
 def test_one_threads_failure_never_reaches_another_threads_call(monkeypatch):
-    from ring.cpu.communicator import resolve_op as real
+    from ring.cpu.checks import resolve_op as real
 
     def failing_for_a(op, dtype):
         ufunc = real(op, dtype)
@@ -239,7 +239,7 @@ def test_one_threads_failure_never_reaches_another_threads_call(monkeypatch):
 
         return add
 
-    monkeypatch.setattr("ring.cpu.communicator.resolve_op", failing_for_a)
+    monkeypatch.setattr("ring.cpu.checks.resolve_op", failing_for_a)
     nodes, rounds = 5, 50
     rng = np.random.default_rng(11)
     inputs = [rng.uniform(1, 2, 4099) for _ in range(nodes)]

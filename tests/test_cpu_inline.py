@@ -34,8 +34,8 @@ def _record_threads(monkeypatch):
 
         return run
 
-    resolve = ring.cpu.communicator.resolve_op
-    monkeypatch.setattr("ring.cpu.communicator.resolve_op", recorded)
+    resolve = ring.cpu.checks.resolve_op
+    monkeypatch.setattr("ring.cpu.checks.resolve_op", recorded)
     return seen
 
 

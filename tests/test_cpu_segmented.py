@@ -20,7 +20,7 @@ from ring.schedule import ALGORITHM_COLLECTIVES, ALGORITHMS, plan
 def _threaded(monkeypatch):
     """These tests cover the worker threads: no call runs inline unless it asks
     (tests/test_cpu_inline.py covers the calling thread)."""
-    monkeypatch.setattr("ring.cpu.communicator.INLINE_BYTES", 0)
+    monkeypatch.setattr("ring.cpu.checks.INLINE_BYTES", 0)
 
 
 @pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "all_gather"])

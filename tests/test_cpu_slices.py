@@ -184,7 +184,7 @@ def test_a_failure_on_any_thread_ends_the_call_and_closes(where, monkeypatch):
 
     comm = CpuCommunicator(3, executor="slices", inline_bytes=0)
     threads = list(comm._threads)
-    monkeypatch.setattr("ring.cpu.communicator.resolve_op", lambda op, dtype: failing_add)
+    monkeypatch.setattr("ring.cpu.checks.resolve_op", lambda op, dtype: failing_add)
     with pytest.raises(FloatingPointError, match="injected"):
         comm.allreduce([np.ones(10_000) for _ in range(3)])
     assert comm.closed

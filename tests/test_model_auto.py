@@ -20,7 +20,7 @@ from test_mpi import MPIRUN, json_lines, mpirun
 import ring
 import ring.auto
 import ring.cpu
-import ring.cpu.communicator
+import ring.cpu.planned
 import ring.gpu
 import ring.gpu.communicator
 from ring.auto import AutoTableError
@@ -161,7 +161,7 @@ def record_plans(monkeypatch, backend) -> list[str]:
 def test_cpu_auto_runs_the_models_pick(tmp_path, use_fit, monkeypatch):
     """Without measuring (planning="estimate") a call runs the table's pick."""
     use_fit(write_fit(tmp_path / "fit.json", "cpu", ["ring", "recursive-doubling"]))
-    ran = record_plans(monkeypatch, ring.cpu.communicator)
+    ran = record_plans(monkeypatch, ring.cpu.planned)
     rng = np.random.default_rng(3)
     for count in (16, 1 << 19):
         buffers = [rng.standard_normal(count) for _ in range(3)]

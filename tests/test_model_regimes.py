@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-import ring.cpu.communicator as ring_cpu
+import ring.cpu.planned as ring_cpu
 from ring.model import Params, predict_seconds
 from ring.model.__main__ import main
 from ring.model.costs import ModelInputError, backend_group_size, inline_moves

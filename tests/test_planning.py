@@ -274,10 +274,8 @@ def test_a_candidates_first_call_on_checked_buffers_is_not_checked_again(fresh_w
     changed in between (made read-only) is refused before anything is written."""
     _table(monkeypatch, "direct", "ring")
     checked = []
-    real = ring.cpu.communicator.validate_buffers
-    monkeypatch.setattr(
-        ring.cpu.communicator, "validate_buffers", lambda b: checked.append(1) or real(b)
-    )
+    real = ring.cpu.checks.validate_buffers
+    monkeypatch.setattr(ring.cpu.checks, "validate_buffers", lambda b: checked.append(1) or real(b))
     rng = np.random.default_rng(10)
     with CpuCommunicator(3, algorithm="auto", executor="nodes", inline_bytes=1 << 20) as comm:
         buffers = _plan_checked(comm, random_inputs(rng, 3, 211, np.float64, "sum"))

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..communicator import Backend, Call, CommunicatorClosedError, RingCommunicator
-from .communicator import CpuCommunicator, CpuOptions, check_call, communicator_options
+from .checks import CpuOptions, check_call, communicator_options
+from .communicator import CpuCommunicator
 
 __all__ = ["CpuBackend"]
 
