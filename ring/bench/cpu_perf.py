@@ -122,7 +122,7 @@ def _print_large(args: argparse.Namespace, ceilings: dict) -> None:
         for sync in SYNC_MODES:
             r = large(nodes, sync, nbytes, args.large_repeats, ceilings)
             print(
-                f"{nodes:>3} {sync:>9} {r['time_s'] * 1e3:>9.1f} {r['model_s'] * 1e3:>9.1f} "
+                f"{nodes:>3} {sync:>9} {r['time_s'] * 1e3:>9.3g} {r['model_s'] * 1e3:>9.3g} "
                 f"{r['ratio']:>6.2f} {r['traffic_GBps']:>13.2f}"
             )
 
