@@ -98,9 +98,9 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
         ring = ring_ref()
         if ring is None or ring.algorithm is not algorithm or ring.segment_bytes is not segment:
             return False
-        if ring.group_size is not group or ring.freed or not buf.flags.writeable:
+        if ring.group_size is not group or not buf.flags.writeable:
             return False
-        if exchange.generation != generation:  # its requests were freed
+        if exchange.generation != generation:  # its requests were freed, or the ring closed
             return False
         pushed = ranged and outer
         if pushed:

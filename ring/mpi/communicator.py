@@ -196,10 +196,10 @@ class MpiRing(RingCommunicator):
             raise
         self.rank = self._comm.Get_rank()
         self.nodes = self._comm.Get_size()
-        # Read by a bound call (ring.mpi.bound) as well as here: whether close() ran, the
-        # lock every call holds, the pre-flight exchange (ring.mpi.exchange) with this
-        # rank's slot and every rank's row, the row the slot holds, each collective's range.
-        self.freed = False
+        self._closed = False
+        # Read by a bound call (ring.mpi.bound) as well as here: the lock every call holds,
+        # the pre-flight exchange (ring.mpi.exchange) with this rank's slot and every rank's
+        # row, the row the slot holds, each collective's range.
         self.call_lock = threading.Lock()
         self._BYTE = MPI.BYTE
         self.exchange = Exchange(self._comm, self.rank, self.nodes, SLOT, MPI)
@@ -226,7 +226,7 @@ class MpiRing(RingCommunicator):
 
     @property
     def closed(self) -> bool:
-        if self.freed:
+        if self._closed:
             return True
         # The caller freed the communicator we were made from: a new one may reuse its
         # handle, so a cache keyed on the handle must not hand this ring out again.
@@ -235,14 +235,15 @@ class MpiRing(RingCommunicator):
 
     def close(self) -> None:
         """Free the duplicated communicator (collective).  Safe to call more than once."""
-        if self.freed:
+        if self._closed:
             return
-        self.freed = True
+        self._closed = True
         with self.call_lock:
             MPI = self._MPI
             if not MPI.Is_finalized() and self._comm != MPI.COMM_NULL:
                 self.exchange.free()
                 self._comm.Free()
+            self.exchange.generation += 1  # a bound call made before refuses to run
             self._programs.clear()
             self._bound, self._trial_bound = {}, {}
             self._shared.clear()
@@ -257,7 +258,7 @@ class MpiRing(RingCommunicator):
             self._bound, self._trial_bound = {}, {}
 
     def __repr__(self) -> str:
-        state = "closed" if self.freed else "open"
+        state = "closed" if self._closed else "open"
         return f"MpiRing(rank={self.rank}, nodes={self.nodes}, {state})"
 
     # -- one call ---------------------------------------------------------------------
@@ -273,7 +274,7 @@ class MpiRing(RingCommunicator):
         """Run one collective; ``options`` (``segment_bytes``, ``algorithm``,
         ``group_size``) override the ring's for this call (they are checked, and compared
         across ranks, with the rest of the call)."""
-        if self.freed:
+        if self._closed:
             raise self._closed_error()
         bound = None if options else self._bound.get(name)
         if bound is not None and bound.call(buffers, op):
@@ -544,7 +545,7 @@ class MpiRing(RingCommunicator):
     def shared_buffer(self, count: int, dtype: Any = np.float32) -> np.ndarray:
         """This rank's array of ``count`` ``dtype``, in memory every rank of the ring maps
         (collective; one host): calls on it run by position (:mod:`ring.mpi.shared`)."""
-        if self.freed:
+        if self._closed:
             raise self._closed_error()
         with self.call_lock:
             return self._shared.allocate(self._comm, count, dtype, self.abort)

@@ -1,5 +1,5 @@
-"""Run across emulated hosts (scripts/hosts.sh mpirun): each rank prints one line, ``rank
-host shared-group-size shm-files``, where the shared group is MPI_Comm_split_type(SHARED)
+"""Run across emulated hosts (scripts/hosts.sh mpirun): rank 0 prints one line per rank,
+``rank host shared-group-size shm-files`` (gathered, so ranks' lines cannot interleave), where the shared group is MPI_Comm_split_type(SHARED)
 and shm-files the ranks whose marker file this rank sees in /dev/shm (comma-separated), so
 a test can check that ranks are grouped, and share memory, per host and never across."""
 
@@ -25,4 +25,7 @@ seen = sorted(
 )
 world.Barrier()
 os.unlink(marker)
-print(world.rank, socket.gethostname(), shared.size, ",".join(map(str, seen)), flush=True)
+line = f"{world.rank} {socket.gethostname()} {shared.size} {','.join(map(str, seen))}"
+lines = world.gather(line, root=0)
+if world.rank == 0:
+    print("\n".join(lines), flush=True)
