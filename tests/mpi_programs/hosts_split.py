@@ -1,7 +1,8 @@
-"""Run across emulated hosts (scripts/hosts.sh mpirun): rank 0 prints one line per rank,
-``rank host shared-group-size shm-files`` (gathered, so ranks' lines cannot interleave), where the shared group is MPI_Comm_split_type(SHARED)
-and shm-files the ranks whose marker file this rank sees in /dev/shm (comma-separated), so
-a test can check that ranks are grouped, and share memory, per host and never across."""
+"""Run across emulated hosts (scripts/hosts.sh mpirun): rank 0 prints one line per rank
+(gathered, so ranks' lines cannot interleave), ``rank host shared-group-size shm-files``,
+where the shared group is MPI_Comm_split_type(SHARED) and shm-files the ranks whose marker
+file this rank sees in /dev/shm (comma-separated), so a test can check that ranks are
+grouped, and share memory, per host and never across."""
 
 from __future__ import annotations
 
