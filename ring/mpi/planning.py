@@ -80,8 +80,10 @@ class MpiPlanner:
                 known = store.wisdom().get(shape)  # a plan of this library's (checked read)
                 if known is None:
                     riding = riding_pick(name, self.nodes, nbytes)  # by rule: ring.mpi.agree
-                    table = table_candidates("mpi", name, self.nodes, nbytes)
-                    found = [(a,) for a in ((riding,) if riding else table)]
+                    algorithms = (
+                        (riding,) if riding else table_candidates("mpi", name, self.nodes, nbytes)
+                    )
+                    found = [(a,) for a in algorithms]
                     apart = race.slices_apart(sharing, nbytes) if sharing else 1
             except Exception as exc:  # noqa: BLE001 - raised on every rank, after the broadcast
                 problem = (str(exc), type(exc).__module__, type(exc).__qualname__)
