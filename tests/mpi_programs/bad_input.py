@@ -40,14 +40,18 @@ def base(count=11, dtype=np.float64):
     return (np.arange(count) % 7 + 1 + rank).astype(dtype)
 
 
-def run(comm, name, call, buf):
-    before = buf.copy() if isinstance(buf, np.ndarray) else None
+def raised(call) -> list:
+    """``[type name, message]`` of what ``call()`` raised on this rank, or ``["no error", ""]``."""
     try:
         call()
     except Exception as exc:  # noqa: BLE001 - what each rank saw is the result
-        seen = [type(exc).__name__, str(exc)]
-    else:
-        seen = ["no error", ""]
+        return [type(exc).__name__, str(exc)]
+    return ["no error", ""]
+
+
+def run(comm, name, call, buf):
+    before = buf.copy() if isinstance(buf, np.ndarray) else None
+    seen = raised(call)
     untouched = before is None or np.array_equal(buf, before)
     return world.gather([*seen, bool(untouched)], root=0)
 
