@@ -66,8 +66,8 @@ def _call(ring, name: str, buf, op, settings: tuple, form, run):
     :func:`ring.mpi.agree.check_table`, before anything moves); the program.  A Ctrl-C in
     the exchange, or a failure once data moves, aborts the job (``ring.abort``), as a call
     in full does.  Written out rather than through the ring's methods (``call`` adds only
-    the lock to ``held``): at 1 KiB each call layer costs a tenth of the call, and under
-    ``mpirun -n 2`` each µs of Python beside the exchange costs up to two."""
+    the lock to ``held``): for a small call each layer of Python is a visible share of the
+    call, and each rank's Python delays its peers' exchange as well as its own."""
     row, dtype, strides = form.row, buf.dtype, buf.strides
     segment, algorithm, group = settings
     comm, rows, lock = ring.comm, ring.rows, ring.call_lock

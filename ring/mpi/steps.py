@@ -240,8 +240,8 @@ def apply_moves(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> 
 
 def moves_run(applies: tuple, ufunc, finish: Callable[[Any], None] | None) -> partial:
     """``applies`` ready to run: one accumulation with nothing after it (a gathered
-    allreduce at N = 2) is its ufunc call alone, the loop of :func:`apply_moves` left out,
-    which at 1 KiB is a tenth of the call."""
+    allreduce at N = 2) is its ufunc call alone, the loop of :func:`apply_moves` left out:
+    for a small call that loop costs as much as the accumulation itself."""
     if len(applies) == 1:
         ((accumulate, first, target, data, completes),) = applies
         if accumulate and data is not None and not (completes and finish is not None):

@@ -6,8 +6,8 @@
 #
 # The ranks yield their core while they wait (mpi_yield_when_idle): every host shares this
 # machine's cores, and ranks that spin leave the kernel's network work (ksoftirqd, which
-# carries each message across the veth pairs) to the next scheduler tick, about 4 ms a
-# message (docs/notes/emulated-links.md); a real host's NIC does not wait on its ranks.
+# carries each message across the veth pairs) to the next scheduler tick
+# (docs/notes/emulated-links.md); a real host's NIC does not wait on its ranks.
 
 from ring.study.hosts import hosts_model_stem, hosts_stem
 
