@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,12 +59,20 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to drop it"
 )
 def test_a_user_without_root_is_refused_in_one_line():
-    done = subprocess.run(
-        [*NOBODY, "bash", str(HOSTS), "--name", "ringhx", "up", "2"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # A copy nobody can read: the checkout may sit in a folder only root can enter.
+    folder = Path(tempfile.mkdtemp(prefix="ring-hosts-"))
+    try:
+        folder.chmod(0o755)
+        script = Path(shutil.copy(HOSTS, folder))
+        script.chmod(0o644)
+        done = subprocess.run(
+            [*NOBODY, "bash", str(script), "--name", "ringhx", "up", "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        shutil.rmtree(folder)
     assert "needs root" in _one_line(done)
 
 
